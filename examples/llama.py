@@ -1,0 +1,23 @@
+"""A small Llama (HF LlamaForCausalLM), causal language modelling.
+
+full: 4 layers, hidden 256, 4 heads, intermediate 688, vocab 32000,
+sequence 512, BATCH_SIZE 8. tiny: 2 layers, hidden 64, 4 heads,
+intermediate 172, vocab 512, sequence 32, BATCH_SIZE 4.
+Batch: dict(input_ids, labels); the loss is output.loss.
+"""
+import importlib.util
+from pathlib import Path
+
+
+def _load_helper():
+    """Imports examples/_hf.py by path (model files are not a package)."""
+    path = Path(__file__).resolve().with_name("_hf.py")
+    spec = importlib.util.spec_from_file_location("memflow_examples_hf", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_hf = _load_helper()
+SCALE = _hf.scale()  # MEMFLOW_EXAMPLE_SCALE: "full" (default) or "tiny"
+build_model, example_batch, BATCH_SIZE = _hf.llama_files("tiny-llama")

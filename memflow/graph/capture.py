@@ -1,0 +1,235 @@
+"""Capture a model's training step and cut it into task-graph nodes.
+
+The user's unmodified model is wrapped with its loss (``LossModule``) and
+captured with ``torch.export`` (non-strict; HF models need ``use_cache=False``,
+which the examples set). The exported forward graph keeps each aten op's
+``nn_module_stack``; ops are grouped into *nodes* at module granularity:
+
+* ``granularity="auto"`` (default): the repeated blocks (children of one
+  container that share a class, e.g. ``transformer.h.0 .. h.11``) and the
+  modules between them (``wte``, ``ln_f``, ``lm_head``, ...). A module that
+  contains blocks is opened up; any other module is one node.
+* ``granularity=d`` (an int): modules ``d`` levels below the model root.
+
+Ops that sit directly in an opened module (glue: reshapes, masks, the loss)
+join the node that follows them, or the last node at the end. Nodes are
+maximal contiguous runs of one module in execution order, so a pipeline split
+point can sit before any node and ``checkpoint``/offload hooks wrap any node.
+The graph is then split with ``torch.fx.passes.split_module`` into one
+``GraphModule`` per node (see :mod:`memflow.graph.program`), which both the
+profiler and the executor run.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.passes.split_module import split_module
+
+from ..errors import CaptureError
+
+__all__ = ["Captured", "export_step", "group_fx_nodes", "split_step", "block_paths"]
+
+ROOT = "model"  # LossModule registers the user's model as attribute `model`
+
+
+@dataclass
+class Captured:
+    """An exported step cut into nodes."""
+
+    split: torch.fx.GraphModule  # top graph calling submod_0 .. submod_{n-1}
+    names: list[str]  # node names in execution order
+    module_paths: list[str]  # module each node stands for (relative to the model)
+    op_counts: list[int]
+    flat_inputs: list[torch.Tensor]  # the batch as flat tensors (placeholders)
+    treespec: Any
+
+
+def _strip_guards(gm: torch.fx.GraphModule) -> None:
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and str(node.target).startswith("_guards"):
+            gm.graph.erase_node(node)
+    for name, _ in list(gm.named_children()):
+        if name.startswith("_guards"):
+            delattr(gm, name)
+    gm.graph.lint()
+    gm.recompile()
+
+
+def export_step(spec: Any, model: torch.nn.Module, batch: Any) -> tuple[torch.fx.GraphModule, list, Any]:
+    """Export ``LossModule(spec, model)`` on ``batch``; returns (graph module, flat inputs, treespec)."""
+    from ..model_file import LossModule, flatten
+
+    flat, treespec = flatten(batch)
+    wrapper = LossModule(spec, model, treespec)
+    try:
+        with _quiet():
+            ep = torch.export.export(wrapper, tuple(flat), strict=False)
+    except Exception as e:  # noqa: BLE001 - any export failure is a capture error
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CaptureError(
+            f"{getattr(spec, 'path', 'model')}: torch.export could not capture the training step: "
+            f"{type(e).__name__}: {first[:300]}"
+        ) from None
+    gm = ep.module()
+    _strip_guards(gm)
+    return gm, list(flat), treespec
+
+
+@contextlib.contextmanager
+def _quiet():
+    import logging
+    import warnings
+
+    loggers = [logging.getLogger(n) for n in ("torch._export", "torch.export", "torch._dynamo", "transformers")]
+    old = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, lvl in zip(loggers, old):
+            lg.setLevel(lvl)
+
+
+def block_paths(model: torch.nn.Module) -> set[str]:
+    """Paths (relative to ``model``) of the outermost repeated blocks.
+
+    A block is a child of an ``nn.ModuleList``/``nn.Sequential`` that shares
+    its class with a sibling and holds parameters; blocks inside blocks are
+    not counted (a block is one node).
+    """
+    blocks: set[str] = set()
+    for path, mod in model.named_modules():
+        if not isinstance(mod, (torch.nn.ModuleList, torch.nn.Sequential)):
+            continue
+        if any(path == b or path.startswith(b + ".") for b in blocks):
+            continue
+        by_cls: dict[type, list[str]] = {}
+        for name, ch in mod.named_children():
+            if any(True for _ in ch.parameters()):
+                by_cls.setdefault(type(ch), []).append(name)
+        for names in by_cls.values():
+            if len(names) >= 2:
+                blocks.update(f"{path}.{nm}" if path else nm for nm in names)
+    return blocks
+
+
+def _module_path(node: torch.fx.Node) -> str:
+    """Deepest module path of an fx node, relative to the user's model ('' = root)."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    # export names look like "model.transformer.h.0" (attribute path from LossModule)
+    path = re.sub(r"^L__self__\.?", "", path)
+    if path == ROOT:
+        return ""
+    if path.startswith(ROOT + "."):
+        return path[len(ROOT) + 1:]
+    return path
+
+
+def _unit_of(path: str, opened: set[str], depth: int | None) -> str | None:
+    """The node-level module a module path belongs to (None = glue)."""
+    if not path:
+        return None
+    parts = path.split(".")
+    if depth is not None:
+        if len(parts) < depth:
+            return None
+        return ".".join(parts[:depth])
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        if prefix not in opened:
+            return prefix
+    return None
+
+
+def group_fx_nodes(gm: torch.fx.GraphModule, model: torch.nn.Module, granularity: str | int = "auto") -> tuple[dict, list[str]]:
+    """Assign every compute fx node a segment index; returns (node -> segment, segment units)."""
+    depth = None
+    if granularity != "auto":
+        try:
+            depth = int(granularity)
+        except (TypeError, ValueError):
+            raise CaptureError(f"granularity must be 'auto' or a positive integer depth, got {granularity!r}") from None
+        if depth < 1:
+            raise CaptureError(f"granularity depth must be >= 1, got {depth}")
+    blocks = block_paths(model)
+    opened: set[str] = {""}
+    for b in blocks:
+        parts = b.split(".")
+        for i in range(1, len(parts)):
+            opened.add(".".join(parts[:i]))
+    compute = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    units = [_unit_of(_module_path(n), opened, depth) for n in compute]
+    # glue joins the next real unit; trailing glue joins the last one
+    nxt = None
+    for i in range(len(units) - 1, -1, -1):
+        if units[i] is None:
+            units[i] = nxt
+        else:
+            nxt = units[i]
+    last = None
+    for i, u in enumerate(units):
+        if u is None:
+            units[i] = last if last is not None else ""
+        else:
+            last = u
+    seg_of: dict[torch.fx.Node, int] = {}
+    seg_units: list[str] = []
+    for n, u in zip(compute, units):
+        if not seg_units or seg_units[-1] != u:
+            seg_units.append(u)
+        seg_of[n] = len(seg_units) - 1
+    if not seg_units:
+        raise CaptureError("the captured step has no operations")
+    return seg_of, seg_units
+
+
+def _unique_names(units: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for u in units:
+        base = u or "model"
+        seen[base] = seen.get(base, 0) + 1
+        out.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+    return out
+
+
+def split_step(spec: Any, model: torch.nn.Module, batch: Any, granularity: str | int = "auto") -> Captured:
+    """Export the step and split it into one GraphModule per node."""
+    gm, flat, treespec = export_step(spec, model, batch)
+    seg_of, seg_units = group_fx_nodes(gm, model, granularity)
+    counts = [0] * len(seg_units)
+    for s in seg_of.values():
+        counts[s] += 1
+
+    def callback(node: torch.fx.Node) -> int:
+        if node in seg_of:
+            return seg_of[node]
+        # get_attr / placeholder: the segment of the first user that computes
+        for u in node.users:
+            if u in seg_of:
+                return seg_of[u]
+        return 0
+
+    try:
+        split = split_module(gm, gm, callback, keep_original_order=True)
+    except Exception as e:  # noqa: BLE001
+        raise CaptureError(f"could not split the captured step into nodes: {type(e).__name__}: {e}") from None
+    return Captured(
+        split=split,
+        names=_unique_names(seg_units),
+        module_paths=seg_units,
+        op_counts=counts,
+        flat_inputs=flat,
+        treespec=treespec,
+    )

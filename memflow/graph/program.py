@@ -1,0 +1,236 @@
+"""Run a split step node by node: forward, then backward node by node.
+
+``StepProgram`` interprets the top graph produced by
+:func:`memflow.graph.capture.split_step`: it calls ``submod_k`` for node ``k``
+in order. Each node's tensor inputs that need gradients enter through a
+detached leaf, so each node's backward is an explicit call, exactly like a
+pipeline stage boundary. That gives the profiler exact per-node phases
+(forward of node k, backward of node k) and lets the executor run any
+contiguous range of nodes as a pipeline stage, wrap a node in
+``checkpoint``, or run it under saved-tensor hooks.
+
+Values are named by the top graph's fx node names. ``forward_range`` runs
+nodes ``[lo, hi)`` given the values they need; ``backward_range`` runs their
+backward given the gradients of the values they sent onward.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.fx
+from torch.autograd.graph import get_gradient_edge
+
+__all__ = ["StepProgram", "NodeCall", "ForwardState"]
+
+
+@dataclass
+class NodeCall:
+    index: int
+    module: torch.fx.GraphModule
+    arg_names: list[str]  # values (top-graph names) the node reads
+    out_name: str  # the call's value name
+    out_items: dict[int, str]  # tuple index -> value name (getitem users); empty = single value
+
+
+@dataclass
+class ForwardState:
+    """What one node's forward left behind for its backward."""
+
+    leaves: dict[str, torch.Tensor] = field(default_factory=dict)  # value name -> detached input leaf
+    # value name -> GradientEdge of an output needing grad (the loss: the tensor itself);
+    # edges, not tensors, so an output's storage dies with its last use as in plain autograd
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+def _requires_grad(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.requires_grad
+
+
+class StepProgram:
+    """The node-by-node program of a captured step."""
+
+    def __init__(self, split: torch.fx.GraphModule):
+        self.split = split
+        self.placeholders: list[str] = []
+        self.calls: list[NodeCall] = []
+        self.loss_name = ""
+        self.attrs: dict[str, str] = {}  # value name -> attribute path (shared parameters)
+        by_call: dict[str, NodeCall] = {}
+        for node in split.graph.nodes:
+            if node.op == "placeholder":
+                self.placeholders.append(node.name)
+            elif node.op == "get_attr":
+                self.attrs[node.name] = str(node.target)
+            elif node.op == "call_module":
+                idx = int(str(node.target).rsplit("_", 1)[1])
+                call = NodeCall(
+                    index=idx,
+                    module=getattr(split, str(node.target)),
+                    arg_names=[a.name for a in node.args],
+                    out_name=node.name,
+                    out_items={},
+                )
+                self.calls.append(call)
+                by_call[node.name] = call
+            elif node.op == "call_function" and node.target is operator.getitem:
+                src = node.args[0].name
+                by_call[src].out_items[int(node.args[1])] = node.name
+            elif node.op == "output":
+                out = node.args[0]
+                out = out[0] if isinstance(out, (tuple, list)) else out
+                self.loss_name = out.name
+            else:
+                raise RuntimeError(f"unexpected node in split graph: {node.op} {node.target}")
+        self.calls.sort(key=lambda c: c.index)
+        if [c.index for c in self.calls] != list(range(len(self.calls))):
+            raise RuntimeError("split graph does not call its nodes in order")
+        # for each value: the last node that reads it (to drop references early)
+        self.last_reader: dict[str, int] = {}
+        for c in self.calls:
+            for a in c.arg_names:
+                self.last_reader[a] = c.index
+
+    @property
+    def n(self) -> int:
+        return len(self.calls)
+
+    def modules(self) -> list[torch.fx.GraphModule]:
+        return [c.module for c in self.calls]
+
+    def outputs_of(self, k: int) -> list[str]:
+        c = self.calls[k]
+        return list(c.out_items.values()) if c.out_items else [c.out_name]
+
+    def values_crossing(self, boundary: int) -> list[str]:
+        """Values made by nodes < boundary (not batch inputs) that nodes >= boundary read."""
+        made = {}
+        for c in self.calls[:boundary]:
+            for v in self.outputs_of(c.index):
+                made[v] = c.index
+        need = []
+        for c in self.calls[boundary:]:
+            for a in c.arg_names:
+                if a in made and a not in need:
+                    need.append(a)
+        return need
+
+    # ------------------------------------------------------------ forward
+    def forward_node(
+        self,
+        k: int,
+        env: dict[str, Any],
+        boundary: bool = True,
+        wrap: Callable[[int, Callable], Callable] | None = None,
+    ) -> ForwardState:
+        """Run node k's forward, reading ``env`` and writing its outputs into it.
+
+        With ``boundary`` each grad-requiring input enters as a detached leaf so
+        node k's backward can be run on its own. ``wrap(k, fn)`` may wrap the
+        call (checkpoint, saved-tensor hooks).
+        """
+        c = self.calls[k]
+        st = ForwardState()
+        args = []
+        for a in c.arg_names:
+            v = env[a]
+            if boundary and _requires_grad(v) and a not in self.attrs:
+                leaf = v.detach().requires_grad_(True)
+                st.leaves[a] = leaf
+                v = leaf
+            args.append(v)
+        fn = c.module
+        if wrap is not None:
+            fn = wrap(k, fn)
+        out = fn(*args)
+        if c.out_items:
+            for i, name in c.out_items.items():
+                env[name] = out[i]
+        else:
+            env[c.out_name] = out
+        for name in self.outputs_of(k):
+            v = env[name]
+            if _requires_grad(v):
+                st.outputs[name] = v if name == self.loss_name else get_gradient_edge(v)
+        return st
+
+    def drop_dead(self, env: dict[str, Any], k: int, keep: set[str] | None = None) -> None:
+        """Forget values no node after k reads (they may still live in autograd)."""
+        for a in list(env):
+            if (self.last_reader.get(a, -1) <= k and a != self.loss_name and a not in self.attrs
+                    and not (keep and a in keep)):
+                del env[a]
+
+    # ----------------------------------------------------------- backward
+    def backward_node(self, k: int, st: ForwardState, grads: dict[str, torch.Tensor]) -> None:
+        """Run node k's backward. ``grads`` maps value name -> gradient; it is
+        consumed for k's outputs and receives the gradients of k's inputs
+        (summed when several nodes read the same value)."""
+        outs, gouts = [], []
+        for name, t in st.outputs.items():
+            if name == self.loss_name:
+                g = grads.pop(name, None)
+                outs.append(t)
+                gouts.append(g if g is not None else torch.ones_like(t))
+                continue
+            g = grads.pop(name, None)
+            if g is None:
+                continue
+            outs.append(t)
+            gouts.append(g)
+        st.outputs.clear()
+        if outs:
+            torch.autograd.backward(outs, gouts)
+        del outs, gouts
+        for name, leaf in st.leaves.items():
+            g = leaf.grad
+            if g is None:
+                continue
+            leaf.grad = None
+            prev = grads.get(name)
+            grads[name] = g if prev is None else prev + g
+        st.leaves.clear()
+
+    def attr_value(self, name: str) -> Any:
+        obj: Any = self.split
+        for part in self.attrs[name].split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def initial_env(self, inputs: list[torch.Tensor]) -> dict[str, Any]:
+        """Batch inputs and shared attributes by value name."""
+        env: dict[str, Any] = dict(zip(self.placeholders, inputs))
+        for name in self.attrs:
+            env[name] = self.attr_value(name)
+        return env
+
+    # ------------------------------------------------------------- whole step
+    def run_step(self, inputs: list[torch.Tensor], on_phase: Callable[[int], None] | None = None,
+                 wrap: Callable | None = None) -> torch.Tensor:
+        """Forward + backward of the whole step, node by node; returns the (detached) loss.
+
+        ``on_phase(p)`` is called as each phase starts (phase numbering of
+        :mod:`memflow.graph.record`); ``on_phase(2n)`` marks the end of backward.
+        """
+        n = self.n
+        env = self.initial_env(inputs)
+        states = []
+        for k in range(n):
+            if on_phase:
+                on_phase(k)
+            states.append(self.forward_node(k, env, wrap=wrap))
+            self.drop_dead(env, k)
+        loss = env[self.loss_name]
+        grads: dict[str, torch.Tensor] = {}
+        for k in range(n - 1, -1, -1):
+            if on_phase:
+                on_phase(2 * n - 1 - k)
+            self.backward_node(k, states[k], grads)
+            states[k] = None
+        grads.clear()
+        del env
+        if on_phase:
+            on_phase(2 * n)
+        return loss.detach()

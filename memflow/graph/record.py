@@ -1,0 +1,260 @@
+"""The TaskGraph record: one training step of a model, as nodes with costs.
+
+A *node* is a contiguous run of the captured forward graph that belongs to one
+module at the chosen granularity (a transformer block, an embedding, the
+loss). The executor splits and wraps the model at exactly these nodes, so a
+pipeline split point can sit before any node, and ``checkpoint`` or an
+offload hook can wrap any node.
+
+Phases. One plain single-device step of ``n`` nodes runs ``2n + 1`` phases::
+
+    F_0 .. F_{n-1}   forward of node k is phase k
+    B_{n-1} .. B_0   backward of node k is phase n + (n - 1 - k)
+    OPT              the optimizer step is phase 2n
+
+Buffers. Every tensor storage allocated during the step is a *buffer* with
+its byte size, the phase that allocated it, the phase during which it was
+freed, and the phases that read it. Model state present before the step
+(parameters, optimizer state) is not a buffer; it is the per-node
+``param_bytes`` / ``optimizer_bytes``. Parameter gradients are buffers of
+kind ``grad``. All byte figures are for the micro-batch size the graph was
+captured at (``batch_size``).
+
+The liveness replay (:func:`replay`) is the graph's own prediction of the
+step's memory curve: in phase ``p`` the live bytes are the model state, the
+buffers *carried through* ``p`` (allocated before ``p`` and freed after it),
+plus the phase's ``transient`` bytes (the measured in-phase peak above the
+carried bytes). For plain training it reproduces the traced peak exactly.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Node",
+    "Buffer",
+    "TaskGraph",
+    "Replay",
+    "replay",
+    "KIND_ACTIVATION",
+    "KIND_GRAD",
+    "KIND_INPUT_GRAD",
+    "KIND_OPTIMIZER",
+]
+
+KIND_ACTIVATION = "activation"  # produced in a forward phase
+KIND_GRAD = "grad"  # a parameter's gradient (lives until the optimizer step)
+KIND_INPUT_GRAD = "input_grad"  # any other buffer made in a backward phase
+KIND_OPTIMIZER = "optimizer"  # made in the optimizer phase (state or temporaries)
+
+
+@dataclass
+class Node:
+    """One schedulable unit of the step. Bytes in bytes, times in seconds."""
+
+    index: int
+    name: str  # unique, e.g. "transformer.h.3"
+    module_path: str  # the module it stands for ('' for the root)
+    op_count: int = 0
+    param_names: list[str] = field(default_factory=list)
+    param_count: int = 0
+    param_bytes: int = 0
+    grad_bytes: int = 0
+    optimizer_bytes: int = 0  # optimizer state for this node's parameters
+    fwd_flops: float = 0.0
+    bwd_flops: float = 0.0
+    fwd_bytes_accessed: float = 0.0  # bytes read + written by its memory-bound ops (no FLOP formula)
+    bwd_bytes_accessed: float = 0.0
+    out_bytes: int = 0  # bytes of tensors this node hands to later nodes
+    saved_bytes: int = 0  # bytes made in forward and kept only for its own backward
+    fwd_transient_bytes: int = 0  # in-phase peak above the carried bytes
+    bwd_transient_bytes: int = 0
+    fwd_time_s: float = 0.0  # on the graph's device (measured or predicted)
+    bwd_time_s: float = 0.0
+
+
+@dataclass
+class Buffer:
+    """A tensor storage allocated during the step (see module docstring)."""
+
+    nbytes: int
+    alloc_phase: int
+    free_phase: int  # the phase during which it was freed (2n+1: survives the step)
+    kind: str = KIND_ACTIVATION
+    uses: list[int] = field(default_factory=list)  # phases whose ops read it
+
+
+@dataclass
+class TaskGraph:
+    """A profiled training step. See the module docstring for phases/buffers."""
+
+    model_name: str
+    batch_size: int  # the (micro-)batch size the costs are for
+    dtype: str  # "fp32" or "bf16" (autocast mixed precision)
+    nodes: list[Node]
+    buffers: list[Buffer]
+    optimizer: str = "AdamW"
+    device: str = "cpu"  # the device kind the times are for
+    time_source: str = "none"  # "measured" | "predicted" | "none"
+    opt_transient_bytes: int = 0  # optimizer phase peak above the carried bytes
+    opt_time_s: float = 0.0
+    input_bytes: int = 0  # bytes of the batch itself (lives the whole step)
+    fingerprint: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # ----------------------------------------------------------------- shape
+    @property
+    def n(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def num_phases(self) -> int:
+        return 2 * self.n + 1
+
+    def fwd_phase(self, k: int) -> int:
+        return k
+
+    def bwd_phase(self, k: int) -> int:
+        return 2 * self.n - 1 - k
+
+    @property
+    def opt_phase(self) -> int:
+        return 2 * self.n
+
+    def phase_name(self, p: int) -> str:
+        n = self.n
+        if p < n:
+            return f"F:{self.nodes[p].name}"
+        if p < 2 * n:
+            return f"B:{self.nodes[2 * n - 1 - p].name}"
+        if p == 2 * n:
+            return "OPT"
+        return "END"
+
+    def node_of_phase(self, p: int) -> int:
+        """The node a phase belongs to (-1 for the optimizer phase)."""
+        n = self.n
+        if p < n:
+            return p
+        if p < 2 * n:
+            return 2 * n - 1 - p
+        return -1
+
+    def node_index(self, name: str) -> int:
+        for nd in self.nodes:
+            if nd.name == name:
+                return nd.index
+        raise KeyError(name)
+
+    # ------------------------------------------------------------ aggregates
+    @property
+    def param_bytes(self) -> int:
+        return sum(nd.param_bytes for nd in self.nodes)
+
+    @property
+    def optimizer_bytes(self) -> int:
+        return sum(nd.optimizer_bytes for nd in self.nodes)
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes resident before the step starts: params + optimizer state + batch."""
+        return self.param_bytes + self.optimizer_bytes + self.input_bytes
+
+    def transient_array(self) -> np.ndarray:
+        """Per phase transient bytes (length 2n+1)."""
+        n = self.n
+        t = np.zeros(2 * n + 1, dtype=np.int64)
+        for nd in self.nodes:
+            t[nd.index] = nd.fwd_transient_bytes
+            t[2 * n - 1 - nd.index] = nd.bwd_transient_bytes
+        t[2 * n] = self.opt_transient_bytes
+        return t
+
+    def buffer_arrays(self) -> dict[str, np.ndarray]:
+        """Buffers as arrays: nbytes, alloc_phase, free_phase (int64)."""
+        return {
+            "nbytes": np.array([b.nbytes for b in self.buffers], dtype=np.int64),
+            "alloc": np.array([b.alloc_phase for b in self.buffers], dtype=np.int64),
+            "free": np.array([b.free_phase for b in self.buffers], dtype=np.int64),
+        }
+
+    def edges(self) -> dict[tuple[int, int], int]:
+        """(producer node, consumer node) -> bytes read in the consumer's forward."""
+        n = self.n
+        out: dict[tuple[int, int], int] = {}
+        for b in self.buffers:
+            if b.alloc_phase >= n:
+                continue
+            src = b.alloc_phase
+            for u in sorted(set(b.uses)):
+                if u < n and u != src:
+                    out[(src, u)] = out.get((src, u), 0) + b.nbytes
+        return out
+
+    def to_networkx(self):
+        """A networkx DiGraph of nodes (with their costs) and byte-weighted edges."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        for nd in self.nodes:
+            g.add_node(nd.index, **asdict(nd))
+        for (s, d), nbytes in self.edges().items():
+            g.add_edge(s, d, nbytes=nbytes)
+        return g
+
+    # ----------------------------------------------------------- serialising
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TaskGraph":
+        d = dict(d)
+        d["nodes"] = [Node(**x) for x in d["nodes"]]
+        d["buffers"] = [Buffer(**x) for x in d["buffers"]]
+        return cls(**d)
+
+    def content_hash(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass
+class Replay:
+    """The liveness replay of a plain single-device step."""
+
+    phase_bytes: np.ndarray  # peak live bytes in each phase (length 2n+1)
+    carried_bytes: np.ndarray  # buffers carried through each phase
+    state_bytes: int  # params + optimizer state + batch, resident all step
+
+    @property
+    def peak_bytes(self) -> int:
+        return int(self.phase_bytes.max())
+
+    @property
+    def peak_phase(self) -> int:
+        return int(self.phase_bytes.argmax())
+
+
+def carried_bytes(num_phases: int, nbytes: np.ndarray, alloc: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Bytes of buffers alive through each whole phase: alloc < p < free."""
+    diff = np.zeros(num_phases + 2, dtype=np.int64)
+    lo = alloc + 1
+    hi = np.minimum(free, num_phases)  # exclusive
+    keep = lo < hi
+    np.add.at(diff, lo[keep], nbytes[keep])
+    np.add.at(diff, hi[keep], -nbytes[keep])
+    return np.cumsum(diff)[:num_phases]
+
+
+def replay(graph: TaskGraph) -> Replay:
+    """The graph's own liveness replay of one plain single-device training step."""
+    arr = graph.buffer_arrays()
+    carried = carried_bytes(graph.num_phases, arr["nbytes"], arr["alloc"], arr["free"])
+    state = graph.state_bytes
+    phase = state + carried + graph.transient_array()
+    return Replay(phase_bytes=phase, carried_bytes=carried, state_bytes=state)

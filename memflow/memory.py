@@ -1,0 +1,180 @@
+"""Live tensor-byte accounting: a ``TorchDispatchMode`` storage counter.
+
+Device memory on the CPU is the bytes of live tensor storages: every storage
+an op creates is counted once (views share it) and uncounted when the storage
+dies (a weakref callback). The same counter measures a real step, traces a
+fake-tensor step (FakeTensor storages report their sizes without allocating),
+and enforces a plan's device memory cap in the executor.
+
+Events can be recorded with the *phase* that was current at allocation and
+at free, which is how the profiler turns a traced step into task-graph
+buffers. Tensors made while :meth:`LiveBytes.host` is active (swapped-out
+copies) are not counted as device memory.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from .errors import DeviceOutOfMemoryError
+
+__all__ = ["LiveBytes", "BufferEvent", "storage_bytes"]
+
+
+def _storages(t: torch.Tensor) -> list:
+    if type(t) is torch.Tensor or isinstance(t, torch.nn.Parameter) or not hasattr(t, "__tensor_flatten__"):
+        try:
+            return [t.untyped_storage()]
+        except (RuntimeError, NotImplementedError):
+            return []
+    attrs, _ = t.__tensor_flatten__()
+    out = []
+    for a in attrs:
+        inner = getattr(t, a)
+        if isinstance(inner, torch.Tensor):
+            out.extend(_storages(inner))
+    return out
+
+
+def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors``."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        for st in _storages(t):
+            seen[id(st)] = st.nbytes()
+    return sum(seen.values())
+
+
+@dataclass
+class BufferEvent:
+    """One counted storage: bytes, and the phases at allocation and free."""
+
+    nbytes: int
+    alloc_phase: int
+    free_phase: int = -1  # -1 while alive
+    uses: set = field(default_factory=set)
+    kind: str = ""
+
+
+class LiveBytes(TorchDispatchMode):
+    """Count live tensor storage bytes; optionally record per-phase events and enforce a cap.
+
+    ``cap_bytes``: raise :class:`DeviceOutOfMemoryError` when an allocation
+    would take live bytes over it. ``describe``: a callable giving context for
+    that error (rank, node, predicted peak). ``record``: keep a
+    :class:`BufferEvent` per storage and per-phase peaks (profiling).
+    """
+
+    def __init__(self, cap_bytes: int | None = None, record: bool = False, describe: Callable[[], str] | None = None):
+        super().__init__()
+        self.cap_bytes = cap_bytes
+        self.record = record
+        self.describe = describe
+        self.live = 0
+        self.peak = 0
+        self.phase = 0
+        self.phase_peak: dict[int, int] = {}
+        self.events: list[BufferEvent] = []
+        self._refs: dict[int, tuple] = {}  # id(storage) -> (weakref, nbytes, event)
+        self._host = 0
+        self.host_live = 0
+        self.host_peak = 0
+
+    # --------------------------------------------------------------- control
+    def set_phase(self, phase: int) -> None:
+        self.phase = phase
+        self.phase_peak[phase] = max(self.phase_peak.get(phase, 0), self.live)
+
+    def reset_peak(self) -> None:
+        self.peak = self.live
+        self.phase_peak = {self.phase: self.live}
+        self.host_peak = self.host_live
+
+    @contextlib.contextmanager
+    def host(self):
+        """Storages made inside this block live in host memory (not counted as device bytes)."""
+        self._host += 1
+        try:
+            yield
+        finally:
+            self._host -= 1
+
+    def track(self, tensors: Iterable[torch.Tensor], kind: str = "state") -> None:
+        """Count already existing tensors (parameters, optimizer state, the batch)."""
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                for st in _storages(t):
+                    self._add(st, kind, check=False, record=False)
+
+    def event_of(self, t: torch.Tensor) -> BufferEvent | None:
+        """The recorded event of the storage behind ``t`` (None if untracked)."""
+        for st in _storages(t):
+            ent = self._refs.get(id(st))
+            if ent is not None:
+                return ent[2]
+        return None
+
+    # ------------------------------------------------------------- counting
+    def _on_free(self, key: int, _ref=None) -> None:
+        entry = self._refs.pop(key, None)
+        if entry is None:
+            return
+        _, nbytes, ev, on_host = entry
+        if on_host:
+            self.host_live -= nbytes
+            return
+        self.live -= nbytes
+        if ev is not None:
+            ev.free_phase = self.phase
+
+    def _add(self, st, kind: str, check: bool = True, record: bool = True) -> None:
+        key = id(st)
+        if key in self._refs:
+            ent = self._refs[key]
+            if ent[0]() is st:
+                return
+            self._on_free(key)
+        nbytes = st.nbytes()
+        if self._host:
+            self._refs[key] = (weakref.ref(st, lambda r, k=key: self._on_free(k)), nbytes, None, True)
+            self.host_live += nbytes
+            self.host_peak = max(self.host_peak, self.host_live)
+            return
+        if check and self.cap_bytes is not None and self.live + nbytes > self.cap_bytes:
+            ctx = self.describe() if self.describe else ""
+            raise DeviceOutOfMemoryError(
+                f"out of memory{(' on ' + ctx) if ctx else ''}: tried to allocate {nbytes} bytes with "
+                f"{self.live} live, capacity {self.cap_bytes} bytes"
+            )
+        ev = None
+        if self.record and record:
+            ev = BufferEvent(nbytes=nbytes, alloc_phase=self.phase, kind=kind)
+            self.events.append(ev)
+        self._refs[key] = (weakref.ref(st, lambda r, k=key: self._on_free(k)), nbytes, ev, False)
+        self.live += nbytes
+        if self.live > self.peak:
+            self.peak = self.live
+        if self.live > self.phase_peak.get(self.phase, 0):
+            self.phase_peak[self.phase] = self.live
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.record:
+            for t in tree_leaves((args, kwargs)):
+                if isinstance(t, torch.Tensor):
+                    for st in _storages(t):
+                        ent = self._refs.get(id(st))
+                        if ent is not None and ent[2] is not None:
+                            ent[2].uses.add(self.phase)
+        out = func(*args, **kwargs)
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                for st in _storages(t):
+                    self._add(st, "")
+        return out

@@ -1,0 +1,477 @@
+"""Loading and validating a user's model file (``model.py``).
+
+The model file contract
+=======================
+
+A model file is a plain Python file, loaded by path (never as part of a
+package). It must define:
+
+``build_model() -> torch.nn.Module``
+    Builds a fresh model (in training mode). It may be called under
+    ``with torch.device("meta"):`` for models larger than host memory, so it
+    should create parameters on the default device.
+
+``example_batch(batch_size: int)``
+    Returns one batch of ``batch_size`` samples, either
+
+    * a ``dict`` of tensors: the model is called as ``model(**batch)`` and the
+      loss defaults to ``output.loss`` (an attribute or a dict key), or
+    * a pair ``(inputs, target)`` as a data loader yields it: the model is
+      called as ``model(inputs)`` (``inputs`` a tensor) or ``model(*inputs)``
+      (``inputs`` a tuple of tensors); ``target`` (a tensor or a tuple / list
+      / dict of tensors) goes only to the loss.
+
+    The leading dimension of the first tensor is the batch dimension and
+    must equal ``batch_size`` (the planner splits batches into micro-batches
+    along it).
+
+It may define:
+
+``loss_fn(output, target) -> Tensor``
+    A scalar loss. For dict batches ``target`` is the batch itself. Required
+    where the model output has no ``loss``; when defined it takes precedence
+    over ``output.loss``.
+
+``optimizer(params) -> torch.optim.Optimizer``
+    Default: ``torch.optim.AdamW(params, lr=1e-3, foreach=False)``.
+    ``foreach=False`` makes the optimizer step update one parameter at a
+    time, so its transient memory is one parameter's worth rather than a
+    copy of all of them -- the step's memory stays predictable.
+
+``BATCH_SIZE``
+    The default (per step, global) batch size, a positive ``int``; 8 when
+    absent.
+
+Every contract violation is raised as a one-line
+:class:`~memflow.errors.ModelLoadError` that names the file.
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+from memflow.errors import ModelLoadError
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "ModelSpec",
+    "LossModule",
+    "load_model_file",
+    "flatten",
+    "unflatten",
+    "batch_size_of",
+]
+
+DEFAULT_BATCH_SIZE = 8
+"""Batch size used when the model file defines no ``BATCH_SIZE``."""
+
+_EXPECTED_BATCH = (
+    "expected a dict of tensors (called as model(**batch)) or a pair "
+    "(inputs, target) with inputs a tensor or a tuple of tensors"
+)
+
+_module_counter = itertools.count()
+
+
+# --------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------
+def _first_line(exc: BaseException) -> str:
+    """``"ExcType: first line of the message"`` (or just the type)."""
+    lines = str(exc).strip().splitlines()
+    msg = lines[0].strip() if lines else ""
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def _type_name(obj: Any) -> str:
+    return type(obj).__name__
+
+
+def _tracing() -> bool:
+    """True while torch.export / torch.compile traces the code.
+
+    Errors raised while tracing are the tracer's business (a capture
+    problem, not a contract violation), so they propagate unchanged.
+    """
+    try:
+        return bool(torch.compiler.is_exporting() or torch.compiler.is_compiling())
+    except Exception:  # pragma: no cover - very old torch
+        return False
+
+
+def flatten(batch: Any) -> tuple[list[torch.Tensor], pytree.TreeSpec]:
+    """Flattens a batch into its tensors and a treespec (``torch.utils._pytree``)."""
+    leaves, spec = pytree.tree_flatten(batch)
+    return list(leaves), spec
+
+
+def unflatten(tensors: Any, spec: pytree.TreeSpec) -> Any:
+    """Inverse of :func:`flatten`: rebuilds the batch from its tensors."""
+    return pytree.tree_unflatten(list(tensors), spec)
+
+
+def batch_size_of(batch: Any) -> int:
+    """The batch dimension: the leading dim of the batch's first tensor."""
+    for leaf in pytree.tree_leaves(batch):
+        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
+            return int(leaf.shape[0])
+    raise ValueError("the batch holds no tensor with a leading (batch) dimension")
+
+
+# --------------------------------------------------------------------------
+# ModelSpec
+# --------------------------------------------------------------------------
+@dataclass
+class ModelSpec:
+    """A loaded, validated model file.
+
+    Attributes:
+        path: the model file.
+        name: the file's stem (``"gpt2"`` for ``examples/gpt2.py``).
+        build_model: the file's ``build_model``.
+        example_batch: the file's ``example_batch``.
+        loss_fn: the file's ``loss_fn`` or ``None`` (then ``output.loss``).
+        optimizer_factory: the file's ``optimizer`` or ``None`` (then AdamW).
+        batch_size: the file's ``BATCH_SIZE`` (default 8), samples per step.
+    """
+
+    path: Path
+    name: str
+    build_model: Callable[[], nn.Module]
+    example_batch: Callable[[int], Any]
+    loss_fn: Callable[[Any, Any], torch.Tensor] | None = None
+    optimizer_factory: Callable[[Any], torch.optim.Optimizer] | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+    # -- construction -------------------------------------------------------
+    def build(self) -> nn.Module:
+        """Calls ``build_model()`` and checks that it returns an ``nn.Module``."""
+        try:
+            model = self.build_model()
+        except Exception as exc:
+            raise ModelLoadError(
+                f"{self.path}: build_model() raised {_first_line(exc)}"
+            ) from exc
+        if not isinstance(model, nn.Module):
+            raise ModelLoadError(
+                f"{self.path}: build_model() returned {_type_name(model)}, "
+                "expected a torch.nn.Module"
+            )
+        return model
+
+    def batch(self, batch_size: int | None = None) -> Any:
+        """Calls ``example_batch(batch_size)`` and validates the batch's structure.
+
+        ``batch_size`` defaults to :attr:`batch_size`. Returns the batch as
+        the file made it (a dict, or a ``(inputs, target)`` pair).
+        """
+        if batch_size is None:
+            batch_size = self.batch_size
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ModelLoadError(
+                f"{self.path}: batch size must be a positive int, got {batch_size!r}"
+            )
+        where = f"{self.path}: example_batch({batch_size})"
+        try:
+            batch = self.example_batch(batch_size)
+        except Exception as exc:
+            raise ModelLoadError(f"{where} raised {_first_line(exc)}") from exc
+
+        if isinstance(batch, Mapping):
+            if not batch:
+                raise ModelLoadError(f"{where} returned an empty dict; {_EXPECTED_BATCH}")
+            for key, value in batch.items():
+                if not isinstance(key, str):
+                    raise ModelLoadError(
+                        f"{where} returned a dict with key {key!r}; keys must be "
+                        "str (they become keyword arguments of the model)"
+                    )
+                if not isinstance(value, torch.Tensor):
+                    raise ModelLoadError(
+                        f"{where} returned a dict whose {key!r} is "
+                        f"{_type_name(value)}; {_EXPECTED_BATCH}"
+                    )
+        elif isinstance(batch, (tuple, list)):
+            if len(batch) != 2:
+                raise ModelLoadError(
+                    f"{where} returned a {_type_name(batch)} of length {len(batch)}; "
+                    f"{_EXPECTED_BATCH}"
+                )
+            inputs, target = batch
+            if isinstance(inputs, (tuple, list)):
+                if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+                    raise ModelLoadError(
+                        f"{where} returned inputs of types "
+                        f"({', '.join(_type_name(t) for t in inputs) or 'empty'}); "
+                        f"{_EXPECTED_BATCH}"
+                    )
+            elif not isinstance(inputs, torch.Tensor):
+                raise ModelLoadError(
+                    f"{where} returned inputs of type {_type_name(inputs)}; "
+                    f"{_EXPECTED_BATCH}"
+                )
+            leaves = pytree.tree_leaves(target)
+            if not leaves or not all(isinstance(t, torch.Tensor) for t in leaves):
+                raise ModelLoadError(
+                    f"{where} returned a target of type {_type_name(target)}; "
+                    "expected a tensor or a tuple/list/dict of tensors"
+                )
+        else:
+            raise ModelLoadError(f"{where} returned {_type_name(batch)}; {_EXPECTED_BATCH}")
+
+        try:
+            leading = batch_size_of(batch)
+        except ValueError:
+            raise ModelLoadError(
+                f"{where} returned only 0-dim tensors; the first tensor's leading "
+                "dimension must be the batch dimension"
+            ) from None
+        if leading != batch_size:
+            raise ModelLoadError(
+                f"{where} returned a batch whose first tensor has leading dimension "
+                f"{leading}, expected the batch size {batch_size}"
+            )
+        return batch
+
+    def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
+        """The file's ``optimizer(params)``, or ``AdamW(params, lr=1e-3, foreach=False)``.
+
+        ``foreach=False`` keeps the step's transient memory to one parameter
+        at a time, so the optimizer's peak memory is predictable.
+        """
+        if self.optimizer_factory is None:
+            return torch.optim.AdamW(params, lr=1e-3, foreach=False)
+        try:
+            opt = self.optimizer_factory(params)
+        except Exception as exc:
+            raise ModelLoadError(
+                f"{self.path}: optimizer(params) raised {_first_line(exc)}"
+            ) from exc
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise ModelLoadError(
+                f"{self.path}: optimizer(params) returned {_type_name(opt)}, "
+                "expected a torch.optim.Optimizer"
+            )
+        return opt
+
+    # -- the training step's loss ------------------------------------------
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        """The canonical training-step loss of ``model`` on ``batch``.
+
+        Dict batches: ``output = model(**batch)``; pairs: ``model(inputs)`` or
+        ``model(*inputs)``. The loss is ``loss_fn(output, target)`` when the
+        file defines ``loss_fn`` (``target`` is the batch for dict batches),
+        otherwise ``output.loss``. The result must be a 0-dim tensor.
+
+        There is no Python control flow on tensor values here, so this is
+        what :class:`LossModule` exports.
+        """
+        if isinstance(batch, Mapping):
+            call = lambda: model(**batch)  # noqa: E731
+            target = batch
+        else:
+            inputs, target = batch
+            if isinstance(inputs, (tuple, list)):
+                call = lambda: model(*inputs)  # noqa: E731
+            else:
+                call = lambda: model(inputs)  # noqa: E731
+
+        tracing = _tracing()
+        try:
+            output = call()
+        except Exception as exc:
+            if tracing or isinstance(exc, ModelLoadError):
+                raise
+            raise ModelLoadError(
+                f"{self.path}: the batch from example_batch({_safe_bs(batch)}) does "
+                f"not run through the model: {_first_line(exc)}"
+            ) from exc
+
+        if self.loss_fn is not None:
+            try:
+                loss = self.loss_fn(output, target)
+            except Exception as exc:
+                if tracing or isinstance(exc, ModelLoadError):
+                    raise
+                raise ModelLoadError(
+                    f"{self.path}: loss_fn(output, target) raised {_first_line(exc)}"
+                ) from exc
+            what = "loss_fn(output, target)"
+        else:
+            loss = _output_loss(output)
+            if loss is None:
+                raise ModelLoadError(
+                    f"{self.path}: the model's output ({_type_name(output)}) has no "
+                    f"loss; define loss_fn(output, target) in {self.path}"
+                )
+            what = "output.loss"
+
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+            got = (
+                f"a tensor of shape {tuple(loss.shape)}"
+                if isinstance(loss, torch.Tensor)
+                else _type_name(loss)
+            )
+            raise ModelLoadError(
+                f"{self.path}: {what} is {got}, expected a scalar (0-dim) tensor"
+            )
+        return loss
+
+    def check(self, batch_size: int = 2) -> float:
+        """Builds the model and computes one loss on a small batch.
+
+        Validates the whole contract early with clear errors; returns the
+        loss value. The loss must be a floating-point tensor that depends on
+        the model's parameters (so that ``backward()`` works).
+        """
+        model = self.build()
+        batch = self.batch(batch_size)
+        loss = self.loss(model, batch)
+        if not loss.is_floating_point():
+            raise ModelLoadError(
+                f"{self.path}: the loss has dtype {loss.dtype}, expected a floating-point tensor"
+            )
+        if torch.is_grad_enabled() and not loss.requires_grad:
+            raise ModelLoadError(
+                f"{self.path}: the loss does not depend on any trainable parameter "
+                "(loss.requires_grad is False)"
+            )
+        return float(loss.detach())
+
+    # method forms of the module-level helpers, for convenience
+    flatten = staticmethod(flatten)
+    unflatten = staticmethod(unflatten)
+    batch_size_of = staticmethod(batch_size_of)
+
+
+def _safe_bs(batch: Any) -> str:
+    try:
+        return str(batch_size_of(batch))
+    except Exception:
+        return "?"
+
+
+def _output_loss(output: Any) -> Any:
+    """``output.loss`` (attribute) or ``output["loss"]`` (key), else None."""
+    if isinstance(output, Mapping) and "loss" in output:
+        return output["loss"]
+    return getattr(output, "loss", None)
+
+
+# --------------------------------------------------------------------------
+# LossModule
+# --------------------------------------------------------------------------
+class LossModule(nn.Module):
+    """``model`` + loss as one module taking the batch's flat tensors.
+
+    ``LossModule(spec, model, treespec)(*flat)`` equals
+    ``spec.loss(model, unflatten(flat, treespec))``, where ``flat, treespec =
+    flatten(batch)``. This is the module captured with ``torch.export``; the
+    user's model is registered as the submodule ``model``.
+    """
+
+    def __init__(self, spec: ModelSpec, model: nn.Module, treespec: pytree.TreeSpec):
+        super().__init__()
+        self.spec = spec
+        self.model = model
+        self.treespec = treespec
+
+    def forward(self, *flat_tensors: torch.Tensor) -> torch.Tensor:
+        return self.spec.loss(self.model, unflatten(flat_tensors, self.treespec))
+
+
+# --------------------------------------------------------------------------
+# loading
+# --------------------------------------------------------------------------
+def _module_name(path: Path) -> str:
+    stem = re.sub(r"\W", "_", path.stem) or "model"
+    return f"memflow_user_model_{stem}_{next(_module_counter)}"
+
+
+def load_model_file(path: str | os.PathLike) -> ModelSpec:
+    """Imports the model file at ``path`` and validates its top-level contract.
+
+    The file is imported under a fresh, unique module name each call (so
+    loading it again re-runs it, e.g. after an environment variable
+    changed). Raises :class:`ModelLoadError` (one line, naming the file)
+    when the file is missing, is not a ``.py`` file, has a syntax error,
+    raises on import, lacks a callable ``build_model`` / ``example_batch``,
+    has a non-callable ``loss_fn`` / ``optimizer``, or a ``BATCH_SIZE`` that
+    is not a positive int. It does not build the model; see
+    :meth:`ModelSpec.check`.
+    """
+    shown = os.fspath(path)
+    p = Path(shown)
+    if not p.exists():
+        raise ModelLoadError(f"{shown}: model file not found")
+    if not p.is_file():
+        raise ModelLoadError(f"{shown}: not a file (expected a model.py file)")
+    if p.suffix != ".py":
+        raise ModelLoadError(f"{shown}: not a .py file (a model file is a Python file)")
+
+    name = _module_name(p)
+    import_spec = importlib.util.spec_from_file_location(name, p)
+    if import_spec is None or import_spec.loader is None:  # pragma: no cover
+        raise ModelLoadError(f"{shown}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(import_spec)
+    sys.modules[name] = module
+    try:
+        import_spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(name, None)
+        if exc.filename and Path(exc.filename).resolve() == p.resolve():
+            raise ModelLoadError(
+                f"{shown}: syntax error at line {exc.lineno}: {exc.msg}"
+            ) from exc
+        raise ModelLoadError(
+            f"{shown}: importing the model file raised SyntaxError in "
+            f"{exc.filename} at line {exc.lineno}: {exc.msg}"
+        ) from exc
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(name, None)
+        raise ModelLoadError(
+            f"{shown}: importing the model file raised {_first_line(exc)}"
+        ) from exc
+
+    for required in ("build_model", "example_batch"):
+        if not hasattr(module, required):
+            sig = "build_model()" if required == "build_model" else "example_batch(batch_size)"
+            raise ModelLoadError(f"{shown}: the model file does not define {sig}")
+        if not callable(getattr(module, required)):
+            raise ModelLoadError(
+                f"{shown}: {required} is {_type_name(getattr(module, required))}, "
+                "expected a function"
+            )
+    for optional in ("loss_fn", "optimizer"):
+        value = getattr(module, optional, None)
+        if value is not None and not callable(value):
+            raise ModelLoadError(
+                f"{shown}: {optional} is {_type_name(value)}, expected a function"
+            )
+
+    batch_size = getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ModelLoadError(
+            f"{shown}: BATCH_SIZE must be a positive int, got {batch_size!r}"
+        )
+
+    return ModelSpec(
+        path=p,
+        name=p.stem,
+        build_model=module.build_model,
+        example_batch=module.example_batch,
+        loss_fn=getattr(module, "loss_fn", None),
+        optimizer_factory=getattr(module, "optimizer", None),
+        batch_size=batch_size,
+    )

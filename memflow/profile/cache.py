@@ -1,0 +1,66 @@
+"""An on-disk cache of profiled task graphs, keyed by fingerprint and device.
+
+Entries are JSON files written atomically (temp file + ``os.replace``). A
+corrupt or stale entry (wrong format version, different key) is recomputed
+with a warning, never a crash.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Callable
+
+from ..graph.record import TaskGraph
+
+__all__ = ["ProfileCache", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+
+
+def _default_dir() -> Path:
+    return Path(os.environ.get("MEMFLOW_CACHE_DIR", Path.home() / ".cache" / "memflow")) / "profiles"
+
+
+class ProfileCache:
+    def __init__(self, directory: str | os.PathLike | None = None):
+        self.dir = Path(directory) if directory else _default_dir()
+
+    def _path(self, key: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+        return self.dir / f"{safe}.json"
+
+    def get(self, key: str) -> TaskGraph | None:
+        path = self._path(key)
+        if not path.exists():
+            return None
+        try:
+            blob = json.loads(path.read_text())
+            if blob.get("version") != FORMAT_VERSION or blob.get("key") != key:
+                raise ValueError("stale entry")
+            return TaskGraph.from_dict(blob["graph"])
+        except Exception as e:  # noqa: BLE001 - any damage means recompute
+            warnings.warn(f"profile cache entry {path} is unreadable ({type(e).__name__}: {e}); recomputing",
+                          stacklevel=2)
+            return None
+
+    def put(self, key: str, graph: TaskGraph) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        blob = json.dumps({"version": FORMAT_VERSION, "key": key, "graph": graph.to_dict()})
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(blob)
+            os.replace(tmp, self._path(key))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def get_or_compute(self, key: str, compute: Callable[[], TaskGraph]) -> TaskGraph:
+        g = self.get(key)
+        if g is None:
+            g = compute()
+            self.put(key, g)
+        return g

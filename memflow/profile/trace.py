@@ -1,0 +1,185 @@
+"""Trace one training step node by node and turn it into a TaskGraph.
+
+The step runs through :class:`memflow.graph.program.StepProgram` under two
+dispatch modes: :class:`memflow.memory.LiveBytes` (every storage's bytes and
+the phases that allocate, read and free it) and
+:class:`memflow.profile.opcost.OpCost` (FLOPs and bytes moved per phase).
+Run under ``FakeTensorMode`` this needs no real memory, so models larger than
+the host are costed the same way as small ones.
+
+One warm-up step runs first so that the optimizer state exists: the traced
+step is a steady-state step (parameters and optimizer state resident,
+gradients made in backward and dropped by ``zero_grad(set_to_none=True)``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..graph.program import StepProgram
+from ..graph.record import (
+    KIND_ACTIVATION,
+    KIND_GRAD,
+    KIND_INPUT_GRAD,
+    KIND_OPTIMIZER,
+    Buffer,
+    Node,
+    TaskGraph,
+    carried_bytes,
+)
+from ..memory import LiveBytes, _storages
+from .opcost import OpCost
+
+__all__ = ["trace_step", "node_state", "unique_params"]
+
+
+def unique_params(module: torch.nn.Module) -> list[torch.nn.Parameter]:
+    seen, out = set(), []
+    for p in module.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            out.append(p)
+    return out
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    sts = _storages(t)
+    return id(sts[0]) if sts else id(t)
+
+
+def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None) -> list[dict[str, Any]]:
+    """Per node: its parameters (first user owns shared ones) and their byte counts."""
+    owner: dict[int, int] = {}
+    out = []
+    for k, mod in enumerate(program.modules()):
+        call = program.calls[k]
+        held = [(program.attrs[a], program.attr_value(a)) for a in call.arg_names if a in program.attrs]
+        held += list(mod.named_parameters(remove_duplicate=False)) + list(mod.named_buffers(remove_duplicate=False))
+        names, pbytes, pcount, gbytes, obytes = [], 0, 0, 0, 0
+        for name, t in held:
+            if not isinstance(t, torch.Tensor):
+                continue
+            key = _storage_key(t)
+            if key in owner:
+                continue
+            owner[key] = k
+            names.append(name)
+            nb = t.untyped_storage().nbytes()
+            pbytes += nb
+            if isinstance(t, torch.nn.Parameter) and t.requires_grad:
+                pcount += t.numel()
+                gbytes += t.numel() * t.element_size()
+                if optimizer is not None:
+                    for s in optimizer.state.get(t, {}).values():
+                        if isinstance(s, torch.Tensor):
+                            obytes += s.untyped_storage().nbytes()
+        out.append(dict(param_names=names, param_bytes=pbytes, param_count=pcount, grad_bytes=gbytes,
+                        optimizer_bytes=obytes))
+    return out
+
+
+def _state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    ts: list[torch.Tensor] = []
+    ts.extend(program.split.parameters())
+    ts.extend(program.split.buffers())
+    for st in optimizer.state.values():
+        ts.extend(v for v in st.values() if isinstance(v, torch.Tensor))
+    return ts
+
+
+def trace_step(
+    program: StepProgram,
+    inputs: list[torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    names: list[str],
+    module_paths: list[str],
+    *,
+    model_name: str,
+    batch_size: int,
+    dtype: str = "fp32",
+) -> TaskGraph:
+    """Run a warm-up step and a traced step; return the TaskGraph (no times yet)."""
+    n = program.n
+    params = unique_params(program.split)
+
+    def step(on_phase=None):
+        program.run_step(inputs, on_phase=on_phase)
+        if on_phase:
+            on_phase(2 * n)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()  # warm-up: creates optimizer state
+    live = LiveBytes(record=True)
+    cost = OpCost()
+    live.track(_state_tensors(program, optimizer) + list(inputs), kind="state")
+    state_bytes = live.live
+    grad_events = []
+
+    def on_phase(p: int) -> None:
+        if p == 2 * n:  # end of backward: mark parameter gradients
+            for prm in params:
+                if prm.grad is not None:
+                    ev = live.event_of(prm.grad)
+                    if ev is not None:
+                        grad_events.append(ev)
+        live.set_phase(p)
+        cost.phase = p
+
+    with live, cost:
+        step(on_phase)
+        live.set_phase(2 * n + 1)
+    for ev in grad_events:
+        ev.kind = KIND_GRAD
+
+    buffers = []
+    for ev in live.events:
+        free = ev.free_phase if ev.free_phase >= 0 else 2 * n + 1
+        kind = ev.kind
+        if not kind:
+            if ev.alloc_phase < n:
+                kind = KIND_ACTIVATION
+            elif ev.alloc_phase < 2 * n:
+                kind = KIND_INPUT_GRAD
+            else:
+                kind = KIND_OPTIMIZER
+        if ev.nbytes == 0:
+            continue
+        buffers.append(Buffer(nbytes=ev.nbytes, alloc_phase=ev.alloc_phase, free_phase=free, kind=kind,
+                              uses=sorted(ev.uses)))
+
+    # transient bytes per phase: measured in-phase peak above state + carried buffers
+    import numpy as np
+
+    nb = np.array([b.nbytes for b in buffers], dtype=np.int64)
+    al = np.array([b.alloc_phase for b in buffers], dtype=np.int64)
+    fr = np.array([b.free_phase for b in buffers], dtype=np.int64)
+    carried = carried_bytes(2 * n + 1, nb, al, fr)
+    transient = [max(0, live.phase_peak.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
+
+    states = node_state(program, optimizer)
+    input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in _storages(t)}.values())
+    nodes = []
+    for k in range(n):
+        fp, bp = k, 2 * n - 1 - k
+        saved = sum(b.nbytes for b in buffers if b.alloc_phase == fp and b.free_phase == bp)
+        out_b = sum(b.nbytes for b in buffers if b.alloc_phase == fp and any(u != fp and u < n for u in b.uses))
+        nodes.append(Node(
+            index=k, name=names[k], module_path=module_paths[k], op_count=cost.ops.get(fp, 0),
+            fwd_flops=cost.flops.get(fp, 0.0), bwd_flops=cost.flops.get(bp, 0.0),
+            fwd_bytes_accessed=cost.bytes.get(fp, 0.0), bwd_bytes_accessed=cost.bytes.get(bp, 0.0),
+            out_bytes=out_b, saved_bytes=saved,
+            fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
+            **states[k],
+        ))
+    graph = TaskGraph(
+        model_name=model_name, batch_size=batch_size, dtype=dtype, nodes=nodes, buffers=buffers,
+        optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
+    )
+    # the record's state must be what the tracer counted, or the replay drifts
+    graph.meta["traced_state_bytes"] = state_bytes
+    graph.meta["traced_peak_bytes"] = live.peak
+    graph.meta["opt_flops"] = cost.flops.get(2 * n, 0.0)
+    graph.meta["opt_bytes_accessed"] = cost.bytes.get(2 * n, 0.0)
+    return graph

@@ -1,0 +1,156 @@
+"""The Strategy record: what the search chooses and the executor runs.
+
+Mesh: ``dp`` data-parallel replicas × ``pp`` pipeline stages. Rank ``r``
+(= device index in the cluster's order) runs stage ``r // dp`` as data-parallel
+rank ``r % dp``, so the replicas of one stage sit on neighbouring devices
+(inside one machine where possible, where all-reduce is cheapest).
+
+Placement: ``stage_of[k]`` is node ``k``'s stage; stages are contiguous runs
+of nodes in topological order, non-decreasing, each stage non-empty, so the
+stage graph is acyclic.
+
+Per node: ``actions[k]`` is ``keep`` | ``recompute`` | ``swap``.
+Per stage: ``shard_state[s]`` shards parameters, gradients and optimizer
+state across the stage's data-parallel ranks (as FSDP does);
+``optimizer_on_host[s]`` keeps that stage's optimizer state in host memory.
+The global batch is split into ``dp`` shards, each into ``microbatches``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import StrategyError
+
+__all__ = ["Strategy", "ACTIONS", "SCHEDULES", "KEEP", "RECOMPUTE", "SWAP"]
+
+KEEP, RECOMPUTE, SWAP = "keep", "recompute", "swap"
+ACTIONS = (KEEP, RECOMPUTE, SWAP)
+SCHEDULES = ("1f1b", "gpipe")
+
+
+@dataclass
+class Strategy:
+    dp: int
+    pp: int
+    stage_of: list[int]
+    actions: list[str]
+    microbatches: int = 1
+    schedule: str = "1f1b"
+    shard_state: list[bool] = field(default_factory=list)
+    optimizer_on_host: list[bool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.shard_state:
+            self.shard_state = [False] * self.pp
+        if not self.optimizer_on_host:
+            self.optimizer_on_host = [False] * self.pp
+
+    # ------------------------------------------------------------ factories
+    @classmethod
+    def single(cls, n_nodes: int, dp: int = 1, action: str = KEEP, microbatches: int = 1) -> "Strategy":
+        """All nodes on one stage, replicated ``dp`` times."""
+        return cls(dp=dp, pp=1, stage_of=[0] * n_nodes, actions=[action] * n_nodes, microbatches=microbatches)
+
+    @classmethod
+    def from_boundaries(cls, n_nodes: int, boundaries: list[int], **kw: Any) -> "Strategy":
+        """Stages cut before each node index in ``boundaries`` (sorted, in 1..n-1)."""
+        stage_of, s = [], 0
+        cuts = set(boundaries)
+        for k in range(n_nodes):
+            if k in cuts:
+                s += 1
+            stage_of.append(s)
+        kw.setdefault("actions", [KEEP] * n_nodes)
+        return cls(pp=s + 1, stage_of=stage_of, **kw)
+
+    # -------------------------------------------------------------- queries
+    @property
+    def num_devices(self) -> int:
+        return self.dp * self.pp
+
+    def stage_nodes(self, s: int) -> list[int]:
+        return [k for k, st in enumerate(self.stage_of) if st == s]
+
+    def boundaries(self) -> list[int]:
+        """Node indices where a new stage starts."""
+        return [k for k in range(1, len(self.stage_of)) if self.stage_of[k] != self.stage_of[k - 1]]
+
+    def device_of(self, stage: int, dp_rank: int) -> int:
+        return stage * self.dp + dp_rank
+
+    def stage_of_device(self, device: int) -> int:
+        return device // self.dp
+
+    def copy(self, **changes: Any) -> "Strategy":
+        d = self.to_dict()
+        d.update(changes)
+        return Strategy.from_dict(d)
+
+    def key(self) -> tuple:
+        """A hashable identity (for caches and de-duplication)."""
+        return (
+            self.dp, self.pp, tuple(self.stage_of), tuple(self.actions), self.microbatches,
+            self.schedule, tuple(self.shard_state), tuple(self.optimizer_on_host),
+        )
+
+    # ----------------------------------------------------------- validation
+    def validate(self, n_nodes: int, n_devices: int | None = None, batch_size: int | None = None) -> None:
+        """Raise :class:`StrategyError` with the arithmetic when invalid."""
+        if self.dp < 1 or self.pp < 1:
+            raise StrategyError(f"dp and pp must be >= 1, got dp {self.dp}, pp {self.pp}")
+        if n_devices is not None and self.dp * self.pp != n_devices:
+            raise StrategyError(
+                f"dp {self.dp} × pp {self.pp} = {self.dp * self.pp} devices, cluster has {n_devices}"
+            )
+        if len(self.stage_of) != n_nodes or len(self.actions) != n_nodes:
+            raise StrategyError(
+                f"strategy covers {len(self.stage_of)} stages / {len(self.actions)} actions, graph has {n_nodes} nodes"
+            )
+        bad = sorted({a for a in self.actions if a not in ACTIONS})
+        if bad:
+            raise StrategyError(f"unknown memory action(s) {bad}; valid: {list(ACTIONS)}")
+        if self.schedule not in SCHEDULES:
+            raise StrategyError(f"unknown schedule {self.schedule!r}; valid: {list(SCHEDULES)}")
+        if self.microbatches < 1:
+            raise StrategyError(f"microbatches must be >= 1, got {self.microbatches}")
+        if self.pp > n_nodes:
+            raise StrategyError(f"pp {self.pp} stages > {n_nodes} graph nodes")
+        if self.stage_of and (self.stage_of[0] != 0 or self.stage_of[-1] != self.pp - 1):
+            raise StrategyError(f"stages must run 0..{self.pp - 1} in order, got {self.stage_of[0]}..{self.stage_of[-1]}")
+        for k in range(1, len(self.stage_of)):
+            step = self.stage_of[k] - self.stage_of[k - 1]
+            if step not in (0, 1):
+                raise StrategyError(
+                    f"node {k} jumps from stage {self.stage_of[k - 1]} to {self.stage_of[k]}: stages must be contiguous"
+                )
+        if len(self.shard_state) != self.pp or len(self.optimizer_on_host) != self.pp:
+            raise StrategyError(f"per-stage options must have {self.pp} entries")
+        if batch_size is not None and batch_size % (self.dp * self.microbatches):
+            raise StrategyError(
+                f"batch {batch_size} is not divisible by dp {self.dp} × microbatches {self.microbatches}"
+                f" = {self.dp * self.microbatches}"
+            )
+
+    def microbatch_size(self, batch_size: int) -> int:
+        return batch_size // (self.dp * self.microbatches)
+
+    # ----------------------------------------------------------- serialising
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Strategy":
+        valid = set(cls.__dataclass_fields__)
+        unknown = sorted(set(d) - valid)
+        if unknown:
+            raise StrategyError(f"unknown strategy key(s) {unknown}; valid: {sorted(valid)}")
+        return cls(**d)
+
+    def summary(self) -> str:
+        n_re = self.actions.count(RECOMPUTE)
+        n_sw = self.actions.count(SWAP)
+        return (
+            f"dp {self.dp} × pp {self.pp}, {self.microbatches} micro-batch(es), {self.schedule}, "
+            f"{n_re} recompute, {n_sw} swap"
+        )

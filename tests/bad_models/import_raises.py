@@ -1,0 +1,2 @@
+"""Bad: raises while being imported."""
+raise RuntimeError("cannot find the tokenizer\nsecond line")

@@ -1,0 +1,17 @@
+"""Bad: BATCH_SIZE is not a positive int."""
+import torch
+from torch import nn
+
+BATCH_SIZE = -3
+
+
+def build_model():
+    return nn.Linear(4, 2)
+
+
+def example_batch(batch_size):
+    return torch.randn(batch_size, 4), torch.randn(batch_size, 2)
+
+
+def loss_fn(output, target):
+    return nn.functional.mse_loss(output, target)

@@ -1,0 +1,195 @@
+"""The task graph: capture, grouping, and the truth of its memory figures."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from memflow.devices import load_device
+from memflow.graph.build import capture_graph
+from memflow.graph.capture import block_paths
+from memflow.graph.record import TaskGraph, replay
+from memflow.model_file import load_model_file
+from memflow.profile.cache import ProfileCache
+from memflow.profile.measure import measure_plain_step
+from memflow.profile.roofline import predict_times
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ["gpt2", "bert", "llama", "resnet", "lstm"]
+
+
+@pytest.fixture(scope="module", params=EXAMPLES)
+def example(request, monkeypatch_module):
+    spec = load_model_file(ROOT / "examples" / f"{request.param}.py")
+    return request.param, spec
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    yield mp
+    mp.undo()
+
+
+def _within(pred, real, tol):
+    return abs(pred - real) <= tol * real
+
+
+def test_measured_replay_peak_matches_real_step(example):
+    """Acceptance 1: the graph's liveness replay vs live bytes of a real plain step (< 3%)."""
+    name, spec = example
+    g = capture_graph(spec, 8, measure=True, repeats=1)
+    real = measure_plain_step(spec, 8, repeats=1)
+    assert g.state_bytes == pytest.approx(real.state_bytes, rel=1e-3)  # export may fold tiny constant buffers
+    assert _within(replay(g).peak_bytes, real.peak_bytes, 0.03), (name, replay(g).peak_bytes, real.peak_bytes)
+
+
+def test_fake_replay_peak_matches_real_step(example):
+    """The same under FakeTensorMode (no real memory). oneDNN's LSTM workspace is
+    invisible to fake kernels (its meta function returns an empty workspace), so
+    the LSTM is held to the measured-mode check above instead."""
+    name, spec = example
+    g = capture_graph(spec, 8)
+    assert replay(g).peak_bytes == g.meta["traced_peak_bytes"]  # replay reproduces the trace exactly
+    if name == "lstm":
+        pytest.skip("fake mkldnn_rnn_layer reports a 0-byte workspace; measured mode covers the LSTM")
+    real = measure_plain_step(spec, 8, repeats=1)
+    assert _within(replay(g).peak_bytes, real.peak_bytes, 0.03), (name, replay(g).peak_bytes, real.peak_bytes)
+
+
+def test_gpt2_nodes_are_blocks_and_modules_between():
+    spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    g = capture_graph(spec, 2)
+    names = [nd.name for nd in g.nodes]
+    assert names[:3] == ["transformer.wte", "transformer.wpe", "transformer.drop"]
+    assert names[-2:] == ["transformer.ln_f", "lm_head"]
+    blocks = [n for n in names if n.startswith("transformer.h.")]
+    assert len(blocks) == len({n for n in names}) - 5
+    # phases and buffers are consistent: every buffer is freed at or after its allocation
+    for b in g.buffers:
+        assert b.alloc_phase <= b.free_phase <= g.num_phases
+    # the tied weight (wte = lm_head) is owned once
+    assert sum(nd.param_bytes for nd in g.nodes) + g.optimizer_bytes + g.input_bytes == g.meta["traced_state_bytes"]
+
+
+def test_granularity_depth_changes_cut():
+    spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    coarse = capture_graph(spec, 2, granularity=1)
+    assert [nd.name for nd in coarse.nodes] == ["transformer", "lm_head"]
+    fine = capture_graph(spec, 2, granularity=4)
+    assert fine.n > capture_graph(spec, 2).n
+    # the cut does not change the step's memory
+    assert replay(coarse).peak_bytes == pytest.approx(replay(fine).peak_bytes, rel=0.03)
+
+
+def test_block_paths_outermost_only():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)])
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block(), Block()])
+            self.head = torch.nn.Linear(2, 2)
+
+    assert block_paths(M()) == {"blocks.0", "blocks.1"}
+
+
+def test_fingerprint_stable_and_sensitive():
+    spec = load_model_file(ROOT / "examples" / "lstm.py")
+    a = capture_graph(spec, 4)
+    b = capture_graph(spec, 4)
+    c = capture_graph(spec, 8)
+    d = capture_graph(spec, 4, dtype="bf16")
+    assert a.fingerprint == b.fingerprint
+    assert len({a.fingerprint, c.fingerprint, d.fingerprint}) == 3
+
+
+def test_bf16_autocast_is_captured_and_smaller():
+    spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    g32 = capture_graph(spec, 4)
+    g16 = capture_graph(spec, 4, dtype="bf16")
+    saved32 = sum(n.saved_bytes for n in g32.nodes)
+    saved16 = sum(n.saved_bytes for n in g16.nodes)
+    assert saved16 < 0.8 * saved32
+    real = measure_plain_step(spec, 4, repeats=1, dtype="bf16")
+    assert _within(replay(g16).peak_bytes, real.peak_bytes, 0.03)
+
+
+def test_graph_roundtrip_and_networkx():
+    spec = load_model_file(ROOT / "examples" / "resnet.py")
+    g = capture_graph(spec, 2)
+    g2 = TaskGraph.from_dict(json.loads(json.dumps(g.to_dict())))
+    assert g2.content_hash() == g.content_hash()
+    nx = g.to_networkx()
+    assert nx.number_of_nodes() == g.n and nx.number_of_edges() >= g.n - 1
+
+
+def test_cache_corrupt_entry_is_recomputed_with_warning(tmp_path):
+    spec = load_model_file(ROOT / "examples" / "lstm.py")
+    cache = ProfileCache(tmp_path)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return capture_graph(spec, 2)
+
+    g = cache.get_or_compute("k", compute)
+    assert cache.get_or_compute("k", compute).content_hash() == g.content_hash() and len(calls) == 1
+    (tmp_path / "k.json").write_text("{not json")
+    with pytest.warns(UserWarning, match="unreadable"):
+        g3 = cache.get_or_compute("k", compute)
+    assert len(calls) == 2 and g3.content_hash() == g.content_hash()
+    assert not list(tmp_path.glob(".tmp-*"))  # atomic writes leave no temp files
+
+
+def test_roofline_orders_devices():
+    spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    g = capture_graph(spec, 4)
+    t = {}
+    for name in ["titan-x-12gb", "v100-16gb", "a100-80gb", "h100-80gb"]:
+        pg = predict_times(g, load_device(name))
+        t[name] = sum(n.fwd_time_s + n.bwd_time_s for n in pg.nodes)
+        assert all(n.bwd_time_s > 0 and n.fwd_time_s > 0 for n in pg.nodes)
+    assert t["titan-x-12gb"] > t["v100-16gb"] > t["a100-80gb"] > t["h100-80gb"]
+
+
+def test_llama7b_fake_capture_small_rss_and_6nt_rule():
+    """Acceptance 3: 7B Llama at 8×2048 in fake mode, in a fresh process: RSS < 2 GiB;
+    the counted FLOPs are 6·N·T plus attention (within 0-15% above the rule); the
+    predicted H100 bf16 step is within 25% of the 6·N·T rule at a stated model-FLOPs
+    utilisation of 35% (typical of eager PyTorch without fused kernels: the roofline
+    adds the memory-bound elementwise ops to the matmuls at the spec's 50%)."""
+    code = r'''
+import json, resource, time, os
+os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
+from memflow.model_file import load_model_file
+from memflow.graph.build import capture_graph
+from memflow.profile.roofline import predict_times
+from memflow.devices import load_device
+RULE_MFU = 0.35
+t = time.time()
+g = capture_graph(load_model_file("examples/llama7b.py"), 8, dtype="bf16")
+secs = time.time() - t
+h100 = load_device("h100-80gb")
+pg = predict_times(g, h100, "bf16")
+step = sum(n.fwd_time_s + n.bwd_time_s for n in pg.nodes)
+n_params = sum(n.param_count for n in g.nodes)
+print(json.dumps(dict(secs=secs, rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    step=step, rule=6 * n_params * 8 * 2048 / (h100.flops("bf16") * RULE_MFU), n_params=n_params,
+    flops=sum(n.fwd_flops + n.bwd_flops for n in g.nodes), six_nt=6 * n_params * 8 * 2048)))
+'''
+    env = dict(os.environ, MEMFLOW_EXAMPLE_SCALE="full")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert 6.5e9 < r["n_params"] < 7e9
+    assert r["rss"] < 2 * 2**30, r
+    assert 1.0 <= r["flops"] / r["six_nt"] < 1.15, r
+    assert abs(r["step"] / r["rule"] - 1) < 0.25, r

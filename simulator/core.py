@@ -1,0 +1,532 @@
+"""The simulator: ``simulate(graph, strategy, cluster) -> SimResult``.
+
+Per device (rank ``r`` runs stage ``r // dp``) three streams — compute,
+device↔device communication, host↔device copies. Stage figures come from
+:mod:`simulator.stage` (cached per node range, actions and options), the
+schedule's timing from :mod:`simulator.pipeline`; data-parallel gradient
+all-reduce runs in buckets on the comm stream as the last micro-batch's
+backward finishes; the step ends when the last all-reduce and the optimizer
+step finish.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memflow.graph.record import TaskGraph
+from memflow.strategy import SWAP, Strategy
+
+from .pipeline import run_pipeline
+from .result import Evaluation, SimResult, curve_arrays
+from .stage import StageEval, StageLayout, build_layout, eval_stage
+
+__all__ = ["Simulator", "simulate", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
+
+BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket (bytes), as DDP's 25 MB default
+HOST_MEM_BANDWIDTH = 20e9  # bytes/s a host optimizer step streams through (CPU Adam)
+GiB = 2**30
+
+
+@dataclass
+class _Stages:
+    """Per-strategy intermediate results (what evaluate_delta re-uses)."""
+
+    ranges: list
+    keys: list
+    evals: list
+    bw: list
+
+
+class Simulator:
+    """Repeated evaluation of strategies for one graph on one cluster.
+
+    ``evaluate(strategy)`` is the cheap call the search makes; ``simulate``
+    (or ``evaluate(strategy, detail=True)``) builds the full :class:`SimResult`.
+    Per-stage results are cached by (node range, actions, stage options), so a
+    strategy that differs from an earlier one in one node's action or one
+    boundary only recomputes the stage(s) it touches (see
+    :meth:`evaluate_delta`).
+    """
+
+    def __init__(self, graph: TaskGraph, cluster, *, bucket_bytes: int = BUCKET_BYTES,
+                 host_mem_bandwidth: float = HOST_MEM_BANDWIDTH, cache_size: int = 200_000):
+        self.graph = graph
+        self.cluster = cluster
+        self.n = graph.n
+        self.bucket_bytes = int(bucket_bytes)
+        self.host_mem_bandwidth = float(host_mem_bandwidth)
+        self.cache_size = cache_size
+        self.capacity = int(cluster.device.memory_bytes)
+        self.mem_bw = cluster.device.mem_bandwidth * cluster.device.memory_efficiency
+        self.host_link = cluster.host_link
+        self._layouts: dict = {}
+        self._stage_cache: dict = {}
+        self._links: dict = {}
+        self._opt_total = graph.optimizer_bytes
+        self._param_total = graph.param_bytes
+        self._cut_bytes()
+        self._node_of = [cluster.node_of(d) for d in range(cluster.num_devices)]
+        self.stats = {"stage_evals": 0, "stage_hits": 0}
+
+    # ------------------------------------------------------------ graph-level
+    def _cut_bytes(self) -> None:
+        """Bytes crossing a cut before node c: activations forward, gradients backward."""
+        n = self.n
+        fwd = [0] * (n + 1)
+        bwd = [0] * (n + 1)
+        for buf in self.graph.buffers:
+            pa = buf.alloc_phase
+            if pa >= 2 * n or buf.nbytes <= 0:
+                continue
+            nodes = [u if u < n else 2 * n - 1 - u for u in buf.uses if u < 2 * n]
+            if buf.free_phase < 2 * n:
+                pf = buf.free_phase
+                nodes.append(pf if pf < n else 2 * n - 1 - pf)
+            if not nodes:
+                continue
+            if pa < n:
+                o, hi = pa, max(nodes)
+                for c in range(o + 1, hi + 1):
+                    fwd[c] += buf.nbytes
+            else:
+                o, lo = 2 * n - 1 - pa, min(nodes)
+                for c in range(lo + 1, o + 1):
+                    bwd[c] += buf.nbytes
+        self.cut_fwd_bytes = fwd
+        self.cut_bwd_bytes = bwd
+
+    def layout(self, a: int, b: int) -> StageLayout:
+        L = self._layouts.get((a, b))
+        if L is None:
+            L = self._layouts[(a, b)] = build_layout(self.graph, a, b)
+            L.P = sum(L.param_bytes)
+            L.G = sum(L.grad_bytes)
+            L.O = sum(L.opt_bytes)
+            L.buckets = self._bucket_plan(L)
+        return L
+
+    def _bucket_plan(self, L: StageLayout) -> list:
+        """Gradient buckets in backward order: (local node whose backward completes it, bytes)."""
+        out, acc = [], 0
+        for x in range(L.m - 1, -1, -1):
+            acc += L.grad_bytes[x]
+            if acc >= self.bucket_bytes or (x == 0 and acc > 0):
+                out.append((x, acc))
+                acc = 0
+        return out
+
+    def _opt_trans(self, a: int, b: int) -> int:
+        g = self.graph
+        if not g.opt_transient_bytes:
+            return 0
+        if a == 0 and b == self.n:
+            return int(g.opt_transient_bytes)
+        tot = self._opt_total or self._param_total
+        if not tot:
+            return 0
+        part = sum((nd.optimizer_bytes if self._opt_total else nd.param_bytes) for nd in g.nodes[a:b])
+        return int(g.opt_transient_bytes * part / tot)
+
+    def _ring(self, s: int, dp: int):
+        key = ("ring", s, dp)
+        v = self._links.get(key)
+        if v is None:
+            devs = [s * dp + r for r in range(dp)]
+            bw, lat = math.inf, 0.0
+            for i in range(dp):
+                ln = self.cluster.link(devs[i], devs[(i + 1) % dp])
+                bw = min(bw, ln.bandwidth)
+                lat = max(lat, ln.latency)
+            v = self._links[key] = (bw, lat)
+        return v
+
+    def _p2p(self, s: int, dp: int):
+        key = ("p2p", s, dp)
+        v = self._links.get(key)
+        if v is None:
+            bw, lat = math.inf, 0.0
+            for r in range(dp):
+                ln = self.cluster.link(s * dp + r, (s + 1) * dp + r)
+                bw = min(bw, ln.bandwidth)
+                lat = max(lat, ln.latency)
+            v = self._links[key] = (bw, lat)
+        return v
+
+    # ----------------------------------------------------------------- stages
+    def _stage_ranges(self, st: Strategy) -> list:
+        so = st.stage_of
+        ranges, a = [], 0
+        for k in range(1, self.n):
+            if so[k] != so[k - 1]:
+                ranges.append((a, k))
+                a = k
+        ranges.append((a, self.n))
+        return ranges
+
+    def _host_bw(self, st: Strategy, ranges: list) -> list:
+        """Host-link bandwidth per stage: fair share among a machine's devices that copy."""
+        hl = self.host_link
+        pp, dp = st.pp, st.dp
+        if not self.cluster.host_link_shared or (SWAP not in st.actions and not any(st.optimizer_on_host)):
+            return [hl.bandwidth] * pp
+        active = [
+            (SWAP in st.actions[a:b]) or st.optimizer_on_host[s] for s, (a, b) in enumerate(ranges)
+        ]
+        per_machine: dict = {}
+        node_of = self._node_of.__getitem__
+        for s in range(pp):
+            if active[s]:
+                for r in range(dp):
+                    mch = node_of(s * dp + r)
+                    per_machine[mch] = per_machine.get(mch, 0) + 1
+        out = []
+        for s in range(pp):
+            cnt = max([per_machine.get(node_of(s * dp + r), 1) for r in range(dp)])
+            out.append(hl.bandwidth / max(cnt, 1))
+        return out
+
+    def _stage_eval(self, key: tuple, detail: bool = False) -> StageEval:
+        if not detail:
+            ev = self._stage_cache.get(key)
+            if ev is not None:
+                self.stats["stage_hits"] += 1
+                return ev
+        a, b, acts, shard, ohost, dp, bw = key
+        ev = eval_stage(
+            self.layout(a, b), acts, dp=dp, shard=shard, opt_host=ohost, input_bytes=self.graph.input_bytes,
+            opt_trans=self._opt_trans(a, b), host_bw=bw, host_lat=self.host_link.latency, detail=detail,
+        )
+        self.stats["stage_evals"] += 1
+        if not detail:
+            if len(self._stage_cache) >= self.cache_size:
+                self._stage_cache.clear()
+            self._stage_cache[key] = ev
+        return ev
+
+    def _stages(self, st: Strategy) -> _Stages:
+        ranges = self._stage_ranges(st)
+        bw = self._host_bw(st, ranges)
+        keys, evals = [], []
+        acts, dp = st.actions, st.dp
+        for s, (a, b) in enumerate(ranges):
+            key = (a, b, tuple(acts[a:b]), bool(st.shard_state[s]), bool(st.optimizer_on_host[s]), dp, bw[s])
+            keys.append(key)
+            evals.append(self._stage_eval(key))
+        return _Stages(ranges, keys, evals, bw)
+
+    def validate(self, st: Strategy) -> None:
+        """Raise StrategyError (with the arithmetic) for an invalid strategy."""
+        st.validate(self.n, self.cluster.num_devices)
+
+    # -------------------------------------------------------------- evaluate
+    def evaluate(self, strategy: Strategy, detail: bool = False):
+        """Step time, per-device peaks and fit. ``detail=True`` returns a full SimResult."""
+        self.validate(strategy)
+        stg = self._stages(strategy)
+        if detail:
+            return self._combine(strategy, stg, detail=True)
+        return self._combine(strategy, stg)
+
+    def evaluate_delta(self, base: Strategy, new: Strategy, base_stages: _Stages | None = None):
+        """Evaluate ``new`` re-using ``base``'s per-stage results for every stage whose
+        node range, actions and options are unchanged; only the touched stage(s)
+        are recomputed, then the schedule is re-combined. Returns (Evaluation, stages)
+        so a chain of deltas can pass the stages along."""
+        self.validate(new)
+        if base_stages is None:
+            base_stages = self._stages(base)
+        if (new.dp != base.dp or new.pp != base.pp or new.shard_state != base.shard_state
+                or new.optimizer_on_host != base.optimizer_on_host):
+            stg = self._stages(new)
+            return self._combine(new, stg), stg
+        ranges = self._stage_ranges(new)
+        bw = self._host_bw(new, ranges)
+        keys = list(base_stages.keys)
+        evals = list(base_stages.evals)
+        na, ba = new.actions, base.actions
+        for s, (a, b) in enumerate(ranges):
+            if (a, b) == base_stages.ranges[s] and bw[s] == base_stages.bw[s] and na[a:b] == ba[a:b]:
+                continue
+            key = (a, b, tuple(na[a:b]), bool(new.shard_state[s]), bool(new.optimizer_on_host[s]), new.dp, bw[s])
+            keys[s] = key
+            evals[s] = self._stage_eval(key)
+        stg = _Stages(ranges, keys, evals, bw)
+        return self._combine(new, stg), stg
+
+    def stages(self, strategy: Strategy) -> _Stages:
+        """The per-stage results of a strategy (to seed :meth:`evaluate_delta`)."""
+        return self._stages(strategy)
+
+    # ------------------------------------------------------------ combining
+    def _stage_peak(self, ev: StageEval, k: int, m: int, want_arg: bool = False):
+        R = ev.R
+        c = [(ev.maxF0, "F0"), ((k - 1) * R + ev.maxB0, "B0"), (ev.opt_mem, "OPT")]
+        if k >= 2:
+            c.append(((k - 1) * R + ev.maxF + ev.S_fwd, "Fwarm"))
+        if m > k:
+            c.append(((k - 1) * R + ev.maxF + ev.S_after, "Fsteady"))
+        if m >= 2:
+            ob = k - 1 if m > k else k - 2
+            c.append((ob * R + ev.maxB + ev.S_after, "Bj"))
+        best = max(c, key=lambda x: x[0])
+        if want_arg:
+            return ev.base + best[0], best[1]
+        return ev.base + best[0]
+
+    def _combine(self, st: Strategy, stg: _Stages, detail: bool = False):
+        pp, dp, m, sched = st.pp, st.dp, st.microbatches, st.schedule
+        evals = stg.evals
+        ranges = stg.ranges
+        cl = self.cluster
+        # ---- memory
+        peaks = []
+        ks = []
+        for s in range(pp):
+            ev = evals[s]
+            k = m if sched == "gpipe" else min(m, pp - s)
+            ks.append(k)
+            R = ev.R
+            v = ev.maxF0
+            w = (k - 1) * R + ev.maxB0
+            if w > v:
+                v = w
+            if ev.opt_mem > v:
+                v = ev.opt_mem
+            if k >= 2:
+                w = (k - 1) * R + ev.maxF + ev.S_fwd
+                if w > v:
+                    v = w
+            if m > k:
+                w = (k - 1) * R + ev.maxF + ev.S_after
+                if w > v:
+                    v = w
+            if m >= 2:
+                w = ((k - 1) if m > k else (k - 2)) * R + ev.maxB + ev.S_after
+                if w > v:
+                    v = w
+            peaks.append(ev.base + v)
+        # host memory per machine
+        host_machine = None
+        host_fits = True
+        layouts = self._layouts
+        if SWAP in st.actions or any(st.optimizer_on_host):
+            host_dev = []
+            for s, (a, b) in enumerate(ranges):
+                hb = evals[s].swap_bytes * ks[s]
+                if st.optimizer_on_host[s]:
+                    o = layouts[(a, b)].O
+                    hb += -(-o // dp) if st.shard_state[s] and dp > 1 else o
+                host_dev.append(hb)
+            host_machine = [0] * cl.num_nodes
+            for d in range(pp * dp):
+                host_machine[self._node_of[d]] += host_dev[d // dp]
+            host_fits = max(host_machine) <= cl.host_memory_bytes
+        cap = self.capacity
+        fits = host_fits and max(peaks) <= cap
+
+        # ---- time
+        fwd = [e.fwd_s for e in evals]
+        bwd = [e.bwd_s for e in evals]
+        cf, cb = [], []
+        for s in range(pp - 1):
+            c = ranges[s][1]
+            bw, lat = self._p2p(s, dp)
+            fb, bb = self.cut_fwd_bytes[c], self.cut_bwd_bytes[c]
+            cf.append(lat + fb / bw if fb else 0.0)
+            cb.append(lat + bb / bw if bb else 0.0)
+        ag = [0.0] * pp
+        f_ready = [0.0] * pp
+        b_ready = [0.0] * pp
+        if dp > 1 and any(st.shard_state):
+            for s, (a, b) in enumerate(ranges):
+                if st.shard_state[s]:
+                    bw, lat = self._ring(s, dp)
+                    P = layouts[(a, b)].P
+                    ag[s] = (dp - 1) / dp * P / bw + (dp - 1) * lat
+                    f_ready[s] = ag[s]
+                    b_ready[s] = 2 * ag[s]
+        end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready, record=detail)
+        stage_end = []
+        ar_end = []
+        opt_s = []
+        buckets_rec = [] if detail else None
+        hl = self.host_link
+        mem_bw = self.mem_bw
+        for s in range(pp):
+            L = layouts[ranges[s]]
+            ev = evals[s]
+            shard = dp > 1 and st.shard_state[s]
+            t_ar = end[s]
+            if dp > 1:
+                bw, lat = self._ring(s, dp)
+                if shard:
+                    fac, lfac = (dp - 1) / dp / bw, (dp - 1) * lat
+                else:
+                    fac, lfac = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
+                free = 0.0
+                t0 = last_b[s]
+                ne = ev.bwd_node_end
+                for x, acc in L.buckets:
+                    ready = t0 + ne[x]
+                    st0 = ready if ready > free else free
+                    free = st0 + acc * fac + lfac
+                    if detail:
+                        buckets_rec.append((s, st0, free - st0, acc))
+                if free > t_ar:
+                    t_ar = free
+            ar_end.append(t_ar)
+            P, G, O = L.P, L.G, L.O
+            if shard:
+                P, G, O = P / dp, G / dp, O / dp
+            if st.optimizer_on_host[s]:
+                hbw = stg.bw[s]
+                o = (G / hbw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / hbw + hl.latency)
+            else:
+                o = (P + G + O) / mem_bw
+            opt_s.append(o)
+            e = t_ar
+            hfloor = m * ev.host_s
+            if hfloor > e:
+                e = hfloor
+            stage_end.append(e + o)
+        step = max(stage_end)
+        if not detail:
+            return Evaluation(step_time_s=step, peak_bytes=[peaks[d // dp] for d in range(pp * dp)], fits=fits,
+                              capacity_bytes=cap, host_fits=host_fits)
+        return self._detail(st, stg, peaks, ks, host_machine, fits, step, end, ar_end, opt_s, stage_end,
+                            ops, cf, cb, ag, buckets_rec)
+
+    # --------------------------------------------------------------- detail
+    def _detail(self, st, stg, peaks, ks, host_machine, fits, step, end, ar_end, opt_s, stage_end,
+                ops, cf, cb, ag, buckets_rec) -> SimResult:
+        pp, dp, m = st.pp, st.dp, st.microbatches
+        cl = self.cluster
+        ndev = pp * dp
+        cap = self.capacity
+        evals = [self._stage_eval(k, detail=True) for k in stg.keys]
+        breakdown_s, curves_s, busy_s, events = [], [], [], []
+        for s, (a, b) in enumerate(stg.ranges):
+            ev = evals[s]
+            ms = b - a
+            k = ks[s]
+            peak, which = self._stage_peak(ev, k, m, want_arg=True)
+            inp = self.graph.input_bytes if (a == 0 or b == self.n) else 0
+            # ---- breakdown at the peak
+            if which == "OPT":
+                ph, others, stepv = 2 * ms, 0, ev.step[2 * ms]
+            elif which == "F0":
+                ph, others, stepv = ev.argF0, 0, ev.step[ev.argF0]
+            elif which == "B0":
+                ph, others, stepv = ev.argB0, k - 1, ev.step[ev.argB0]
+            elif which in ("Fwarm", "Fsteady"):
+                ph, others = ev.argF, k - 1
+                stepv = ev.S_fwd if which == "Fwarm" else ev.S_after
+            else:
+                ph, others, stepv = ev.argB, (k - 1 if m > k else k - 2), ev.S_after
+            sw = ev.swap_live[ph]
+            breakdown_s.append({
+                "params": ev.params, "grads": stepv, "optimizer": ev.optimizer,
+                "activations": ev.carried[ph] - sw + inp, "inflight_microbatches": others * ev.R,
+                "swap_buffers": sw, "transient": ev.trans[ph], "phase": which,
+            })
+            # ---- timeline: memory curve + events on the compute / comm / host streams
+            L = self.layout(a, b)
+            pts = [(0.0, ev.base)]
+            fdone = bstarted = 0
+            b0_done = False
+            ft = L.fwd_time
+            for op, t0, t1 in ops[s]:
+                if op >= 0:
+                    others = fdone - bstarted
+                    stepc = ev.S_after if b0_done else ev.S_fwd
+                    t = t0
+                    for x in range(ms):
+                        sv = ev.step[x] if op == 0 else stepc
+                        pts.append((t, ev.base + others * ev.R + ev.carried[x] + ev.trans[x] + sv))
+                        t += ft[x]
+                    fdone += 1
+                    pts.append((t1, ev.base + (others + 1) * ev.R + stepc))
+                    name = f"F{op}"
+                    for x, c0, c1 in ev.copy_out:
+                        events.append((s, "host", f"swap-out {self.graph.nodes[a + x].name} mb{op}", t0 + c0, c1 - c0))
+                    if s < pp - 1 and cf[s] > 0:
+                        events.append((s, "comm", f"send act mb{op}", t1, cf[s]))
+                else:
+                    j = -op - 1
+                    bstarted += 1
+                    others = fdone - bstarted
+                    prev = t0
+                    for x in range(ms - 1, -1, -1):
+                        p = 2 * ms - 1 - x
+                        sv = ev.step[p] if j == 0 else ev.S_after
+                        pts.append((prev, ev.base + others * ev.R + ev.carried[p] + ev.trans[p] + sv))
+                        prev = t0 + ev.bwd_node_end[x]
+                    b0_done = True
+                    pts.append((t1, ev.base + others * ev.R + ev.S_after))
+                    name = f"B{j}"
+                    for x, c0, c1 in ev.prefetch:
+                        events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))
+                    if s > 0 and cb[s - 1] > 0:
+                        events.append((s, "comm", f"send grad mb{j}", t1, cb[s - 1]))
+                events.append((s, "compute", name, t0, t1 - t0))
+            if ag[s] > 0:
+                events.append((s, "comm", "all-gather params (fwd)", 0.0, ag[s]))
+                events.append((s, "comm", "all-gather params (bwd)", ag[s], ag[s]))
+            ar_busy = 0.0
+            for bs, t0, du, nb in buckets_rec:
+                if bs == s:
+                    events.append((s, "comm", f"grad all-reduce {nb / 2**20:.1f} MiB", t0, du))
+                    ar_busy += du
+            t_opt = stage_end[s] - opt_s[s]
+            where = "host" if st.optimizer_on_host[s] else "compute"
+            events.append((s, where, "optimizer step", t_opt, opt_s[s]))
+            pts.append((t_opt, ev.base + ev.step[2 * ms] + ev.trans[2 * ms]))
+            pts.append((stage_end[s], ev.base))
+            curves_s.append(curve_arrays(pts))
+            comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0)) + ar_busy + 2 * ag[s]
+            host_busy = m * ev.host_s + (opt_s[s] if st.optimizer_on_host[s] else 0.0)
+            comp_busy = m * (ev.fwd_s + ev.bwd_compute_s) + (0.0 if st.optimizer_on_host[s] else opt_s[s])
+            busy_s.append({"compute": comp_busy, "comm": comm_busy, "host": host_busy})
+        # replicate per device
+        peak_dev = [peaks[d // dp] for d in range(ndev)]
+        ev_dev = []
+        for s, stream, name, t0, du in events:
+            for r in range(dp):
+                ev_dev.append((s * dp + r, stream, name, t0, du))
+        binding = self._binding(st, stg, peak_dev, host_machine, fits, step, end, ar_end, opt_s, stage_end, busy_s)
+        return SimResult(
+            step_time_s=step, peak_bytes=peak_dev, capacity_bytes=[cap] * ndev, fits=fits,
+            breakdown=[dict(breakdown_s[d // dp]) for d in range(ndev)],
+            memory_curve=[curves_s[d // dp] for d in range(ndev)],
+            busy=[dict(busy_s[d // dp]) for d in range(ndev)], binding=binding,
+            host_bytes=host_machine or [0] * cl.num_nodes, host_capacity_bytes=cl.host_memory_bytes,
+            events=ev_dev, strategy=st, pipeline_time_s=max(end),
+            bubble_fraction=1.0 - sum(m * (e.fwd_s + e.bwd_compute_s) for e in evals) / (pp * max(end))
+            if max(end) > 0 else 0.0,
+        )
+
+    def _binding(self, st, stg, peak_dev, host_machine, fits, step, end, ar_end, opt_s, stage_end, busy_s) -> str:
+        cap = self.capacity
+        if not fits:
+            d = max(range(len(peak_dev)), key=lambda i: peak_dev[i])
+            if peak_dev[d] > cap:
+                return f"memory: device {d} at {peak_dev[d] / GiB:.2f}/{cap / GiB:.2f} GiB"
+            h = max(range(len(host_machine)), key=lambda i: host_machine[i])
+            return (f"host memory: machine {h} at {host_machine[h] / GiB:.2f}/"
+                    f"{self.cluster.host_memory_bytes / GiB:.2f} GiB")
+        s = max(range(st.pp), key=lambda i: stage_end[i])
+        if ar_end[s] > end[s] + 1e-12 and ar_end[s] - end[s] > 0.05 * step:
+            return f"data-parallel all-reduce: stage {s} ({(ar_end[s] - end[s]) * 1e3:.2f} ms exposed)"
+        ev = stg.evals[s]
+        if st.microbatches * ev.host_s >= end[s] * 0.999 or ev.stall_s * st.microbatches > 0.05 * step:
+            return f"host link: stage {s} (swap traffic {st.microbatches * ev.host_s * 1e3:.2f} ms)"
+        if st.optimizer_on_host[s] and opt_s[s] > 0.3 * step:
+            return f"host link: stage {s} (host optimizer {opt_s[s] * 1e3:.2f} ms)"
+        c = max(range(st.pp), key=lambda i: busy_s[i]["compute"])
+        frac = busy_s[c]["compute"] / step if step > 0 else 0.0
+        return f"compute: stage {c} (busy {frac:.0%} of the step)"
+
+
+def simulate(graph: TaskGraph, strategy: Strategy, cluster) -> SimResult:
+    """Simulate one training step of ``strategy`` and return the full :class:`SimResult`."""
+    return Simulator(graph, cluster).evaluate(strategy, detail=True)

@@ -1,0 +1,710 @@
+"""Per-stage memory and time of one pipeline stage (nodes ``a .. b-1``).
+
+A stage sees its own *local phases* for one micro-batch::
+
+    0 .. m-1        forward of nodes a .. b-1          (F half)
+    m .. 2m-1       backward of nodes b-1 .. a         (B half)
+    2m              the optimizer step                 (OPT)
+    2m+1            "after the step"
+
+Global phase ``p`` maps to a local index monotonically, so for a single
+stage holding every node the local phases *are* the graph's phases and the
+liveness below is :func:`memflow.graph.record.replay` by construction.
+
+:class:`StageLayout` (built once per node range, graph-level) turns every
+buffer the stage touches into a local interval ``(alloc, free)`` with the
+record's convention (carried through phase ``p`` iff ``alloc < p < free``):
+
+* owned buffers keep their phases; one freed on another stage lives until its
+  last local use, or until the stage sends it (end of the F half for
+  activations, end of the B half for gradients), and is counted in that phase;
+* received buffers arrive before the F half (activations) or before the B
+  half (gradients) and live until their last local use / local free;
+* relayed buffers (produced before the stage and used after it) live through
+  the F half (B half for gradients);
+* parameter gradients and buffers that outlive the B half are *step* buffers:
+  one copy per step, not per micro-batch.
+
+:func:`eval_stage` applies the per-node actions (keep / recompute / swap) and
+the per-stage options to a layout and returns a :class:`StageEval`, a handful
+of floats that :mod:`simulator.pipeline` combines with the schedule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memflow.graph.record import KIND_GRAD, TaskGraph
+
+__all__ = ["StageLayout", "StageEval", "build_layout", "eval_stage"]
+
+KEEP, RECOMPUTE, SWAP = "keep", "recompute", "swap"
+
+
+@dataclass
+class StageLayout:
+    """The graph-level, action-independent view of stage ``[a, b)``."""
+
+    a: int
+    b: int
+    m: int  # nodes in the stage
+    # buffer groups (parallel lists): bytes, local alloc, local free, flags
+    g_bytes: list
+    g_alloc: list
+    g_free: list
+    g_extra: list  # True: also counted in phase g_free (carried through it in reality)
+    g_step: list  # one copy per step (parameter grads, buffers outliving the B half)
+    g_grad: list  # kind grad (sharded by shard_state)
+    g_late: list  # arrives for the B half (received gradients): not a retained activation
+    g_xnode: list  # local node whose saved-for-backward buffer this is (alloc F_k, free B_k), else -1
+    g_fusers: list  # local nodes whose forward reads it (tuple)
+    trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
+    fwd_time: list  # per local node
+    bwd_time: list
+    fwd_trans: list  # per local node, F transient
+    param_bytes: list
+    grad_bytes: list
+    opt_bytes: list
+    x_bytes: list  # per local node: bytes of its saved-for-backward buffers
+    P_sum: int
+    O_sum: int
+    first: bool
+    last: bool
+
+
+@dataclass
+class StageEval:
+    """Action-dependent figures of one stage, per micro-batch unless noted."""
+
+    fwd_s: float  # compute time of one micro-batch's forward
+    bwd_s: float  # of its backward, incl. recompute and swap stalls
+    bwd_compute_s: float  # backward compute only (no stalls)
+    stall_s: float
+    bwd_node_end: list  # local node x -> end offset of B_x inside the backward op
+    host_s: float  # host-copy stream busy per micro-batch
+    swap_bytes: int  # bytes swapped out per micro-batch
+    base: int  # resident: params + optimizer state (+ batch input)
+    params: int
+    optimizer: int
+    R: int  # retained bytes of one in-flight micro-batch
+    maxF0: int
+    maxB0: int
+    maxF: int
+    maxB: int
+    argF0: int
+    argB0: int
+    argF: int
+    argB: int
+    S_fwd: int
+    S_after: int
+    opt_mem: int
+    carried: list = field(default_factory=list)  # per local phase (mb buffers), detail only
+    step: list = field(default_factory=list)
+    trans: list = field(default_factory=list)
+    swap_live: list = field(default_factory=list)  # prefetched swap bytes carried per phase
+    copy_out: list = field(default_factory=list)  # (start, end) offsets from F op start, per swapped node
+    prefetch: list = field(default_factory=list)  # (start, end) offsets from B op start
+
+
+def _loc(p: int, n: int, a: int, b: int, m: int):
+    """Local index of global phase p on stage [a, b), or None if not local."""
+    if p < n:
+        return p - a if a <= p < b else None
+    if p < 2 * n:
+        k = 2 * n - 1 - p
+        return m + (b - 1 - k) if a <= k < b else None
+    return 2 * m if p == 2 * n else 2 * m + 1
+
+
+def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
+    n = graph.n
+    m = b - a
+    groups: dict[tuple, int] = {}
+    extra_trans = [0] * (2 * m + 1)
+
+    def add(nb, la, lf, extra, step, grad, late, xnode, fusers):
+        key = (la, lf, extra, step, grad, late, xnode, fusers)
+        groups[key] = groups.get(key, 0) + nb
+
+    for buf in graph.buffers:
+        nb = int(buf.nbytes)
+        if nb <= 0:
+            continue
+        pa, pf = buf.alloc_phase, buf.free_phase
+        if pa >= 2 * n:  # made in the optimizer phase: never carried within the step
+            continue
+        fwd_alloc = pa < n
+        owner = pa if fwd_alloc else 2 * n - 1 - pa
+        use_nodes_local, use_remote_after, use_remote_before = [], False, False
+        fusers = []
+        for u in buf.uses:
+            if u >= 2 * n:
+                continue
+            k = u if u < n else 2 * n - 1 - u
+            if a <= k < b:
+                use_nodes_local.append(_loc(u, n, a, b, m))
+                if u < n:
+                    fusers.append(k - a)
+            elif k >= b:
+                use_remote_after = True
+            else:
+                use_remote_before = True
+        if pf < 2 * n:  # the freeing phase counts as a use
+            kf = pf if pf < n else 2 * n - 1 - pf
+            if kf >= b:
+                use_remote_after = True
+            elif kf < a:
+                use_remote_before = True
+        fusers_t = tuple(sorted(set(fusers)))
+        lf_native = _loc(pf, n, a, b, m) if pf >= 2 * n or (a <= (pf if pf < n else 2 * n - 1 - pf) < b) else None
+        grad = buf.kind == KIND_GRAD
+        if a <= owner < b:
+            la = _loc(pa, n, a, b, m)
+            sends = use_remote_after or use_remote_before
+            if lf_native is not None:
+                lf, extra = lf_native, False
+            else:
+                need = max([la] + use_nodes_local)
+                if sends:
+                    need = max(need, m - 1 if fwd_alloc else 2 * m - 1)
+                lf, extra = need, need > la
+            step = grad or lf >= 2 * m
+            xnode = owner - a if (fwd_alloc and not step and pf == 2 * n - 1 - owner) else -1
+            add(nb, la, lf, extra, step, grad, False, xnode, fusers_t)
+            continue
+        # not owned here: received, relayed, or absent
+        if fwd_alloc and owner < a:
+            relay = use_remote_after
+            if not use_nodes_local and not relay:
+                continue
+            la, late = -1, False
+            need = max([la] + use_nodes_local)
+            if relay:
+                need = max(need, m - 1)
+        elif (not fwd_alloc) and owner >= b:
+            relay = use_remote_before
+            if not use_nodes_local and not relay:
+                continue
+            la, late = m - 1, True
+            need = max([la] + use_nodes_local)
+            if relay:
+                need = max(need, 2 * m - 1)
+        else:  # odd direction (e.g. a forward buffer read by an earlier stage's backward)
+            if not use_nodes_local:
+                continue
+            la, late = m - 1, True
+            need = max([la] + use_nodes_local)
+        if lf_native is not None and lf_native >= need and lf_native < 2 * m:
+            lf, extra = lf_native, False
+        else:
+            lf, extra = need, need > la
+        add(nb, la, lf, extra, False, grad, late, -1, fusers_t)
+
+    trans = [0] * (2 * m + 1)
+    nodes = graph.nodes[a:b]
+    for x, nd in enumerate(nodes):
+        trans[x] = int(nd.fwd_transient_bytes)
+        trans[2 * m - 1 - x] = int(nd.bwd_transient_bytes)
+    keys = list(groups)
+    x_bytes = [0] * m
+    for key in keys:
+        if key[6] >= 0:
+            x_bytes[key[6]] += groups[key]
+    return StageLayout(
+        a=a, b=b, m=m,
+        g_bytes=[groups[k] for k in keys],
+        g_alloc=[k[0] for k in keys],
+        g_free=[k[1] for k in keys],
+        g_extra=[k[2] for k in keys],
+        g_step=[k[3] for k in keys],
+        g_grad=[k[4] for k in keys],
+        g_late=[k[5] for k in keys],
+        g_xnode=[k[6] for k in keys],
+        g_fusers=[k[7] for k in keys],
+        trans=trans,
+        fwd_time=[float(nd.fwd_time_s) for nd in nodes],
+        bwd_time=[float(nd.bwd_time_s) for nd in nodes],
+        fwd_trans=[int(nd.fwd_transient_bytes) for nd in nodes],
+        param_bytes=[int(nd.param_bytes) for nd in nodes],
+        grad_bytes=[int(nd.grad_bytes) for nd in nodes],
+        opt_bytes=[int(nd.optimizer_bytes) for nd in nodes],
+        x_bytes=x_bytes,
+        P_sum=sum(int(nd.param_bytes) for nd in nodes),
+        O_sum=sum(int(nd.optimizer_bytes) for nd in nodes),
+        first=a == 0,
+        last=b == graph.n,
+    )
+
+
+def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
+               input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
+               detail: bool = False) -> StageEval:
+    """Apply per-node actions and the stage's options to a layout.
+
+    The fast path (``detail=False``) starts from the layout's precomputed
+    all-keep liveness and corrects only the buffer groups the non-keep nodes
+    touch; ``detail=True`` walks every group (and also returns the curves).
+    Both give the same figures (tested)."""
+    if detail:
+        return _eval_stage_full(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
+                                opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat, detail=detail)
+    return _eval_stage_fast(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
+                            opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat)
+
+
+def _prepare(L: StageLayout) -> None:
+    """All-keep liveness of the per-micro-batch groups and per-node group indices."""
+    m = L.m
+    P = 2 * m + 2
+    d = [0] * (P + 1)
+    trans0 = list(L.trans)
+    R = 0
+    xg = [[] for _ in range(m)]
+    fg = [[] for _ in range(m)]
+    for i in range(len(L.g_bytes)):
+        if L.g_step[i]:
+            continue
+        nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
+        if la + 1 < lf:
+            d[la + 1 if la >= 0 else 0] += nb
+            d[min(lf, P)] -= nb
+        if L.g_extra[i]:
+            trans0[lf] += nb
+        if not L.g_late[i] and la <= m - 1 and lf >= m:
+            R += nb
+        if L.g_xnode[i] >= 0:
+            xg[L.g_xnode[i]].append(i)
+        for u in L.g_fusers[i]:
+            fg[u].append(i)
+    carried, acc = [], 0
+    for p in range(2 * m):
+        acc += d[p]
+        carried.append(acc)
+    L._keep_carried = carried
+    L._keep_trans = trans0
+    L._keep_R = R
+    L._xg = xg
+    L._fg = fg
+    L._step = {}
+    L._tsum = (sum(L.fwd_time), sum(L.bwd_time))
+
+
+def _step_part(L: StageLayout, gather: bool, dp: int):
+    key = (gather, dp if gather else 1)
+    v = L._step.get(key)
+    if v is None:
+        m = L.m
+        P = 2 * m + 2
+        dst = [0] * (P + 1)
+        S_fwd = S_after = 0
+        for i in range(len(L.g_bytes)):
+            if not L.g_step[i]:
+                continue
+            nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
+            if gather and L.g_grad[i]:
+                nb = -(-nb // dp)
+            if la + 1 < lf:
+                dst[la + 1] += nb
+                dst[min(lf, P)] -= nb
+            if la <= m - 1 and lf > m - 1:
+                S_fwd += nb
+            if la <= 2 * m - 1 and lf >= 2 * m:
+                S_after += nb
+        step, acc = [], 0
+        for p in range(2 * m + 1):
+            acc += dst[p]
+            step.append(acc)
+        v = L._step[key] = (step, S_fwd, S_after)
+    return v
+
+
+def _swap_timeline(L: StageLayout, actions: tuple, host_bw: float, host_lat: float):
+    """One micro-batch's host-copy stream: copy-outs after F_x, prefetches when the
+    previous backward starts; returns completion times, phase ends, stall, busy."""
+    m = L.m
+    ft = L.fwd_time
+    bt_node = [L.bwd_time[x] + (ft[x] if actions[x] == RECOMPUTE else 0.0) for x in range(m)]
+    end_f = []
+    t = 0.0
+    for x in range(m):
+        t += ft[x]
+        end_f.append(t)
+    fwd_s = t
+    phase_end = end_f + [0.0] * m
+    stall = host_s = 0.0
+    swap_bytes = 0
+    copy_done, dur = {}, {}
+    copy_out, prefetch = [], []
+    node_end = [0.0] * m
+    host_free = 0.0
+    for x in range(m):
+        if actions[x] == SWAP and L.x_bytes[x] > 0:
+            d = L.x_bytes[x] / host_bw + host_lat if host_bw != float("inf") else host_lat
+            dur[x] = d
+            s0 = max(end_f[x], host_free)
+            host_free = s0 + d
+            copy_done[x] = host_free
+            copy_out.append((x, s0, host_free))
+            host_s += 2 * d
+            swap_bytes += L.x_bytes[x]
+    tb0 = fwd_s
+    t = tb0
+    land = {}
+    if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
+        s0 = max(t, host_free)
+        host_free = s0 + dur[m - 1]
+        land[m - 1] = host_free
+        prefetch.append((m - 1, s0 - tb0, host_free - tb0))
+    for x in range(m - 1, -1, -1):
+        start = max(t, land.get(x, t))
+        stall += start - t
+        if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
+            s0 = max(start, host_free, copy_done[x - 1])
+            host_free = s0 + dur[x - 1]
+            land[x - 1] = host_free
+            prefetch.append((x - 1, s0 - tb0, host_free - tb0))
+        t = start + bt_node[x]
+        phase_end[2 * m - 1 - x] = t
+        node_end[x] = t - tb0
+    return copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, copy_out, prefetch
+
+
+def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
+                     input_bytes: int, opt_trans: int, host_bw: float, host_lat: float) -> StageEval:
+    if not hasattr(L, "_keep_R"):
+        _prepare(L)
+    m = L.m
+    P = 2 * m + 2
+    gather = shard and dp > 1
+    step, S_fwd, S_after = _step_part(L, gather, dp)
+    trans = list(L._keep_trans)
+    trans[2 * m] = 0 if opt_host else opt_trans
+    if gather:
+        for x in range(m):
+            g = L.param_bytes[x] * (dp - 1) // dp
+            trans[x] += g
+            trans[2 * m - 1 - x] += g + L.grad_bytes[x] * (dp - 1) // dp
+    R = L._keep_R
+    fwd_s, bwd_s = L._tsum
+    carried = L._keep_carried
+    has_swap = SWAP in actions
+    stall = host_s = 0.0
+    swap_bytes = 0
+    node_end = None
+    if has_swap:
+        copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, _, _ = _swap_timeline(
+            L, actions, host_bw, host_lat)
+    if RECOMPUTE in actions or has_swap:
+        d = [0] * (P + 1)
+        touched = set()
+        for x in range(m):
+            if actions[x] == SWAP:
+                touched.update(L._xg[x])
+            elif actions[x] == RECOMPUTE:
+                j = 2 * m - 1 - x
+                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j]))
+                bwd_s += L.fwd_time[x]
+                touched.update(L._xg[x])
+                touched.update(L._fg[x])
+        gb, ga, gf, gx, gl, ge, gfu = L.g_bytes, L.g_alloc, L.g_free, L.g_xnode, L.g_late, L.g_extra, L.g_fusers
+        for i in touched:
+            nb, la, lf0 = gb[i], ga[i], gf[i]
+            # remove the all-keep contribution
+            if la + 1 < lf0:
+                d[la + 1 if la >= 0 else 0] -= nb
+                d[min(lf0, P)] += nb
+            if ge[i]:
+                trans[lf0] -= nb
+            if not gl[i] and la <= m - 1 and lf0 >= m:
+                R -= nb
+            x = gx[i]
+            act = actions[x] if x >= 0 else KEEP
+            if act == RECOMPUTE:
+                continue
+            lf, extra = lf0, ge[i]
+            for u in gfu[i]:
+                if actions[u] == RECOMPUTE and lf < 2 * m - 1 - u:
+                    lf = 2 * m - 1 - u
+                    extra = False
+            if act == SWAP and x in copy_done:
+                c = copy_done[x]
+                if c <= end_f[x]:
+                    f1 = la
+                else:
+                    j = x + 1
+                    while j < 2 * m and phase_end[j] < c:
+                        j += 1
+                    f1 = j + 1
+                a2 = lf - 2 if x < m - 1 else lf - 1
+                if f1 < a2 + 1:
+                    if f1 == m:
+                        f1 = m - 1
+                        if la < m - 1:
+                            trans[m - 1] += nb
+                    if la + 1 < f1:
+                        d[la + 1] += nb
+                        d[f1] -= nb
+                    if a2 + 1 < lf:
+                        d[a2 + 1] += nb
+                        d[lf] -= nb
+                    if la <= m - 1 < f1:
+                        R += nb
+                    continue
+            if la + 1 < lf:
+                d[la + 1 if la >= 0 else 0] += nb
+                d[min(lf, P)] -= nb
+            if extra:
+                trans[lf] += nb
+            if not gl[i] and la <= m - 1 and lf >= m:
+                R += nb
+        c2, acc = [], 0
+        for p in range(2 * m):
+            acc += d[p]
+            c2.append(carried[p] + acc)
+        carried = c2
+    maxF0 = maxF = -1
+    argF0 = argF = 0
+    for p in range(m):
+        v = carried[p] + trans[p]
+        if v > maxF:
+            maxF, argF = v, p
+        v += step[p]
+        if v > maxF0:
+            maxF0, argF0 = v, p
+    maxB0 = maxB = -1
+    argB0 = argB = m
+    for p in range(m, 2 * m):
+        v = carried[p] + trans[p]
+        if v > maxB:
+            maxB, argB = v, p
+        v += step[p]
+        if v > maxB0:
+            maxB0, argB0 = v, p
+    if node_end is None:
+        node_end = [0.0] * m
+        t = 0.0
+        bt, ft = L.bwd_time, L.fwd_time
+        for x in range(m - 1, -1, -1):
+            t += bt[x] + (ft[x] if actions[x] == RECOMPUTE else 0.0)
+            node_end[x] = t
+    params = L.P_sum
+    opt = L.O_sum
+    if gather:
+        params = -(-params // dp)
+        opt = -(-opt // dp)
+    if opt_host:
+        opt = 0
+    base = params + opt + (input_bytes if (L.first or L.last) else 0)
+    return StageEval(
+        fwd_s=fwd_s, bwd_s=bwd_s + stall, bwd_compute_s=bwd_s, stall_s=stall, bwd_node_end=node_end,
+        host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt, R=R,
+        maxF0=maxF0, maxB0=maxB0, maxF=maxF, maxB=maxB, argF0=argF0, argB0=argB0, argF=argF, argB=argB,
+        S_fwd=S_fwd, S_after=S_after, opt_mem=step[2 * m] + trans[2 * m],
+    )
+
+
+def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
+                     input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
+                     detail: bool = False) -> StageEval:
+    m = L.m
+    P = 2 * m + 2
+    bk = [2 * m - 1 - x for x in range(m)]  # local index of B_x
+    has_swap = SWAP in actions
+    has_rec = RECOMPUTE in actions
+
+    # ---- time: forward / backward phase durations, swap copy timeline (one micro-batch)
+    ft = L.fwd_time
+    bt_node = [L.bwd_time[x] + (L.fwd_time[x] if actions[x] == RECOMPUTE else 0.0) for x in range(m)]
+    fwd_s = sum(ft)
+    bwd_compute = sum(bt_node)
+    end_f = []
+    t = 0.0
+    for x in range(m):
+        t += ft[x]
+        end_f.append(t)
+    phase_end = end_f + [0.0] * m  # completed below
+    stall = 0.0
+    host_s = 0.0
+    swap_bytes = 0
+    copy_done = {}
+    copy_out, prefetch = [], []
+    node_end = [0.0] * m  # offset from B-op start at which B_x ends
+    if has_swap:
+        dur = {}
+        host_free = 0.0
+        for x in range(m):
+            if actions[x] == SWAP and L.x_bytes[x] > 0:
+                d = L.x_bytes[x] / host_bw + host_lat if host_bw != float("inf") else host_lat
+                dur[x] = d
+                s0 = max(end_f[x], host_free)
+                host_free = s0 + d
+                copy_done[x] = host_free
+                copy_out.append((x, s0, host_free))
+                host_s += 2 * d
+                swap_bytes += L.x_bytes[x]
+        tb0 = fwd_s
+        t = tb0
+        land = {}
+        if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
+            s0 = max(t, host_free)
+            host_free = s0 + dur[m - 1]
+            land[m - 1] = host_free
+            prefetch.append((m - 1, s0 - tb0, host_free - tb0))
+        for x in range(m - 1, -1, -1):
+            start = max(t, land.get(x, t))
+            stall += start - t
+            if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
+                s0 = max(start, host_free, copy_done[x - 1])
+                host_free = s0 + dur[x - 1]
+                land[x - 1] = host_free
+                prefetch.append((x - 1, s0 - tb0, host_free - tb0))
+            t = start + bt_node[x]
+            phase_end[bk[x]] = t
+            node_end[x] = t - tb0
+    else:
+        t = 0.0
+        for x in range(m - 1, -1, -1):
+            t += bt_node[x]
+            node_end[x] = t
+            phase_end[bk[x]] = fwd_s + t
+    bwd_s = bwd_compute + stall
+
+    # ---- memory
+    trans = list(L.trans)
+    trans[2 * m] = 0 if opt_host else opt_trans
+    gather = shard and dp > 1
+    if gather:
+        for x in range(m):
+            g = L.param_bytes[x] * (dp - 1) // dp
+            trans[x] += g
+            trans[bk[x]] += g + L.grad_bytes[x] * (dp - 1) // dp
+    if has_rec:
+        for x in range(m):
+            if actions[x] == RECOMPUTE:
+                j = bk[x]
+                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j]))
+    dmb = [0] * (P + 1)
+    dst = [0] * (P + 1)
+    dsw = [0] * (P + 1) if detail else None
+    R = 0
+    S_fwd = 0
+    S_after = 0
+    gb, ga, gf, gx, gs, gl, ge = L.g_bytes, L.g_alloc, L.g_free, L.g_xnode, L.g_step, L.g_late, L.g_extra
+    gfu = L.g_fusers
+    for i in range(len(gb)):
+        nb = gb[i]
+        la = ga[i]
+        lf = gf[i]
+        if gs[i]:
+            if gather and L.g_grad[i]:
+                nb = -(-nb // dp)
+            if la + 1 < lf:
+                dst[la + 1] += nb
+                dst[min(lf, P)] -= nb
+            if la <= m - 1 and lf > m - 1:
+                S_fwd += nb
+            if la <= 2 * m - 1 and lf >= 2 * m:
+                S_after += nb
+            continue
+        extra = ge[i]
+        x = gx[i]
+        act = actions[x] if x >= 0 else KEEP
+        if has_rec and gfu[i]:  # inputs of recomputed nodes stay until their backward
+            for u in gfu[i]:
+                if actions[u] == RECOMPUTE and lf < bk[u]:
+                    lf = bk[u]
+                    extra = False
+        if act == RECOMPUTE:
+            continue  # freed at the end of F_x, re-made inside B_x
+        if act == SWAP and x in copy_done:
+            c = copy_done[x]
+            if c <= end_f[x]:
+                f1 = la
+            else:
+                j = x + 1
+                while j < 2 * m and phase_end[j] < c:
+                    j += 1
+                f1 = j + 1
+            a2 = lf - 2 if x < m - 1 else lf - 1  # back from the start of B_{x+1} (B_x if last) until B_x
+            if f1 >= a2 + 1:  # copy-out not done before the prefetch: stays
+                pass
+            else:
+                if f1 == m:  # completes in the last F phase: counted there, not retained
+                    f1 = m - 1
+                    if la < m - 1:
+                        trans[m - 1] += nb
+                if la + 1 < f1:
+                    dmb[la + 1] += nb
+                    dmb[f1] -= nb
+                if a2 + 1 < lf:
+                    dmb[a2 + 1] += nb
+                    dmb[lf] -= nb
+                    if detail:
+                        dsw[a2 + 1] += nb
+                        dsw[lf] -= nb
+                if la <= m - 1 < f1:
+                    R += nb
+                continue
+        lo = la + 1
+        if lo < lf:
+            dmb[lo if lo > 0 else 0] += nb
+            dmb[lf if lf < P else P] -= nb
+        if extra:
+            trans[lf] += nb
+        if not gl[i] and la <= m - 1 and lf >= m:
+            R += nb
+
+    carried = []
+    acc = 0
+    for p in range(2 * m):
+        acc += dmb[p]
+        carried.append(acc)
+    step = []
+    acc = 0
+    for p in range(2 * m + 1):
+        acc += dst[p]
+        step.append(acc)
+    maxF0 = maxF = -1
+    argF0 = argF = 0
+    for p in range(m):
+        v = carried[p] + trans[p]
+        if v > maxF:
+            maxF, argF = v, p
+        v += step[p]
+        if v > maxF0:
+            maxF0, argF0 = v, p
+    maxB0 = maxB = -1
+    argB0 = argB = m
+    for p in range(m, 2 * m):
+        v = carried[p] + trans[p]
+        if v > maxB:
+            maxB, argB = v, p
+        v += step[p]
+        if v > maxB0:
+            maxB0, argB0 = v, p
+
+    params = sum(L.param_bytes)
+    opt = sum(L.opt_bytes)
+    if shard and dp > 1:
+        params = -(-params // dp)
+        opt = -(-opt // dp)
+    if opt_host:
+        opt = 0
+    base = params + opt + (input_bytes if (L.first or L.last) else 0)
+    ev = StageEval(
+        fwd_s=fwd_s, bwd_s=bwd_s, bwd_compute_s=bwd_compute, stall_s=stall, bwd_node_end=node_end,
+        host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt, R=R,
+        maxF0=maxF0, maxB0=maxB0, maxF=maxF, maxB=maxB, argF0=argF0, argB0=argB0, argF=argF, argB=argB,
+        S_fwd=S_fwd, S_after=S_after, opt_mem=step[2 * m] + trans[2 * m],
+    )
+    if detail:
+        ev.carried = carried + [0]
+        ev.step = step
+        ev.trans = trans
+        sw, acc = [], 0
+        for p in range(2 * m + 1):
+            acc += dsw[p]
+            sw.append(acc)
+        ev.swap_live = sw
+        ev.copy_out = copy_out
+        ev.prefetch = prefetch
+    return ev

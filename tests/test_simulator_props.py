@@ -1,0 +1,170 @@
+"""Property tests of the simulator over random graphs and strategies (plain seed loops)."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from memflow.cluster import Cluster, Link
+from memflow.devices import DeviceSpec
+from memflow.graph.record import replay
+from memflow.strategy import ACTIONS, Strategy
+from simulator import Simulator, random_graph
+
+SEEDS = range(40)
+
+
+def cluster(n_dev, *, host_bw=12e9, host_lat=1e-5, lat=1e-5, shared=True, per_node=None) -> Cluster:
+    dev = DeviceSpec(name="toy", kind="gpu", memory_bytes=16 << 30, peak_flops={"fp32": 1e13}, mem_bandwidth=9e11)
+    per = per_node or n_dev
+    return Cluster("toy", n_dev // per, per, dev, Link(100e9, lat), Link(10e9, lat), Link(host_bw, host_lat),
+                   shared, 1 << 40)
+
+
+def random_strategy(rng: random.Random, n: int, n_dev: int, *, actions=ACTIONS, options=True) -> Strategy:
+    facs = [(d, n_dev // d) for d in range(1, n_dev + 1) if n_dev % d == 0 and n_dev // d <= n]
+    dp, pp = rng.choice(facs)
+    cuts = sorted(rng.sample(range(1, n), pp - 1))
+    acts = [rng.choice(actions) for _ in range(n)]
+    kw = {}
+    if options:
+        kw = dict(shard_state=[rng.random() < 0.3 for _ in range(pp)],
+                  optimizer_on_host=[rng.random() < 0.2 for _ in range(pp)])
+    return Strategy.from_boundaries(n, cuts, dp=dp, actions=acts, microbatches=rng.randint(1, 4),
+                                    schedule=rng.choice(["1f1b", "gpipe"]), **kw)
+
+
+def test_single_device_plain_equals_replay():
+    for seed in SEEDS:
+        g = random_graph(random.Random(seed).randint(1, 12), seed)
+        r = Simulator(g, cluster(1)).evaluate(Strategy.single(g.n), detail=True)
+        assert r.peak_bytes[0] == replay(g).peak_bytes, seed
+
+
+def _inputs_kept(g, k, stage_of) -> bool:
+    """Every buffer node k's forward reads (made before F_k) is read again on k's stage
+    at B_k or later (so that stage keeps it for backward anyway)."""
+    bk = g.bwd_phase(k)
+    for b in g.buffers:
+        if k in b.uses and b.alloc_phase < k:
+            if not any(bk <= u < 2 * g.n and stage_of[g.node_of_phase(u)] == stage_of[k] for u in b.uses):
+                return False
+    return True
+
+
+def test_recompute_with_kept_inputs_never_raises_peak():
+    checked = 0
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        g = random_graph(rng.randint(2, 10), seed)
+        n_dev = rng.choice([1, 2, 4])
+        sim = Simulator(g, cluster(n_dev))
+        for _ in range(5):
+            st = random_strategy(rng, g.n, n_dev, actions=("keep", "recompute", "swap"))
+            cand = [k for k in range(g.n) if st.actions[k] != "recompute" and _inputs_kept(g, k, st.stage_of)]
+            if not cand:
+                continue
+            k = rng.choice(cand)
+            acts = list(st.actions)
+            acts[k] = "recompute"
+            before = sim.evaluate(st).peak_bytes
+            after = sim.evaluate(st.copy(actions=acts)).peak_bytes
+            assert all(a <= b for a, b in zip(after, before)), (seed, k, before, after)
+            checked += 1
+    assert checked > 50
+
+
+def test_free_swap_costs_no_time():
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        g = random_graph(rng.randint(2, 10), seed)
+        n_dev = rng.choice([1, 2, 4])
+        sim = Simulator(g, cluster(n_dev, host_bw=math.inf, host_lat=0.0))
+        st = random_strategy(rng, g.n, n_dev, actions=("keep", "recompute"))
+        st = st.copy(optimizer_on_host=[False] * st.pp)
+        acts = [("swap" if a == "keep" and rng.random() < 0.6 else a) for a in st.actions]
+        t0 = sim.evaluate(st).step_time_s
+        t1 = sim.evaluate(st.copy(actions=acts)).step_time_s
+        assert t1 == pytest.approx(t0, rel=1e-12, abs=1e-15), seed
+        # and swapping frees memory: never more than keeping
+        p0, p1 = sim.evaluate(st).peak_bytes, sim.evaluate(st.copy(actions=acts)).peak_bytes
+        assert all(b <= a for a, b in zip(p0, p1)), seed
+
+
+def test_peak_at_least_model_state():
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        g = random_graph(rng.randint(2, 10), seed)
+        n_dev = rng.choice([1, 2, 4])
+        sim = Simulator(g, cluster(n_dev))
+        st = random_strategy(rng, g.n, n_dev)
+        r = sim.evaluate(st, detail=True)
+        for d in range(n_dev):
+            b = r.breakdown[d]
+            assert r.peak_bytes[d] >= b["params"] + b["optimizer"], seed
+            assert sum(v for key, v in b.items() if key != "phase") == r.peak_bytes[d], seed
+            assert r.memory_curve[d][1].max() <= r.peak_bytes[d], seed
+
+
+def test_gpipe_bubble_fraction_never_grows_with_microbatches():
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        g = random_graph(rng.randint(3, 10), seed)
+        n_dev = rng.choice([2, 4])
+        sim = Simulator(g, cluster(n_dev, lat=0.0))
+        st = random_strategy(rng, g.n, n_dev, options=False).copy(schedule="gpipe")
+        fracs = [sim.evaluate(st.copy(microbatches=m), detail=True).bubble_fraction for m in range(1, 9)]
+        for a, b in zip(fracs, fracs[1:]):
+            assert b <= a + 1e-12, (seed, fracs)
+
+
+def test_delta_equals_full():
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        g = random_graph(rng.randint(2, 12), seed)
+        n_dev = rng.choice([1, 2, 4])
+        cl = cluster(n_dev, per_node=rng.choice([1, n_dev]))
+        sim = Simulator(g, cl)
+        st = random_strategy(rng, g.n, n_dev)
+        stages = sim.stages(st)
+        for _ in range(8):
+            acts = list(st.actions)
+            stage_of = list(st.stage_of)
+            if rng.random() < 0.7 or st.pp == 1:
+                k = rng.randrange(g.n)
+                acts[k] = rng.choice([a for a in ACTIONS if a != acts[k]])
+            else:  # move one boundary by one node where the stage stays non-empty
+                cuts = st.boundaries()
+                i = rng.randrange(len(cuts))
+                lo = cuts[i - 1] + 1 if i > 0 else 1
+                hi = cuts[i + 1] - 1 if i + 1 < len(cuts) else g.n - 1
+                cuts[i] = min(hi, max(lo, cuts[i] + rng.choice([-1, 1])))
+                stage_of = Strategy.from_boundaries(g.n, cuts, dp=st.dp).stage_of
+            new = st.copy(actions=acts, stage_of=stage_of)
+            got, stages = sim.evaluate_delta(st, new, stages)
+            want = Simulator(g, cl).evaluate(new)
+            assert got.step_time_s == want.step_time_s and got.peak_bytes == want.peak_bytes, seed
+            assert got.fits == want.fits
+            st = new
+
+
+def test_fast_stage_path_equals_full_path():
+    from simulator.stage import build_layout, eval_stage
+
+    fields = ("fwd_s", "bwd_s", "stall_s", "host_s", "swap_bytes", "base", "R", "maxF0", "maxB0", "maxF", "maxB",
+              "S_fwd", "S_after", "opt_mem", "bwd_node_end")
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        g = random_graph(rng.randint(1, 10), seed)
+        for _ in range(6):
+            a = rng.randrange(g.n)
+            b = rng.randrange(a + 1, g.n + 1)
+            L = build_layout(g, a, b)
+            acts = tuple(rng.choice(ACTIONS) for _ in range(b - a))
+            kw = dict(dp=rng.choice([1, 2, 4]), shard=rng.random() < 0.5, opt_host=rng.random() < 0.3,
+                      input_bytes=123, opt_trans=456, host_bw=rng.choice([1e9, 1e10, math.inf]), host_lat=1e-5)
+            fast = eval_stage(L, acts, **kw)
+            full = eval_stage(L, acts, detail=True, **kw)
+            for f in fields:
+                assert getattr(fast, f) == pytest.approx(getattr(full, f)), (seed, f)

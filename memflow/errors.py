@@ -41,7 +41,9 @@ class StrategyError(MemflowError, ValueError):
 
 
 class InfeasibleError(MemflowError):
-    """No strategy fits the devices' memory."""
+    """No strategy fits the devices' memory (exit code 3: the input was fine, the answer is no)."""
+
+    exit_code = 3
 
 
 class PlanMismatchError(MemflowError):

@@ -1,0 +1,1 @@
+"""MemFlow's benchmarks: ``python -m bench NAME`` writes NAME's table into BENCHMARKS.md."""

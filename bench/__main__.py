@@ -1,0 +1,59 @@
+"""``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
+
+Names: profile, simulator, search, fidelity, maxbatch, deeper, unaware, quick
+(a small version of several for CI), all.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+
+BENCHES = {
+    "profile": "bench.bench_profile",
+    "simulator": "bench.bench_simulator",
+    "search": "bench.bench_search",
+    "fidelity": "bench.bench_fidelity",
+    "maxbatch": "bench.bench_maxbatch",
+    "deeper": "bench.bench_deeper",
+    "unaware": "bench.bench_unaware",
+}
+QUICK = ["profile", "simulator"]
+
+
+def run(name: str, quick: bool = False) -> None:
+    mod = importlib.import_module(BENCHES[name])
+    t0 = time.time()
+    mod.main(quick=quick) if "quick" in mod.main.__code__.co_varnames else mod.main()
+    print(f"[bench {name}: {time.time() - t0:.0f} s]", file=sys.stderr)
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    name = argv[0]
+    if name == "all":
+        for n in BENCHES:
+            try:
+                importlib.import_module(BENCHES[n])
+            except ModuleNotFoundError:
+                print(f"[bench {n}: not available]", file=sys.stderr)
+                continue
+            run(n)
+        return 0
+    if name == "quick":
+        for n in QUICK:
+            run(n, quick=True)
+        return 0
+    if name not in BENCHES:
+        print(f"bench: unknown benchmark {name!r}; valid: {', '.join(BENCHES)}, quick, all", file=sys.stderr)
+        return 2
+    run(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

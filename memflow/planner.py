@@ -1,0 +1,213 @@
+"""Orchestration: model + cluster → profiled graphs → search → Plan.
+
+This is the one place that imports the stages (graph, profile, simulator,
+search) and puts them together; the CLI and :func:`memflow.plan` call it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .cluster import Cluster
+from .errors import ConfigError, ModelLoadError
+from .graph.record import TaskGraph
+from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
+from .plan import Plan
+from .strategy import Strategy
+
+__all__ = ["plan", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource", "evaluation_dict",
+           "plan_graph", "simulate_plan"]
+
+
+def resolve_spec(model: Any, example_batch: Callable | None = None, batch_size: int | None = None) -> ModelSpec:
+    """A ModelSpec from a model file path, a ModelSpec, or a module + example_batch function."""
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return load_model_file(model)
+    if isinstance(model, torch.nn.Module):
+        if example_batch is None or not callable(example_batch):
+            raise ModelLoadError("planning a module needs example_batch: a function batch_size -> batch")
+        module = model
+        return ModelSpec(path=Path("<module>"), name=type(model).__name__, build_model=lambda: module,
+                         example_batch=example_batch, batch_size=batch_size or DEFAULT_BATCH_SIZE)
+    raise ModelLoadError(f"model must be a model file path, a ModelSpec or an nn.Module, got {type(model).__name__}")
+
+
+def resolve_cluster(cluster: Any = None, *, gpus: int | None = None, gpu_type: str | None = None,
+                    gpu_memory: Any = None) -> Cluster:
+    """A Cluster from a preset name / YAML path / Cluster, or from --gpus/--gpu-type/--gpu-memory."""
+    from .units import parse_bytes
+
+    mem = parse_bytes(gpu_memory, name="--gpu-memory", allow_zero=False) if gpu_memory is not None else None
+    if cluster is not None:
+        c = cluster if isinstance(cluster, Cluster) else Cluster.load(cluster)
+        if gpus is not None and gpus != c.num_devices:
+            c = c.with_devices(gpus)
+    else:
+        n = 1 if gpus is None else gpus
+        if n < 1:
+            raise ConfigError(f"--gpus must be >= 1, got {n}")
+        c = Cluster.for_gpus(n, gpu_type or "v100-16gb")
+    if mem is not None:
+        c = c.with_memory(mem)
+    return c
+
+
+def micro_batch_sizes(batch_size: int, num_devices: int, max_microbatches: int = 32) -> list[int]:
+    """Every micro-batch size B // (dp × m) a strategy on ``num_devices`` devices can use."""
+    sizes = set()
+    for dp in range(1, num_devices + 1):
+        if num_devices % dp or batch_size % dp:
+            continue
+        per = batch_size // dp
+        for m in range(1, min(per, max_microbatches) + 1):
+            if per % m == 0:
+                sizes.add(per // m)
+    return sorted(sizes, reverse=True)
+
+
+@contextlib.contextmanager
+def _threads(n: int):
+    old = torch.get_num_threads()
+    torch.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+class GraphSource:
+    """Costed task graphs per micro-batch size for one model, precision and device (cached)."""
+
+    def __init__(self, spec: ModelSpec, cluster: Cluster, *, dtype: str = "fp32", granularity: Any = "auto",
+                 progress: Callable[[str], None] | None = None, cache: bool = True):
+        self.spec, self.cluster, self.dtype, self.granularity = spec, cluster, dtype, granularity
+        self.progress, self.cache = progress, cache
+        self.graphs: dict[int, TaskGraph] = {}
+        # on cpu-N, N processes share this host's cores: measure with each rank's share
+        self.threads = max(1, (os.cpu_count() or 1) // max(1, cluster.devices_per_node))
+
+    def __call__(self, micro_batch: int) -> TaskGraph:
+        from .profile import profile_model
+
+        if micro_batch not in self.graphs:
+            if self.progress:
+                self.progress(f"profiling {self.spec.name} at micro-batch {micro_batch} for {self.cluster.device.name}")
+            ctx = _threads(self.threads) if self.cluster.device.kind == "cpu" else contextlib.nullcontext()
+            with ctx:
+                self.graphs[micro_batch] = profile_model(
+                    self.spec, micro_batch, device=self.cluster.device, dtype=self.dtype,
+                    granularity=self.granularity, cache=self.cache)
+        return self.graphs[micro_batch]
+
+    def all(self, sizes: list[int]) -> dict[int, TaskGraph]:
+        return {b: self(b) for b in sizes}
+
+
+def evaluation_dict(ev: Any) -> dict[str, Any]:
+    return {
+        "fits": bool(ev.fits),
+        "step_time_s": float(ev.step_time_s),
+        "peak_bytes": [int(x) for x in ev.peak_bytes],
+    }
+
+
+def _stderr_progress(msg: str) -> None:
+    print(f"memflow: {msg}", file=sys.stderr, flush=True)
+
+
+def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = None, gpus: int | None = None,
+         gpu_type: str | None = None, gpu_memory: Any = None, batch_size: int | None = None, dtype: str = "fp32",
+         granularity: Any = "auto", seed: int = 0, time_budget_s: float | None = None,
+         iterations: int | None = None, progress: Callable[[str], None] | bool | None = None,
+         cache: bool = True) -> Plan:
+    """Find the fastest strategy that fits, and return it as an executable :class:`Plan`.
+
+    ``model``: a model file path (``build_model``/``example_batch``), or an
+    ``nn.Module`` with ``example_batch(batch_size)``. ``cluster``: a preset
+    name (``"v100-4-pcie"``, ``"cpu-2"``), a YAML path or a Cluster; or give
+    ``gpus``/``gpu_type``/``gpu_memory`` (``"16GiB"``). Times in seconds,
+    memory in bytes. Example::
+
+        p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")
+        print(p.predicted["step_time_s"], p.strategy.summary())
+    """
+    report = _stderr_progress if progress is True else (progress or None)
+    spec = resolve_spec(model, example_batch, batch_size)
+    cl = resolve_cluster(cluster, gpus=gpus, gpu_type=gpu_type, gpu_memory=gpu_memory)
+    B = batch_size or spec.batch_size
+    if B < 1:
+        raise ConfigError(f"batch size must be >= 1, got {B}")
+    from search import search
+    from simulator import Simulator
+
+    source = GraphSource(spec, cl, dtype=dtype, granularity=granularity, progress=report, cache=cache)
+    sizes = micro_batch_sizes(B, cl.num_devices)
+    graphs = source.all(sizes)
+    if report:
+        report(f"searching {cl.num_devices} device(s) of {cl.device.name} "
+               f"({sum(1 for _ in sizes)} micro-batch sizes, seed {seed})")
+    res = search(graphs, B, cl, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
+                 progress=(lambda it, best, feas: None) if report is None else None)
+    best: Strategy | None = res.best if res.best is not None else getattr(res, "smallest_peak", None)
+    if best is None:
+        raise ConfigError("the search returned no strategy at all")
+    mb = best.microbatch_size(B)
+    graph = graphs[mb]
+    sim = Simulator(graph, cl).evaluate(best, detail=True)
+    predicted = {
+        "fits": bool(sim.fits),
+        "step_time_s": float(sim.step_time_s),
+        "peak_bytes": [int(x) for x in sim.peak_bytes],
+        "capacity_bytes": [int(x) for x in sim.capacity_bytes],
+        "binding": sim.binding,
+        "samples_per_s": B / sim.step_time_s if sim.step_time_s > 0 else 0.0,
+        "breakdown": [{k: (int(v) if isinstance(v, (int, float)) else v) for k, v in b.items()} for b in sim.breakdown],
+    }
+    baselines = {name: evaluation_dict(ev) for name, (st, ev) in res.baselines.items()}
+    pareto = [{"step_time_s": float(t), "max_peak_bytes": int(p)} for t, p, _ in res.pareto]
+    return Plan(
+        model_file=str(Path(spec.path).resolve()) if str(spec.path) != "<module>" else "",
+        model_name=spec.name,
+        batch_size=B,
+        strategy=best,
+        cluster=cl.to_dict(),
+        node_names=[nd.name for nd in graph.nodes],
+        fingerprint=graph.fingerprint,
+        predicted=predicted,
+        baselines=baselines,
+        pareto=pareto,
+        settings={
+            "seed": seed, "dtype": dtype, "granularity": granularity, "time_budget_s": time_budget_s,
+            "iterations": int(res.iterations), "search_seconds": float(res.seconds),
+            "cost_source": graph.time_source, "torch": torch.__version__,
+        },
+    )
+
+
+def plan_graph(p: Plan, cache: bool = True) -> TaskGraph:
+    """The costed task graph a plan was made from (re-profiled, or from the cache)."""
+    if not p.model_file:
+        raise ModelLoadError("this plan was made from an in-memory module; save the model as a model file to "
+                             "simulate or run it")
+    spec = load_model_file(p.model_file)
+    source = GraphSource(spec, p.get_cluster(), dtype=p.dtype, granularity=p.granularity, cache=cache)
+    return source(p.micro_batch_size)
+
+
+def simulate_plan(p: Plan, cache: bool = True):
+    """Full simulator detail (SimResult) for a plan."""
+    from simulator import Simulator
+
+    graph = plan_graph(p, cache=cache)
+    if [nd.name for nd in graph.nodes] != p.node_names:
+        from .errors import PlanMismatchError
+
+        raise PlanMismatchError(f"{p.model_file}: the model's nodes no longer match the plan; re-run `memflow plan`")
+    return Simulator(graph, p.get_cluster()).evaluate(p.strategy, detail=True)

@@ -1,0 +1,116 @@
+"""Bad input anywhere (CLI flags, YAML, plan files, model files) is one line on stderr and exit 2."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from memflow.cli.main import main
+from memflow.cluster import Cluster
+from memflow.plan import PLAN_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = str(ROOT / "examples" / "lstm.py")
+BAD = ROOT / "tests" / "bad_models"
+
+
+def _plan_dict(**over):
+    d = {
+        "model_file": EX, "model_name": "lstm", "batch_size": 4,
+        "strategy": {"dp": 1, "pp": 2, "stage_of": [0, 0, 1, 1], "actions": ["keep"] * 4, "microbatches": 1,
+                     "schedule": "1f1b", "shard_state": [False, False], "optimizer_on_host": [False, False]},
+        "cluster": Cluster.load("cpu-2").to_dict(),
+        "node_names": ["embedding", "blocks.0", "blocks.1", "decoder"],
+        "fingerprint": "0000", "predicted": {"fits": True, "peak_bytes": [1, 1], "capacity_bytes": [2**30, 2**30]},
+        "version": PLAN_VERSION,
+    }
+    d.update(over)
+    return d
+
+
+def _strategy(**over):
+    s = dict(_plan_dict()["strategy"])
+    s.update(over)
+    return s
+
+
+def _write(tmp_path, name, obj):
+    p = tmp_path / name
+    p.write_text(obj if isinstance(obj, str) else yaml.safe_dump(obj))
+    return str(p)
+
+
+EXP = {"kind": "experiment", "model": EX, "batch_size": 4, "cluster": {"preset": "cpu-2"}}
+
+CASES = [
+    # (id, argv builder(tmp_path) -> argv, expected text in the message)
+    ("unknown command", lambda t: ["frobnicate"], "unknown command"),
+    ("plan missing model", lambda t: ["plan", "nope.py"], "not found"),
+    ("plan model not .py", lambda t: ["plan", str(ROOT / "README.md")], ".py"),
+    ("plan gpus 0", lambda t: ["plan", EX, "--gpus", "0"], "--gpus"),
+    ("plan gpus negative", lambda t: ["plan", EX, "--gpus", "-2"], "--gpus"),
+    ("plan gpus not int", lambda t: ["plan", EX, "--gpus", "abc"], "--gpus"),
+    ("plan negative memory", lambda t: ["plan", EX, "--gpu-memory", "-1GiB"], "--gpu-memory"),
+    ("plan bad memory unit", lambda t: ["plan", EX, "--gpu-memory", "12XB"], "--gpu-memory"),
+    ("plan zero memory", lambda t: ["plan", EX, "--gpu-memory", "0"], "--gpu-memory"),
+    ("plan unknown gpu type", lambda t: ["plan", EX, "--gpu-type", "voodoo-5"], "voodoo-5"),
+    ("plan unknown cluster", lambda t: ["plan", EX, "--cluster", "nosuch-cluster"], "nosuch-cluster"),
+    ("plan cluster and gpu-type", lambda t: ["plan", EX, "--cluster", "cpu-2", "--gpu-type", "l4"], "not both"),
+    ("plan batch 0", lambda t: ["plan", EX, "--batch-size", "0"], "--batch-size"),
+    ("plan negative budget", lambda t: ["plan", EX, "--time-budget", "-5"], "--time-budget"),
+    ("plan zero iterations", lambda t: ["plan", EX, "--iterations", "0"], "--iterations"),
+    ("plan granularity 0", lambda t: ["plan", EX, "--granularity", "0"], "--granularity"),
+    ("plan granularity text", lambda t: ["plan", EX, "--granularity", "fine"], "--granularity"),
+    ("plan bad dtype", lambda t: ["plan", EX, "--dtype", "fp8"], "--dtype"),
+    ("plan unknown flag", lambda t: ["plan", EX, "--turbo"], "--turbo"),
+    ("plan syntax error model", lambda t: ["plan", str(BAD / "syntax_error.py")], "syntax error"),
+    ("plan model without build_model", lambda t: ["plan", str(BAD / "missing_build_model.py"), "--gpus", "1"],
+     "build_model"),
+    ("cluster yaml unknown key", lambda t: ["plan", EX, "--cluster", _write(t, "c.yaml", {
+        "name": "x", "num_nodes": 1, "devices_per_node": 2, "device": "l4", "speed": 3})], "speed"),
+    ("cluster yaml negative memory", lambda t: ["plan", EX, "--cluster", _write(t, "c.yaml", {
+        "name": "x", "num_nodes": 1, "devices_per_node": 2, "device": "l4", "device_memory": "-4GiB"})], "memory"),
+    ("run missing file", lambda t: ["run", "nope.yaml"], "not found"),
+    ("run corrupt yaml", lambda t: ["run", _write(t, "p.yaml", "a: [1, 2\nb: }")], "YAML"),
+    ("run yaml list", lambda t: ["run", _write(t, "p.yaml", "- 1\n- 2\n")], "mapping"),
+    ("run plan unknown key", lambda t: ["run", _write(t, "p.yaml", _plan_dict(colour="red"))], "colour"),
+    ("run plan old version", lambda t: ["run", _write(t, "p.yaml", _plan_dict(version=99))], "version"),
+    ("run plan dp×pp ≠ devices", lambda t: ["run", _write(t, "p.yaml", _plan_dict(
+        strategy=_strategy(dp=2, shard_state=[False] * 2, optimizer_on_host=[False] * 2)))], "= 4 devices"),
+    ("run plan stage jump", lambda t: ["run", _write(t, "p.yaml", _plan_dict(
+        strategy=_strategy(stage_of=[0, 1, 0, 1])))], "jumps from stage"),
+    ("run plan unknown action", lambda t: ["run", _write(t, "p.yaml", _plan_dict(
+        strategy=_strategy(actions=["keep", "drop", "keep", "keep"])))], "drop"),
+    ("run plan missing keys", lambda t: ["run", _write(t, "p.yaml", {"version": PLAN_VERSION, "model_file": EX})],
+     "missing"),
+    ("run steps 0", lambda t: ["run", _write(t, "p.yaml", _plan_dict()), "--steps", "0"], "--steps"),
+    ("run node rank out of range", lambda t: ["run", _write(t, "p.yaml", _plan_dict()), "--nnodes", "2",
+                                              "--node-rank", "3"], "--node-rank"),
+    ("run stale plan", lambda t: ["run", _write(t, "p.yaml", _plan_dict())], "no longer matches"),
+    ("experiment unknown key", lambda t: ["run", _write(t, "e.yaml", {**EXP, "turbo": True})], "turbo"),
+    ("experiment negative gpus", lambda t: ["run", _write(t, "e.yaml", {**EXP, "cluster": {"gpus": -1}})],
+     "gpus"),
+    ("experiment steps 0", lambda t: ["run", _write(t, "e.yaml", {**EXP, "run": {"steps": 0}})], "steps"),
+    ("experiment unknown search key", lambda t: ["run", _write(t, "e.yaml", {**EXP, "search": {"temp": 1}})],
+     "temp"),
+    ("experiment bad kind", lambda t: ["run", _write(t, "e.yaml", {**EXP, "kind": "benchmark"})], "kind"),
+    ("simulate missing plan", lambda t: ["simulate", "nope.yaml"], "not found"),
+    ("report missing plan", lambda t: ["report", "nope.yaml"], "not found"),
+    ("profile unknown gpu", lambda t: ["profile", EX, "--gpu-type", "voodoo-5"], "voodoo-5"),
+    ("profile bad batch", lambda t: ["profile", EX, "--batch-size", "-1"], "--batch-size"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2(case, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _, build, expect = case
+    rc = main(build(tmp_path))
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    assert expect.lower() in err.lower(), err
+
+
+def test_at_least_thirty_kinds():
+    assert len(CASES) >= 30

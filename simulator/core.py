@@ -334,17 +334,14 @@ class Simulator:
             fb, bb = self.cut_fwd_bytes[c], self.cut_bwd_bytes[c]
             cf.append(lat + fb / bw if fb else 0.0)
             cb.append(lat + bb / bw if bb else 0.0)
-        ag = [0.0] * pp
+        ag = [0.0] * pp  # ZeRO-1: broadcast of the updated parameter shards after the step
         f_ready = [0.0] * pp
         b_ready = [0.0] * pp
         if dp > 1 and any(st.shard_state):
             for s, (a, b) in enumerate(ranges):
                 if st.shard_state[s]:
                     bw, lat = self._ring(s, dp)
-                    P = layouts[(a, b)].P
-                    ag[s] = (dp - 1) / dp * P / bw + (dp - 1) * lat
-                    f_ready[s] = ag[s]
-                    b_ready[s] = 2 * ag[s]
+                    ag[s] = (dp - 1) / dp * layouts[(a, b)].P / bw + (dp - 1) * lat
         end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready, record=detail)
         stage_end = []
         ar_end = []
@@ -359,10 +356,7 @@ class Simulator:
             t_ar = end[s]
             if dp > 1:
                 bw, lat = self._ring(s, dp)
-                if shard:
-                    fac, lfac = (dp - 1) / dp / bw, (dp - 1) * lat
-                else:
-                    fac, lfac = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
+                fac, lfac = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
                 free = 0.0
                 t0 = last_b[s]
                 ne = ev.bwd_node_end
@@ -376,7 +370,7 @@ class Simulator:
                     t_ar = free
             ar_end.append(t_ar)
             P, G, O = L.P, L.G, L.O
-            if shard:
+            if shard:  # each rank steps its 1/dp of the parameters, then broadcasts them
                 P, G, O = P / dp, G / dp, O / dp
             if st.optimizer_on_host[s]:
                 hbw = stg.bw[s]
@@ -388,7 +382,7 @@ class Simulator:
             hfloor = m * ev.host_s
             if hfloor > e:
                 e = hfloor
-            stage_end.append(e + o)
+            stage_end.append(e + o + ag[s])
         step = max(stage_end)
         if not detail:
             return Evaluation(step_time_s=step, peak_bytes=[peaks[d // dp] for d in range(pp * dp)], fits=fits,
@@ -470,20 +464,19 @@ class Simulator:
                         events.append((s, "comm", f"send grad mb{j}", t1, cb[s - 1]))
                 events.append((s, "compute", name, t0, t1 - t0))
             if ag[s] > 0:
-                events.append((s, "comm", "all-gather params (fwd)", 0.0, ag[s]))
-                events.append((s, "comm", "all-gather params (bwd)", ag[s], ag[s]))
+                events.append((s, "comm", "broadcast param shards", stage_end[s] - ag[s], ag[s]))
             ar_busy = 0.0
             for bs, t0, du, nb in buckets_rec:
                 if bs == s:
                     events.append((s, "comm", f"grad all-reduce {nb / 2**20:.1f} MiB", t0, du))
                     ar_busy += du
-            t_opt = stage_end[s] - opt_s[s]
+            t_opt = stage_end[s] - ag[s] - opt_s[s]
             where = "host" if st.optimizer_on_host[s] else "compute"
             events.append((s, where, "optimizer step", t_opt, opt_s[s]))
             pts.append((t_opt, ev.base + ev.step[2 * ms] + ev.trans[2 * ms]))
             pts.append((stage_end[s], ev.base))
             curves_s.append(curve_arrays(pts))
-            comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0)) + ar_busy + 2 * ag[s]
+            comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0)) + ar_busy + ag[s]
             host_busy = m * ev.host_s + (opt_s[s] if st.optimizer_on_host[s] else 0.0)
             comp_busy = m * (ev.fwd_s + ev.bwd_compute_s) + (0.0 if st.optimizer_on_host[s] else opt_s[s])
             busy_s.append({"compute": comp_busy, "comm": comm_busy, "host": host_busy})

@@ -374,7 +374,7 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         _prepare(L)
     m = L.m
     P = 2 * m + 2
-    gather = shard and dp > 1
+    gather = False  # ZeRO-1: parameters and gradients stay whole on every rank
     step, S_fwd, S_after = _step_part(L, gather, dp)
     trans = list(L._keep_trans)
     trans[2 * m] = 0 if opt_host else opt_trans
@@ -488,9 +488,8 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
             node_end[x] = t
     params = L.P_sum
     opt = L.O_sum
-    if gather:
-        params = -(-params // dp)
-        opt = -(-opt // dp)
+    if shard and dp > 1:
+        opt = -(-opt // dp)  # ZeRO-1: only the optimizer state is sharded
     if opt_host:
         opt = 0
     base = params + opt + (input_bytes if (L.first or L.last) else 0)
@@ -571,7 +570,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     # ---- memory
     trans = list(L.trans)
     trans[2 * m] = 0 if opt_host else opt_trans
-    gather = shard and dp > 1
+    gather = False  # ZeRO-1: parameters and gradients stay whole on every rank
     if gather:
         for x in range(m):
             g = L.param_bytes[x] * (dp - 1) // dp
@@ -684,8 +683,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
 
     params = sum(L.param_bytes)
     opt = sum(L.opt_bytes)
-    if shard and dp > 1:
-        params = -(-params // dp)
+    if shard and dp > 1:  # ZeRO-1: only the optimizer state is sharded
         opt = -(-opt // dp)
     if opt_host:
         opt = 0

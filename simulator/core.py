@@ -61,6 +61,7 @@ class Simulator:
         self.host_link = cluster.host_link
         self._layouts: dict = {}
         self._stage_cache: dict = {}
+        self._pipe_cache: dict = {}  # pipeline schedule timings by (times, m, schedule)
         self._links: dict = {}
         self._opt_total = graph.optimizer_bytes
         self._param_total = graph.param_bytes
@@ -342,7 +343,16 @@ class Simulator:
                 if st.shard_state[s]:
                     bw, lat = self._ring(s, dp)
                     ag[s] = (dp - 1) / dp * layouts[(a, b)].P / bw + (dp - 1) * lat
-        end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready, record=detail)
+        if detail:
+            end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready, record=True)
+        else:  # the schedule's timing depends only on these numbers: memoise it across moves
+            pkey = (tuple(fwd), tuple(bwd), tuple(cf), tuple(cb), m, sched)
+            hit = self._pipe_cache.get(pkey)
+            if hit is None:
+                if len(self._pipe_cache) > self.cache_size:
+                    self._pipe_cache.clear()
+                hit = self._pipe_cache[pkey] = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready)
+            end, last_b, ops = hit
         stage_end = []
         ar_end = []
         opt_s = []

@@ -72,7 +72,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["strategy"] = self.strategy.to_dict()
-        return d
+        return _plain(d)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the plan as YAML, atomically."""
@@ -143,6 +143,25 @@ class Plan:
         from .runner import run_plan_file
 
         return run_plan_file(self, steps=steps, **kwargs)
+
+
+def _plain(x: Any) -> Any:
+    """Plain Python containers/scalars only (numpy scalars, str subclasses → builtins), for safe YAML."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, bool) or x is None:
+        return x
+    if isinstance(x, str):
+        return str(x)
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, float):
+        return float(x)
+    if hasattr(x, "item"):  # numpy scalar
+        return _plain(x.item())
+    return str(x)
 
 
 def load_plan(path: str | os.PathLike) -> Plan:

@@ -63,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as e:  # --help inside a subcommand
         return int(e.code or 0) if isinstance(e.code, int) else 0
+    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
+        if os.environ.get("MEMFLOW_DEBUG"):
+            raise
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        print(f"memflow: internal error: {type(e).__name__}: {first} (set MEMFLOW_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 def entry() -> None:

@@ -1,0 +1,123 @@
+"""Point-to-point transfers between neighbouring pipeline stages.
+
+Forward: stage ``s`` sends ``program.values_crossing(hi)`` to ``s + 1``;
+backward: the gradients of the floating values that required grad go the
+other way. Shapes and dtypes travel once, with the first forward transfer
+(an object handshake); gradients have the shapes of the values they belong
+to, so they need none. Sends are non-blocking (``isend``), receives block.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["StageLink", "ValueMeta"]
+
+FWD_TAG, BWD_TAG = 1000, 2000
+
+
+class ValueMeta:
+    """Shape, dtype and requires-grad of one crossing value (None: not a tensor)."""
+
+    __slots__ = ("shape", "dtype", "requires_grad", "obj")
+
+    def __init__(self, v: Any):
+        if isinstance(v, torch.Tensor):
+            self.shape = tuple(v.shape)
+            self.dtype = v.dtype
+            self.requires_grad = bool(v.requires_grad and v.is_floating_point())
+            self.obj = None
+        else:
+            self.shape = None
+            self.dtype = None
+            self.requires_grad = False
+            self.obj = v
+
+    def __getstate__(self):
+        return (self.shape, str(self.dtype).replace("torch.", "") if self.dtype else None, self.requires_grad, self.obj)
+
+    def __setstate__(self, st):
+        shape, dt, rg, obj = st
+        self.shape = shape
+        self.dtype = getattr(torch, dt) if dt else None
+        self.requires_grad = rg
+        self.obj = obj
+
+
+class StageLink:
+    """Sends to / receives from one neighbouring rank a fixed list of named values."""
+
+    def __init__(self, peer: int, names: list[str], device: torch.device, group=None):
+        self.peer = peer
+        self.names = names
+        self.device = device
+        self.group = group
+        self.meta: list[ValueMeta] | None = None
+        self.pending: list[tuple[Any, torch.Tensor]] = []
+
+    # ------------------------------------------------------------ helpers
+    def _isend(self, t: torch.Tensor, tag: int) -> None:
+        t = t.detach()
+        if not t.is_contiguous():
+            t = t.contiguous()
+        work = dist.isend(t, dst=self.peer, group=self.group, tag=tag)
+        self.pending.append((work, t))
+
+    def _recv(self, shape, dtype, tag: int) -> torch.Tensor:
+        t = torch.empty(shape, dtype=dtype, device=self.device)
+        dist.irecv(t, src=self.peer, group=self.group, tag=tag).wait()
+        return t
+
+    def poll(self) -> None:
+        """Forget sends that have completed (their buffers may be freed)."""
+        self.pending = [(w, t) for w, t in self.pending if not w.is_completed()]
+
+    def wait_all(self) -> None:
+        for w, _ in self.pending:
+            w.wait()
+        self.pending.clear()
+
+    # ------------------------------------------------------------ forward
+    def send_values(self, env: dict[str, Any]) -> None:
+        vals = [env[n] for n in self.names]
+        if self.meta is None:
+            self.meta = [ValueMeta(v) for v in vals]
+            dist.send_object_list([self.meta], dst=self.peer, group=self.group)
+        for i, (v, m) in enumerate(zip(vals, self.meta)):
+            if m.shape is not None:
+                self._isend(v, FWD_TAG + i)
+        self.poll()
+
+    def recv_values(self) -> dict[str, Any]:
+        if self.meta is None:
+            box: list[Any] = [None]
+            dist.recv_object_list(box, src=self.peer, group=self.group)
+            self.meta = box[0]
+        out: dict[str, Any] = {}
+        for i, (n, m) in enumerate(zip(self.names, self.meta)):
+            if m.shape is None:
+                out[n] = m.obj
+                continue
+            t = self._recv(m.shape, m.dtype, FWD_TAG + i)
+            if m.requires_grad:
+                t.requires_grad_(True)
+            out[n] = t
+        return out
+
+    # ----------------------------------------------------------- backward
+    def grad_names(self) -> list[tuple[int, str, ValueMeta]]:
+        assert self.meta is not None, "backward before the first forward transfer"
+        return [(i, n, m) for i, (n, m) in enumerate(zip(self.names, self.meta)) if m.requires_grad]
+
+    def send_grads(self, grads: dict[str, torch.Tensor]) -> None:
+        for i, n, m in self.grad_names():
+            g = grads.pop(n, None)
+            if g is None:
+                g = torch.zeros(m.shape, dtype=m.dtype, device=self.device)
+            self._isend(g, BWD_TAG + i)
+        self.poll()
+
+    def recv_grads(self) -> dict[str, torch.Tensor]:
+        return {n: self._recv(m.shape, m.dtype, BWD_TAG + i) for i, n, m in self.grad_names()}

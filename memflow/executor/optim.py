@@ -1,0 +1,102 @@
+"""The stage's optimizer: plain, ZeRO-1 (sharded state), or state in host memory.
+
+* ``shard_state``: :class:`torch.distributed.optim.ZeroRedundancyOptimizer`
+  over the stage's data-parallel group (optimizer state ÷ dp; each rank
+  steps its shard, then the parameters are broadcast).
+* ``optimizer_on_host``: on the CPU the optimizer's state is created and its
+  step runs inside :meth:`LiveBytes.host` (host bytes, not device bytes); on
+  CUDA a host copy of the parameters is stepped and copied back (guarded,
+  untested without a GPU).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from .stage import optimizer_kwargs
+
+__all__ = ["StageOptimizer"]
+
+
+class StageOptimizer:
+    def __init__(self, spec: Any, params: list[torch.nn.Parameter], *, shard: bool, on_host: bool,
+                 dp_group: Any, device: torch.device):
+        self.params = params
+        self.on_host = on_host
+        self.cuda_host = on_host and device.type == "cuda"
+        self.zero = None
+        self.live = None
+        if self.cuda_host:  # pragma: no cover - needs a GPU
+            self.host_params = [torch.nn.Parameter(p.detach().to("cpu").clone()) for p in params]
+            opt_params = self.host_params
+        else:
+            opt_params = params
+        base = spec.make_optimizer(opt_params) if opt_params else None
+        if shard and base is not None:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+            self.zero = ZeroRedundancyOptimizer(opt_params, optimizer_class=type(base),
+                                                process_group=dp_group, **optimizer_kwargs(base))
+            self.local = self.zero.optim
+            self.opt = self.zero
+        else:
+            self.local = base
+            self.opt = base
+
+    def _host(self):
+        if self.on_host and self.live is not None:
+            return self.live.host()
+        return contextlib.nullcontext()
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        if self.opt is None:
+            return
+        if self.cuda_host:  # pragma: no cover - needs a GPU
+            for hp, p in zip(self.host_params, self.params):
+                hp.grad = p.grad.detach().to("cpu") if p.grad is not None else None
+            self.opt.step()
+            with torch.no_grad():
+                for hp, p in zip(self.host_params, self.params):
+                    p.copy_(hp, non_blocking=True)
+            return
+        with self._host():
+            self.opt.step()
+
+    # ------------------------------------------------------------- state
+    def local_params(self) -> list[torch.Tensor]:
+        if self.local is None:
+            return []
+        return [p for g in self.local.param_groups for p in g["params"]]
+
+    def init_state(self) -> None:
+        """Create the optimizer state (a zero-gradient step undone), e.g. to load a checkpoint into."""
+        if self.local is None:
+            return
+        ps = self.local_params()
+        with torch.no_grad():
+            saved = [p.detach().clone() for p in ps]
+            old = [p.grad for p in ps]
+            for p in ps:
+                p.grad = torch.zeros_like(p)
+            with self._host():
+                self.local.step()
+            for p, s, g in zip(ps, saved, old):
+                p.copy_(s)
+                p.grad = g
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Flat name -> tensor view of the (local) optimizer state."""
+        out = {}
+        if self.local is None:
+            return out
+        for i, p in enumerate(self.local_params()):
+            for k, v in self.local.state.get(p, {}).items():
+                if isinstance(v, torch.Tensor):
+                    out[f"{i}.{k}"] = v
+        return out

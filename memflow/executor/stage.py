@@ -1,0 +1,196 @@
+"""One rank's pipeline stage: its nodes, parameters, links and micro-batch passes.
+
+Rank ``r`` runs stage ``r // dp`` as data-parallel rank ``r % dp``. The stage
+keeps the nodes ``[lo, hi)`` of the captured :class:`StepProgram` and the
+parameters they read (the split graph's ``get_attr`` values and any
+parameters inside node modules). It receives ``values_crossing(lo)`` from
+the previous stage, sends ``values_crossing(hi)`` to the next one (values
+made earlier and passed through included), reads the batch's placeholders
+locally (every rank has the batch) and, on the last stage, produces the
+loss.
+"""
+from __future__ import annotations
+
+import inspect
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ..graph.program import StepProgram
+from .actions import HostSwap, make_wrap
+from .comm import StageLink
+from .grads import BucketedAllReduce, sync_shared
+
+__all__ = ["Stage", "build_groups", "optimizer_kwargs"]
+
+
+def optimizer_kwargs(opt: torch.optim.Optimizer) -> dict[str, Any]:
+    """The constructor keyword arguments of ``opt`` (its ``defaults`` its class accepts)."""
+    sig = inspect.signature(type(opt).__init__)
+    ok = set(sig.parameters) - {"self", "params"}
+    return {k: v for k, v in opt.defaults.items() if k in ok}
+
+
+def build_groups(program: StepProgram, stage_of: list[int], dp: int, pp: int, rank: int,
+                 timeout: timedelta) -> tuple[Any, dict[int, Any], dict[int, tuple[int, ...]]]:
+    """Create (on every rank, in one order) the dp groups and the tied-weight groups.
+
+    Returns (this rank's dp group, {id(param): group} for this rank's shared
+    params, {id(param): stages reading it}).
+    """
+    stages_of: dict[int, set[int]] = {}
+    objs: dict[int, Any] = {}
+    for k, c in enumerate(program.calls):
+        for a in c.arg_names:
+            if a in program.attrs:
+                v = program.attr_value(a)
+                stages_of.setdefault(id(v), set()).add(stage_of[k])
+                objs[id(v)] = v
+    my_stage = rank // dp
+    dp_group = None
+    for s in range(pp):
+        g = dist.new_group([s * dp + d for d in range(dp)], timeout=timeout)
+        if s == my_stage:
+            dp_group = g
+    keys = sorted({tuple(sorted(st)) for pid, st in stages_of.items()
+                   if len(st) > 1 and isinstance(objs[pid], torch.nn.Parameter) and objs[pid].requires_grad})
+    by_key = {}
+    for key in keys:
+        g = dist.new_group([s * dp + d for s in key for d in range(dp)], timeout=timeout)
+        by_key[key] = g
+    shared: dict[int, Any] = {}
+    for pid, st in stages_of.items():
+        key = tuple(sorted(st))
+        if key in by_key and my_stage in key:
+            shared[pid] = by_key[key]
+    return dp_group, shared, {pid: tuple(sorted(st)) for pid, st in stages_of.items()}
+
+
+class Stage:
+    """The nodes, state and communication of one rank."""
+
+    def __init__(self, program: StepProgram, stage_of: list[int], actions: list[str], rank: int, dp: int,
+                 pp: int, microbatches: int, device: torch.device, timeout: timedelta, bucket_cap: int):
+        self.program = program
+        self.rank, self.dp, self.pp = rank, dp, pp
+        self.stage, self.dp_rank = rank // dp, rank % dp
+        self.m = microbatches
+        self.device = device
+        nodes = [k for k, s in enumerate(stage_of) if s == self.stage]
+        self.lo, self.hi = nodes[0], nodes[-1] + 1
+        self.first = self.stage == 0
+        self.last = self.stage == pp - 1
+        self.current = {"phase": "setup", "node": None}
+
+        # ---- state this stage reads
+        self.attr_names: list[str] = []
+        seen: dict[int, torch.Tensor] = {}
+        reads: dict[int, int] = {}
+        for k in range(self.lo, self.hi):
+            c = program.calls[k]
+            for a in c.arg_names:
+                if a in program.attrs:
+                    if a not in self.attr_names:
+                        self.attr_names.append(a)
+                    v = program.attr_value(a)
+                    if isinstance(v, torch.Tensor):
+                        seen.setdefault(id(v), v)
+                        reads[id(v)] = reads.get(id(v), 0) + 1
+            for t in list(c.module.parameters()) + list(c.module.buffers()):
+                seen.setdefault(id(t), t)
+                reads[id(t)] = reads.get(id(t), 0) + 1
+        self.tensors = list(seen.values())
+        self.params = [t for t in self.tensors if isinstance(t, torch.nn.Parameter) and t.requires_grad]
+        self.buffers = [t for t in self.tensors if not (isinstance(t, torch.nn.Parameter) and t.requires_grad)]
+        if device.type != "cpu":  # pragma: no cover - needs a GPU
+            with torch.no_grad():
+                for t in self.tensors:
+                    t.data = t.data.to(device)
+        self.attr_env = {a: program.attr_value(a) for a in self.attr_names}
+
+        # ---- groups (every rank creates all of them, in the same order)
+        self.dp_group, shared_groups, _ = build_groups(program, stage_of, dp, pp, rank, timeout)
+        shared_by_group: dict[int, tuple[list, Any]] = {}
+        for p in self.params:
+            g = shared_groups.get(id(p))
+            if g is not None:
+                shared_by_group.setdefault(id(g), ([], g))[0].append(p)
+        self.shared = list(shared_by_group.values())
+        shared_ids = {id(p) for ps, _ in self.shared for p in ps}
+        self.sync = BucketedAllReduce([p for p in self.params if id(p) not in shared_ids], reads,
+                                      self.dp_group, dp, bucket_cap)
+
+        # ---- links to neighbouring stages
+        self.prev = StageLink((self.stage - 1) * dp + self.dp_rank, program.values_crossing(self.lo), device) \
+            if not self.first else None
+        self.next = StageLink((self.stage + 1) * dp + self.dp_rank, program.values_crossing(self.hi), device) \
+            if not self.last else None
+        self.keep = set(self.next.names) if self.next else set()
+
+        self.live = None
+        self.swapper = HostSwap(None, set())
+        self.wrap = make_wrap(actions, self.swapper)
+        self.states: dict[int, tuple[list, Any]] = {}
+        self.losses: list[torch.Tensor] = []
+
+    def attach_memory(self, live) -> None:
+        self.live = live
+        self.swapper.live = live
+        self.swapper.param_ptrs = {t.untyped_storage().data_ptr() for t in self.tensors}
+
+    # ------------------------------------------------------------ passes
+    def forward(self, i: int, inputs: list[torch.Tensor]) -> None:
+        prog = self.program
+        env: dict[str, Any] = dict(zip(prog.placeholders, inputs))
+        env.update(self.attr_env)
+        if self.prev is not None:
+            self.current.update(phase="receive (forward)", node=self.lo)
+            env.update(self.prev.recv_values())
+        sts = []
+        for k in range(self.lo, self.hi):
+            self.current.update(phase="forward", node=k)
+            self.swapper.key = (i, k)
+            sts.append(prog.forward_node(k, env, wrap=self.wrap))
+            prog.drop_dead(env, k, self.keep)
+        loss = None
+        if self.next is not None:
+            self.current.update(phase="send (forward)", node=self.hi - 1)
+            self.next.send_values(env)
+        else:
+            loss = env[prog.loss_name]
+            self.losses.append(loss.detach())
+        env.clear()
+        self.states[i] = (sts, loss)
+
+    def backward(self, i: int) -> None:
+        prog = self.program
+        sts, loss = self.states.pop(i)
+        grads: dict[str, torch.Tensor] = {}
+        if self.last:
+            grads[prog.loss_name] = torch.full_like(loss, 1.0 / self.m)
+        else:
+            self.current.update(phase="receive (backward)", node=self.hi - 1)
+            grads.update(self.next.recv_grads())
+        self.swapper.prefetch(i, self.hi - 1)
+        for k in range(self.hi - 1, self.lo - 1, -1):
+            self.current.update(phase="backward", node=k)
+            if k > self.lo:
+                self.swapper.prefetch(i, k - 1)  # overlaps node k's backward (CUDA)
+            prog.backward_node(k, sts[k - self.lo], grads)
+        sts.clear()
+        self.swapper.drop(i)
+        if self.prev is not None:
+            self.current.update(phase="send (backward)", node=self.lo)
+            self.prev.send_grads(grads)
+        grads.clear()
+
+    def finish_grads(self) -> None:
+        """Wait for sends, average dp grads, sum tied-weight replicas."""
+        self.current.update(phase="gradient sync", node=None)
+        for link in (self.prev, self.next):
+            if link is not None:
+                link.wait_all()
+        self.sync.finish()
+        sync_shared(self.shared, self.dp)

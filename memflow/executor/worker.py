@@ -1,0 +1,231 @@
+"""One rank of a planned run: ``python -m memflow.executor.worker CONFIG.json`` (under torchrun).
+
+Each rank joins the process group (gloo on CPU, NCCL on CUDA), builds the
+real model with the configured seed (identical on every rank), captures it
+at the micro-batch size, keeps its stage (see :mod:`.stage`), and trains
+``steps`` steps under :class:`memflow.memory.LiveBytes` with the plan's
+device capacity as the cap. Rank 0 gathers the per-rank measurements and
+writes the report JSON. On any exception a rank writes
+``OUT_JSON.rankR.error.json`` (type, one-line message) and exits 1.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ..errors import ConfigError, DeviceOutOfMemoryError, PlanMismatchError
+from ..memory import LiveBytes
+from ..model_file import flatten, load_model_file
+from .checkpoint import load_latest, save_checkpoint
+from .config import RunConfig, error_path
+from .optim import StageOptimizer
+from .schedule import FORWARD, stage_schedule
+from .stage import Stage
+
+__all__ = ["main", "run_worker", "error_path"]
+
+
+def _check_names(expected: list[str], got: list[str], model_file: str) -> None:
+    if not expected or list(expected) == list(got):
+        return
+    k = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), min(len(expected), len(got)))
+    a = expected[k] if k < len(expected) else "<end>"
+    b = got[k] if k < len(got) else "<end>"
+    raise PlanMismatchError(
+        f"{model_file} no longer matches the plan: the plan has {len(expected)} nodes, the model "
+        f"captures {len(got)}; first difference at node {k}: plan {a!r}, model {b!r}"
+    )
+
+
+def _shard_batch(flat: list[torch.Tensor], batch: int, dp: int, dp_rank: int, m: int,
+                 device: torch.device) -> list[list[torch.Tensor]]:
+    """Rows of this dp rank, split into ``m`` micro-batches (per micro-batch: placeholder list)."""
+    per = batch // dp
+    shards = []
+    for t in flat:
+        if t.dim() > 0 and t.shape[0] == batch:
+            s = t[dp_rank * per:(dp_rank + 1) * per]
+            shards.append(list(s.to(device, copy=True).chunk(m)) if device.type != "cpu"
+                          else list(s.clone().chunk(m)))
+        else:  # not batched: every micro-batch reads it whole
+            c = t.to(device, copy=True) if device.type != "cpu" else t.clone()
+            shards.append([c] * m)
+    return [[sh[i] for sh in shards] for i in range(m)]
+
+
+def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[str, Any] | None:
+    from ..graph.build import capture_program
+
+    strat = cfg.get_strategy()
+    if world != strat.dp * strat.pp:
+        raise ConfigError(f"dp {strat.dp} × pp {strat.pp} = {strat.dp * strat.pp} ranks, launched {world}")
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:  # pragma: no cover - needs a GPU
+        torch.cuda.set_device(device)
+    timeout = timedelta(seconds=cfg.comm_timeout_s)
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
+
+    spec = load_model_file(cfg.model_file)
+    mb = strat.microbatch_size(cfg.batch_size)
+    captured, program, _, _model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,
+                                                   seed=cfg.seed)
+    _check_names(cfg.node_names, captured.names, cfg.model_file)
+    strat.validate(program.n, world, cfg.batch_size)
+
+    stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
+                  device, timeout, cfg.bucket_cap_bytes)
+    opt = StageOptimizer(spec, stage.params, shard=strat.shard_state[stage.stage] and strat.dp > 1,
+                         on_host=strat.optimizer_on_host[stage.stage], dp_group=stage.dp_group, device=device)
+
+    preds = cfg.predicted.get("peak_bytes") or []
+    pred_peak = preds[rank] if rank < len(preds) else None
+
+    def describe() -> str:
+        cur = stage.current
+        node = cur.get("node")
+        where = f"{cur['phase']}" + (f" of node {node} ({captured.names[node]})" if node is not None else "")
+        pred = f"predicted peak {pred_peak} bytes" if pred_peak is not None else "no predicted peak"
+        return f"rank {rank} (stage {stage.stage}, dp rank {stage.dp_rank}), {where}, {pred}"
+
+    live = LiveBytes(cap_bytes=cfg.capacity_bytes, describe=describe)
+    stage.attach_memory(live)
+    opt.live = live
+
+    # ---- resume
+    start = 0
+    if cfg.resume and cfg.checkpoint_dir:
+        opt.init_state()
+        start = load_latest(cfg.checkpoint_dir, rank, stage.tensors, opt.state_tensors())
+    dist.barrier()
+
+    live.track(stage.tensors, kind="state")
+    if not opt.on_host:
+        live.track(opt.state_tensors().values(), kind="optimizer")
+
+    sched = stage_schedule(strat.schedule, stage.stage, strat.pp, strat.microbatches)
+    times: list[float] = []
+    step_losses: list[float] = []
+    for t in range(start, cfg.steps):
+        if cfg.fail_rank == rank and cfg.fail_step == t:
+            os._exit(1)
+        if t - start == cfg.warmup:
+            live.reset_peak()
+        dist.barrier()
+        t0 = time.perf_counter()
+        with live:
+            stage.current.update(phase="data", node=None)
+            with live.host():
+                torch.manual_seed(cfg.seed + 1000 + t)
+                flat, _ = flatten(spec.batch(cfg.batch_size))
+            mbs = _shard_batch(flat, cfg.batch_size, strat.dp, stage.dp_rank, strat.microbatches, device)
+            del flat
+            opt.zero_grad()
+            stage.losses.clear()
+            for act, i in sched:
+                if act == FORWARD:
+                    stage.forward(i, mbs[i])
+                else:
+                    if i == strat.microbatches - 1:
+                        stage.sync.start_last_microbatch()
+                    stage.backward(i)
+                    mbs[i] = None
+            stage.finish_grads()
+            stage.current.update(phase="optimizer step", node=None)
+            opt.step()
+            if cuda:  # pragma: no cover
+                torch.cuda.synchronize()
+            if stage.last:
+                step_losses.append(float(torch.stack(stage.losses).mean()))
+            stage.losses.clear()
+            del mbs
+        times.append(time.perf_counter() - t0)
+        done = t + 1
+        if cfg.checkpoint_dir and cfg.checkpoint_every and done % cfg.checkpoint_every == 0:
+            save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors())
+
+    timed = times[cfg.warmup:] if len(times) > cfg.warmup else times
+    pred_time = cfg.predicted.get("step_time_s")
+    if isinstance(pred_time, (list, tuple)):  # per rank
+        pred_time = pred_time[rank] if rank < len(pred_time) else None
+    rec = dict(
+        rank=rank, stage=stage.stage, dp_rank=stage.dp_rank, nodes=[stage.lo, stage.hi],
+        measured_peak_bytes=int(live.peak), host_peak_bytes=int(live.host_peak),
+        predicted_peak_bytes=pred_peak,
+        measured_step_time_s=statistics.median(timed) if timed else None,
+        predicted_step_time_s=pred_time, step_times_s=times, losses=step_losses,
+    )
+    recs: list[Any] = [None] * world
+    dist.all_gather_object(recs, rec)
+    result = None
+    if rank == 0:
+        last = [r for r in recs if r["stage"] == strat.pp - 1]
+        n = min(len(r["losses"]) for r in last)
+        losses = [sum(r["losses"][i] for r in last) / len(last) for i in range(n)]
+        result = dict(
+            model_file=cfg.model_file, batch_size=cfg.batch_size, microbatch_size=mb, world_size=world,
+            strategy=strat.to_dict(), node_names=captured.names, first_step=start,
+            steps=list(range(start, start + n)), losses=losses,
+            backend="nccl" if cuda else "gloo", capacity_bytes=cfg.capacity_bytes,
+            measured_step_time_s=max((r["measured_step_time_s"] or 0.0) for r in recs),
+            predicted_step_time_s=max((r["predicted_step_time_s"] or 0.0) for r in recs) or None,
+            ranks=sorted(recs, key=lambda r: r["rank"]),
+        )
+        if cfg.out_json:
+            tmp = cfg.out_json + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(result, f, indent=1)
+            os.replace(tmp, cfg.out_json)
+    dist.barrier()
+    dist.destroy_process_group()
+    return result
+
+
+def _one_line(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return msg[:1000] if msg else type(e).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m memflow.executor.worker CONFIG.json", file=sys.stderr)
+        return 2
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cfg = None
+    try:
+        cfg = RunConfig.load(argv[0])
+        run_worker(cfg, rank, world, local_rank)
+    except BaseException as e:  # noqa: BLE001 - report every failure as one line
+        kind = type(e).__name__
+        msg = _one_line(e)
+        if not isinstance(e, DeviceOutOfMemoryError) and f"rank {rank}" not in msg:
+            msg = f"rank {rank}: {msg}"
+        out = cfg.out_json if cfg is not None and cfg.out_json else argv[0]
+        try:
+            with open(error_path(out, rank), "w") as f:
+                json.dump(dict(rank=rank, type=kind, message=msg, time=time.time(),
+                               traceback=traceback.format_exc()[-4000:]), f)
+        except OSError:
+            pass
+        print(f"memflow worker rank {rank}: {kind}: {msg}", file=sys.stderr, flush=True)
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""``search(graphs, global_batch, cluster, ...) -> SearchResult``: the planner's search.
+
+Runs ``chains`` Metropolis–Hastings chains (in ``processes`` worker
+processes when > 1) from the seed strategies, each with its own RNG spawned
+from ``numpy.random.SeedSequence(seed)``, and reports the fastest strategy
+that fits, the baselines beside it, and the Pareto front of (step time, max
+peak memory) over every strategy evaluated. The result does not depend on
+``processes``: the same inputs and seed give the same plan (with an
+iteration budget; a time budget stops wherever the clock says).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from memflow.strategy import Strategy
+
+from .baselines import fixed_baselines, memory_unaware_search
+from .context import GraphProvider, SearchContext
+from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, run_chain
+from .pareto import ParetoFront
+from .seeds import start_pool
+
+__all__ = ["search", "SearchResult", "default_iterations"]
+
+
+@dataclass
+class SearchResult:
+    best: Optional[Strategy]
+    best_eval: object
+    fits: bool
+    baselines: dict  # name -> (Strategy, Evaluation)
+    pareto: list  # (step_time_s, max_peak_bytes, Strategy), sorted by time
+    iterations: int
+    seconds: float
+    seed: int
+    smallest_peak: Optional[tuple] = None  # (Strategy, Evaluation) with the lowest max peak seen
+    evaluations: int = 0
+    chains: list = field(default_factory=list)  # per chain: dict(start, best time, iterations, accepted, seconds)
+
+    def summary(self) -> str:
+        lines = []
+        if self.best is not None:
+            e = self.best_eval
+            lines.append(f"best: {self.best.summary()} — step {e.step_time_s * 1e3:.3f} ms, "
+                         f"max peak {max(e.peak_bytes) / 2**30:.2f}/{e.capacity_bytes / 2**30:.2f} GiB")
+        else:
+            lines.append("nothing fits")
+            if self.smallest_peak:
+                st, e = self.smallest_peak
+                lines.append(f"smallest peak: {st.summary()} — {max(e.peak_bytes) / 2**30:.2f}/"
+                             f"{e.capacity_bytes / 2**30:.2f} GiB")
+        lines.append(f"{self.iterations} iterations, {self.evaluations} evaluations, {self.seconds:.2f} s, "
+                     f"seed {self.seed}")
+        for name, (st, e) in self.baselines.items():
+            lines.append(f"  {name:24s} {e.step_time_s * 1e3:10.3f} ms  peak {max(e.peak_bytes) / 2**30:7.2f} GiB"
+                         f"  {'fits' if e.fits else 'DOES NOT FIT'}")
+        return "\n".join(lines)
+
+
+def default_iterations(n_nodes: int) -> int:
+    """Iterations per chain when no budget is given."""
+    return 1500 + 150 * n_nodes
+
+
+def _ordered_starts(ctx: SearchContext, evaluator: Evaluator, params: ChainParams) -> list:
+    seeds = start_pool(ctx)
+    scored = []
+    for i, (name, st) in enumerate(seeds):
+        ev, _ = evaluator.evaluate(st)
+        aware = params.memory_aware
+        scored.append(((0 if (ev.fits or not aware) else 1, cost_of(ev, aware, params), i), name, st))
+    scored.sort(key=lambda x: x[0])
+    return [(name, st) for _, name, st in scored]
+
+
+def _chain_task(args) -> ChainResult:
+    (graphs, global_batch, cluster, ctx_kw, starts, seed_seq, params, unaware) = args
+    ctx = SearchContext(graphs, global_batch, cluster, **ctx_kw)
+    rng = np.random.default_rng(seed_seq)
+    if unaware:
+        return memory_unaware_search(ctx, rng, params)
+    return run_chain(ctx, starts, rng, params)
+
+
+def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, iterations: int | None = None,
+           time_budget_s: float | None = None, chains: int = 1, processes: int = 1, memory_aware: bool = True,
+           progress: Callable | None = None, baselines: bool = True, unaware_fraction: float = 0.5,
+           max_microbatches: int | None = None, params: ChainParams | None = None,
+           start_method: str | None = None) -> SearchResult:
+    """Find the fastest strategy that fits.
+
+    ``graphs``: micro-batch size → TaskGraph (a callable, or a mapping holding every
+    size needed), costed for the cluster's device. ``iterations`` is per chain;
+    with ``time_budget_s`` a chain also stops at the deadline. Without either,
+    :func:`default_iterations`. ``progress(iteration, best_time_s | None, feasible)``
+    is called from the (first) chain in this process. ``baselines`` adds the seeds,
+    Chen's √n checkpointing and a memory-unaware search (``unaware_fraction`` of
+    the budget)."""
+    t0 = time.perf_counter()
+    ctx_kw = {"max_microbatches": max_microbatches}
+    ctx = SearchContext(graphs, global_batch, cluster, **ctx_kw)
+    if iterations is None and time_budget_s is None:
+        iterations = default_iterations(ctx.n)
+    p = ChainParams(**{**(params.__dict__ if params else ChainParams().__dict__),
+                       "iterations": iterations, "time_budget_s": time_budget_s, "memory_aware": memory_aware})
+    evaluator = Evaluator(ctx)
+    starts = _ordered_starts(ctx, evaluator, p)
+    chains = max(1, int(chains))
+    ss = np.random.SeedSequence(seed).spawn(chains + 1)
+    starts_i = [starts[i % len(starts):] + starts[:i % len(starts)] for i in range(chains)]
+    want_unaware = baselines and memory_aware
+    up = ChainParams(**{**p.__dict__, "memory_aware": False, "polish": p.polish,
+                        "iterations": max(1, int(iterations * unaware_fraction)) if iterations else None,
+                        "time_budget_s": time_budget_s * unaware_fraction if time_budget_s else None})
+
+    results: list[ChainResult]
+    unaware_res: ChainResult | None = None
+    if processes > 1 and (chains > 1 or want_unaware):
+        gdict = ctx.graphs_dict()
+        tasks = [(gdict, global_batch, cluster, ctx_kw, starts_i[i], ss[i], p, False) for i in range(chains)]
+        if want_unaware:
+            tasks.append((gdict, global_batch, cluster, ctx_kw, None, ss[chains], up, True))
+        method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        with mp.get_context(method).Pool(min(processes, len(tasks))) as pool:
+            out = pool.map(_chain_task, tasks, chunksize=1)
+        results = out[:chains]
+        if want_unaware:
+            unaware_res = out[chains]
+    else:
+        results = []
+        for i in range(chains):
+            ev_i = evaluator if i == 0 else Evaluator(ctx)
+            results.append(run_chain(ctx, starts_i[i], np.random.default_rng(ss[i]), p,
+                                     progress=progress if i == 0 else None, evaluator=ev_i))
+        if want_unaware:
+            unaware_res = memory_unaware_search(ctx, np.random.default_rng(ss[chains]), up)
+
+    # ---- merge (in chain order: deterministic)
+    best = best_ev = None
+    front = ParetoFront()
+    sm = None
+    for r in results:
+        if r.best is not None and (best_ev is None or r.best_eval.step_time_s < best_ev.step_time_s):
+            best, best_ev = r.best, r.best_eval
+        front.extend(r.pareto)
+        if r.smallest_peak is not None:
+            k = (max(r.smallest_peak_eval.peak_bytes), r.smallest_peak_eval.step_time_s)
+            if sm is None or k < sm[0]:
+                sm = (k, r.smallest_peak, r.smallest_peak_eval)
+    base = fixed_baselines(ctx, evaluator) if baselines else {}
+    front.extend(evaluator.pareto.points())
+    if unaware_res is not None and unaware_res.best is not None:
+        base["memory-unaware search"] = (unaware_res.best, unaware_res.best_eval)
+    if progress is not None and processes > 1:
+        progress(sum(r.iterations for r in results), best_ev.step_time_s if best_ev else None, best is not None)
+    return SearchResult(
+        best=best, best_eval=best_ev, fits=best is not None, baselines=base, pareto=front.points(),
+        iterations=sum(r.iterations for r in results), seconds=time.perf_counter() - t0, seed=seed,
+        smallest_peak=(sm[1], sm[2]) if sm else None,
+        evaluations=sum(r.evaluations for r in results) + (unaware_res.evaluations if unaware_res else 0),
+        chains=[{"start": r.start, "best_time_s": r.best_eval.step_time_s if r.best_eval else None,
+                 "iterations": r.iterations, "evaluations": r.evaluations, "accepted": r.accepted,
+                 "seconds": r.seconds} for r in results],
+    )

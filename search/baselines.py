@@ -1,0 +1,49 @@
+"""Baselines reported beside every search result.
+
+* every seed (:mod:`search.seeds`) as a fixed strategy;
+* Chen et al.'s √n checkpointing on data parallel: every node recomputed
+  except every ⌈√n⌉-th, for a few micro-batch counts;
+* a memory-unaware search: the same MCMC optimising time only, ignoring
+  capacity (its best often does not fit: that is the point of MemFlow).
+"""
+from __future__ import annotations
+
+import math
+
+from memflow.strategy import KEEP, RECOMPUTE, Strategy
+
+from .context import SearchContext
+from .mcmc import ChainParams, ChainResult, Evaluator, run_chain
+from .seeds import few_microbatches, seed_strategies, start_pool
+
+__all__ = ["chen_sqrt_strategies", "fixed_baselines", "memory_unaware_search"]
+
+
+def chen_sqrt_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
+    n = ctx.n
+    step = max(1, math.ceil(math.sqrt(n)))
+    acts = [KEEP if (k + 1) % step == 0 else RECOMPUTE for k in range(n)]
+    dp = max(ctx.dps)
+    pp = ctx.N // dp
+    out = []
+    for m in few_microbatches(ctx, dp, pp):
+        so = ctx.partition(pp, ctx.global_batch // (dp * m))
+        out.append((f"chen-sqrt/m{m}", Strategy(dp=dp, pp=pp, stage_of=so, actions=list(acts), microbatches=m)))
+    return out
+
+
+def fixed_baselines(ctx: SearchContext, evaluator: Evaluator | None = None) -> dict:
+    """name → (Strategy, Evaluation) for the seeds and Chen's √n checkpointing."""
+    evaluator = evaluator or Evaluator(ctx)
+    out = {}
+    for name, st in seed_strategies(ctx) + chen_sqrt_strategies(ctx):
+        ev, _ = evaluator.evaluate(st)
+        out[name] = (st, ev)
+    return out
+
+
+def memory_unaware_search(ctx: SearchContext, rng, params: ChainParams) -> ChainResult:
+    """The MCMC with the time-only objective (capacity ignored)."""
+    p = ChainParams(**{**params.__dict__, "memory_aware": False})
+    starts = start_pool(ctx)
+    return run_chain(ctx, starts, rng, p)

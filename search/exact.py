@@ -1,0 +1,176 @@
+"""Exact solver for small instances: enumeration with exact pruning.
+
+Space: every dp × pp factorisation, every contiguous partition into pp
+stages, every keep / recompute / swap per node, every valid micro-batch
+count, both schedules, and (``flags=True``) shard_state / optimizer_on_host
+per stage. Objective: the smallest simulated step time among strategies that
+fit; it is what the MCMC's optimality gap is measured against.
+
+Pruning (``prune=True``; all of it exact):
+
+* a stage's memory and per-micro-batch figures depend only on its own node
+  range, actions and options (and dp, the micro-batch size): options whose
+  stage peak exceeds capacity are dropped (that device would be over-full
+  whatever the other stages do);
+* among one stage's options with the same (shard, host) flags, an option
+  whose forward time, backward time, host-copy time, swapped bytes and every
+  bucket-ready offset are all ≥ another's is dropped: the step time is
+  monotone (max-plus) in these, and host memory in the swapped bytes;
+* with a single micro-batch, 1F1B and GPipe are the same schedule;
+* branch and bound: the step takes at least ``m × (fwd + bwd)`` on every
+  stage, so options (sorted by that bound) stop once it reaches the best.
+
+With ``cluster.host_link_shared`` the stages interact through the host link's
+shared bandwidth, so the per-stage pruning is switched off.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from memflow.strategy import SCHEDULES, Strategy
+
+from .context import GraphProvider, SearchContext
+
+__all__ = ["ExactResult", "solve_exact", "space_size"]
+
+
+@dataclass
+class ExactResult:
+    best: Optional[Strategy]
+    best_eval: object
+    evaluated: int  # full strategies simulated
+    space: int  # strategies in the enumerated space
+    seconds: float
+    pruned: bool
+
+
+def _flag_opts(ctx: SearchContext, dp: int, flags: bool):
+    sh = [False, True] if (flags and dp > 1 and ctx.allow_shard) else [False]
+    ho = [False, True] if (flags and ctx.allow_host) else [False]
+    return [(a, b) for a in sh for b in ho]
+
+
+def space_size(ctx: SearchContext, flags: bool = True) -> int:
+    n, tot = ctx.n, 0
+    A = len(ctx.actions)
+    for dp in ctx.dps:
+        pp = ctx.N // dp
+        parts = math.comb(n - 1, pp - 1)
+        f = len(_flag_opts(ctx, dp, flags)) ** pp
+        for m in ctx.ms[dp]:
+            tot += parts * f * (A ** n) * len(SCHEDULES)
+    return tot
+
+
+def _pareto_min(sigs: np.ndarray) -> list[int]:
+    """Indices of rows not dominated (≤ everywhere) by another row; of equal rows the first."""
+    keep = []
+    g = len(sigs)
+    for i in range(g):
+        le = np.all(sigs <= sigs[i], axis=1)
+        lt = np.any(sigs < sigs[i], axis=1)
+        dom = le & lt
+        eq = le & ~lt
+        eq[i:] = False  # an identical earlier row wins
+        if not (dom.any() or eq.any()):
+            keep.append(i)
+    return keep
+
+
+def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = None, cluster=None, *,
+                ctx: SearchContext | None = None, flags: bool = True, prune: bool = True,
+                upper_bound: float = math.inf, max_microbatches: int | None = None) -> ExactResult:
+    """The fastest strategy that fits (``best`` None when nothing fits)."""
+    t0 = time.perf_counter()
+    if ctx is None:
+        ctx = SearchContext(graphs, global_batch, cluster, max_microbatches=max_microbatches)
+    n, N = ctx.n, ctx.N
+    prune = prune and not ctx.cluster.host_link_shared
+    bw = ctx.cluster.host_link.bandwidth
+    best, best_ev, best_t = None, None, upper_bound
+    evaluated = 0
+    group_cache: dict = {}
+
+    def stage_group(sim, mb, a, b, sh, ho, dp):
+        """[(acts, StageEval, sig)] of one stage range with fixed flags (dominance-pruned later)."""
+        key = (mb, a, b, sh, ho, dp)
+        g = group_cache.get(key)
+        if g is None:
+            g = []
+            for acts in itertools.product(ctx.actions, repeat=b - a):
+                ev = sim._stage_eval((a, b, tuple(acts), sh, ho, dp, bw))
+                g.append((acts, ev, (ev.fwd_s, ev.bwd_s, ev.host_s, float(ev.swap_bytes), *ev.bwd_node_end)))
+            group_cache[key] = g
+        return g
+
+    for dp in ctx.dps:
+        pp = N // dp
+        fl = _flag_opts(ctx, dp, flags)
+        for cuts in itertools.combinations(range(1, n), pp - 1):
+            bounds = [0, *cuts, n]
+            ranges = [(bounds[i], bounds[i + 1]) for i in range(pp)]
+            stage_of = [s for s, (a, b) in enumerate(ranges) for _ in range(a, b)]
+            for m in ctx.ms[dp]:
+                mb = ctx.global_batch // (dp * m)
+                sim = ctx.sim(mb)
+                cap = sim.capacity
+                scheds = SCHEDULES if (pp > 1 and (m > 1 or not prune)) else ("1f1b",)
+                if pp == 1 and not prune:
+                    scheds = SCHEDULES
+                for sched in scheds:
+                    if not prune:
+                        per_stage = [[(0.0, acts, f) for f in fl
+                                      for acts in itertools.product(ctx.actions, repeat=b - a)] for a, b in ranges]
+                    else:
+                        per_stage = []
+                        for s, (a, b) in enumerate(ranges):
+                            k = m if sched == "gpipe" else min(m, pp - s)
+                            opts = []
+                            for f in fl:
+                                g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp)
+                                     if sim._stage_peak(x[1], k, m) <= cap]
+                                if not g:
+                                    continue
+                                idx = _pareto_min(np.array([x[2] for x in g]))
+                                for i in idx:
+                                    ev = g[i][1]
+                                    lb = m * max(ev.fwd_s + ev.bwd_s, ev.host_s)
+                                    opts.append((lb, g[i][0], f))
+                            if not opts:
+                                per_stage = None
+                                break
+                            opts.sort(key=lambda o: o[0])
+                            per_stage.append(opts)
+                        if per_stage is None:
+                            continue
+                    # depth-first product with the bound
+                    choice = [None] * pp
+
+                    def dfs(s: int, lb: float):
+                        nonlocal best, best_ev, best_t, evaluated
+                        if s == pp:
+                            acts = [x for c in choice for x in c[1]]
+                            st = Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts, microbatches=m,
+                                          schedule=sched, shard_state=[c[2][0] for c in choice],
+                                          optimizer_on_host=[c[2][1] for c in choice])
+                            ev = sim.evaluate(st)
+                            evaluated += 1
+                            if ev.fits and ev.step_time_s < best_t:
+                                best, best_ev, best_t = st, ev, ev.step_time_s
+                            return
+                        for o in per_stage[s]:
+                            v = o[0] if o[0] > lb else lb
+                            if prune and v >= best_t:
+                                break
+                            choice[s] = o
+                            dfs(s + 1, v)
+
+                    dfs(0, 0.0)
+    return ExactResult(best=best, best_eval=best_ev, evaluated=evaluated, space=space_size(ctx, flags),
+                       seconds=time.perf_counter() - t0, pruned=prune)

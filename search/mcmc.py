@@ -1,0 +1,264 @@
+"""Metropolis–Hastings over strategies (FlexFlow's MCMC with MemFlow's objective).
+
+Cost: the simulated step time while the strategy fits (every device within
+capacity, host memory within the machine's). An infeasible state is never
+taken as the best; it is ranked against other infeasible states by a soft
+penalty on its overflow (``step × (1 + penalty_base + penalty_weight ×
+overflow / capacity)``), and proposes *repair* moves with probability
+``repair_prob``. A move from an infeasible to a feasible state is always
+accepted; otherwise acceptance is ``min(1, exp(-β · Δcost / cost))`` —
+relative, so β does not depend on the time scale. β is annealed
+geometrically from ``beta0`` to ``beta1``; after ``restart_after``
+iterations without a new best the chain restarts from the best. Moves that
+keep dp and the micro-batch count (so the same simulator) are evaluated with
+:meth:`simulator.Simulator.evaluate_delta`. The RNG is a
+``numpy.random.Generator``: the same inputs and seed give the same chain.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from memflow.strategy import SCHEDULES, Strategy
+
+from . import moves as mv
+from .context import SearchContext
+from .pareto import ParetoFront
+
+__all__ = ["ChainParams", "ChainResult", "Evaluator", "run_chain", "polish", "cost_of"]
+
+
+@dataclass
+class ChainParams:
+    iterations: Optional[int] = 4000
+    time_budget_s: Optional[float] = None
+    memory_aware: bool = True
+    beta0: float = 5.0
+    beta1: float = 100.0
+    repair_prob: float = 0.85
+    penalty_base: float = 0.05
+    penalty_weight: float = 4.0
+    restart_after: Optional[int] = None  # default: max(150, iterations // 10)
+    restart_best_prob: float = 0.5  # else restart from a random start
+    polish: bool = True
+    progress_every: int = 250
+
+
+@dataclass
+class ChainResult:
+    best: Optional[Strategy]
+    best_eval: object
+    smallest_peak: Optional[Strategy]
+    smallest_peak_eval: object
+    pareto: list
+    iterations: int
+    evaluations: int
+    accepted: int
+    seconds: float
+    start: str = ""
+    history: list = field(default_factory=list)  # (iteration, best time) at each improvement
+
+
+def cost_of(ev, memory_aware: bool, p: ChainParams) -> float:
+    if not memory_aware or ev.fits:
+        return ev.step_time_s
+    cap = ev.capacity_bytes
+    over = max(0, max(ev.peak_bytes) - cap) / cap if cap else 1.0
+    if not ev.host_fits:
+        over += 0.5
+    return ev.step_time_s * (1.0 + p.penalty_base + p.penalty_weight * over)
+
+
+class Evaluator:
+    """Cached strategy evaluation (key → Evaluation) that uses ``evaluate_delta``
+    when the base state shares the simulator, and feeds the Pareto front."""
+
+    def __init__(self, ctx: SearchContext, pareto: ParetoFront | None = None, cache_size: int = 300_000):
+        self.ctx = ctx
+        self.cache: dict = {}
+        self.cache_size = cache_size
+        self.pareto = pareto if pareto is not None else ParetoFront()
+        self.evaluations = 0
+        self.smallest = None  # (max peak, step, strategy, eval)
+
+    def evaluate(self, st: Strategy, base: Strategy | None = None, base_stages=None):
+        """(Evaluation, stages or None)."""
+        key = st.key()
+        ev = self.cache.get(key)
+        if ev is not None:
+            return ev, None
+        sim = self.ctx.sim_for(st)
+        if base is not None and base.dp == st.dp and base.microbatches == st.microbatches and base.pp == st.pp:
+            ev, stg = sim.evaluate_delta(base, st, base_stages)
+        else:
+            ev, stg = sim.evaluate(st), None
+        self.evaluations += 1
+        if len(self.cache) >= self.cache_size:
+            self.cache.clear()
+        self.cache[key] = ev
+        mp = max(ev.peak_bytes)
+        self.pareto.add(ev.step_time_s, mp, st)
+        sm = self.smallest
+        if sm is None or (mp, ev.step_time_s) < (sm[0], sm[1]):
+            self.smallest = (mp, ev.step_time_s, st, ev)
+        return ev, stg
+
+
+def _better(ev, best_ev, aware: bool) -> bool:
+    if aware and not ev.fits:
+        return False
+    return best_ev is None or ev.step_time_s < best_ev.step_time_s
+
+
+def _neighbours(st: Strategy, ctx: SearchContext):
+    """A deterministic neighbourhood for the final local descent."""
+    n = len(st.actions)
+    for k in range(n):
+        for a in ctx.actions:
+            if a != st.actions[k]:
+                acts = list(st.actions)
+                acts[k] = a
+                yield mv.make(st, actions=acts)
+    so = st.stage_of
+    for c in range(1, n):
+        if so[c] != so[c - 1]:
+            if c - 1 >= 1 and so[c - 2] == so[c - 1]:
+                new = list(so)
+                new[c - 1] = so[c]
+                yield mv.make(st, stage_of=new)
+            if c + 1 < n and so[c + 1] == so[c]:
+                new = list(so)
+                new[c] = so[c - 1]
+                yield mv.make(st, stage_of=new)
+    for m in ctx.ms[st.dp]:
+        if m != st.microbatches:
+            yield mv.make(st, microbatches=m)
+    if st.pp > 1 and st.microbatches > 1:
+        for s in SCHEDULES:
+            if s != st.schedule:
+                yield mv.make(st, schedule=s)
+    for s in range(st.pp):
+        if st.dp > 1 and ctx.allow_shard:
+            sh = list(st.shard_state)
+            sh[s] = not sh[s]
+            yield mv.make(st, shard_state=sh)
+        if ctx.allow_host:
+            oh = list(st.optimizer_on_host)
+            oh[s] = not oh[s]
+            yield mv.make(st, optimizer_on_host=oh)
+
+
+def polish(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext, aware: bool, max_rounds: int = 50):
+    """First-improvement local descent from ``st`` over single-step neighbours."""
+    for _ in range(max_rounds):
+        improved = False
+        for nb in _neighbours(st, ctx):
+            e2, _ = evaluator.evaluate(nb, st)
+            if _better(e2, ev, aware) and e2.step_time_s < ev.step_time_s * (1 - 1e-12):
+                st, ev, improved = nb, e2, True
+                break
+        if not improved:
+            break
+    return st, ev
+
+
+def _picker(names, weights):
+    cum, tot = [], 0.0
+    for w in weights:
+        tot += w
+        cum.append(tot)
+    return names, cum, tot
+
+
+def run_chain(ctx: SearchContext, starts: list, rng, params: ChainParams,
+              progress: Callable | None = None, evaluator: Evaluator | None = None) -> ChainResult:
+    """One Metropolis–Hastings chain from the first of ``starts`` ((name, Strategy) pairs;
+    the others are restart points while nothing feasible is known)."""
+    t0 = time.perf_counter()
+    p = params
+    aware = p.memory_aware
+    evaluator = evaluator or Evaluator(ctx)
+    iters = p.iterations
+    deadline = t0 + p.time_budget_s if p.time_budget_s is not None else None
+    if iters is None and deadline is None:
+        iters = 4000
+    horizon = iters if iters is not None else 10_000
+    restart_after = p.restart_after or max(150, horizon // 10)
+
+    mnames, mcum, mtot = _picker(list(mv.MOVES), [mv.MOVE_WEIGHTS[k] for k in mv.MOVES])
+    rnames, rcum, rtot = _picker(list(mv.REPAIRS), [mv.REPAIR_WEIGHTS[k] for k in mv.REPAIRS])
+
+    best = best_ev = None
+    start_name, cur = starts[0]
+    cur_ev, cur_stg = evaluator.evaluate(cur)
+    cur_cost = cost_of(cur_ev, aware, p)
+    for name, s in starts:  # every start is a candidate for the best
+        e, _ = evaluator.evaluate(s)
+        if _better(e, best_ev, aware):
+            best, best_ev = s, e
+    history = [(0, best_ev.step_time_s)] if best_ev is not None else []
+    state = mv.State(cur, cur_ev)
+    accepted = 0
+    last_improve = 0
+    it = 0
+    log_ratio = math.log(p.beta1 / p.beta0)
+    while True:
+        if iters is not None and it >= iters:
+            break
+        if deadline is not None and (it & 31) == 0 and time.perf_counter() >= deadline:
+            break
+        it += 1
+        frac = it / horizon if iters is not None else min(1.0, (time.perf_counter() - t0) / p.time_budget_s)
+        beta = p.beta0 * math.exp(log_ratio * min(frac, 1.0))
+        if aware and not cur_ev.fits and rng.random() < p.repair_prob:
+            name = rnames[bisect.bisect_right(rcum, rng.random() * rtot)]
+            fn = mv.REPAIRS[name]
+        else:
+            name = mnames[bisect.bisect_right(mcum, rng.random() * mtot)]
+            fn = mv.MOVES[name]
+        new = fn(state, rng, ctx)
+        if new is not None:
+            ev, stg = evaluator.evaluate(new, cur, cur_stg)
+            c = cost_of(ev, aware, p)
+            if aware and ev.fits and not cur_ev.fits:
+                ok = True
+            elif c <= cur_cost:
+                ok = True
+            else:
+                ok = rng.random() < math.exp(-beta * (c - cur_cost) / cur_cost)
+            if ok:
+                cur, cur_ev, cur_stg, cur_cost = new, ev, stg, c
+                state = mv.State(cur, cur_ev)
+                accepted += 1
+                if _better(ev, best_ev, aware):
+                    best, best_ev = cur, ev
+                    last_improve = it
+                    history.append((it, ev.step_time_s))
+        if it - last_improve >= restart_after:
+            last_improve = it
+            if best is not None and rng.random() < p.restart_best_prob:
+                cur = best
+            else:
+                cur = starts[int(rng.integers(len(starts)))][1]
+            cur_ev, cur_stg = evaluator.evaluate(cur)
+            cur_cost = cost_of(cur_ev, aware, p)
+            state = mv.State(cur, cur_ev)
+        if progress is not None and it % p.progress_every == 0:
+            progress(it, best_ev.step_time_s if best_ev is not None else None, best is not None)
+    if p.polish and best is not None:
+        b2, e2 = polish(best, best_ev, evaluator, ctx, aware)
+        if e2.step_time_s < best_ev.step_time_s:
+            best, best_ev = b2, e2
+            history.append((it, e2.step_time_s))
+    if progress is not None:
+        progress(it, best_ev.step_time_s if best_ev is not None else None, best is not None)
+    sm = evaluator.smallest
+    return ChainResult(
+        best=best, best_eval=best_ev, smallest_peak=sm[2] if sm else None, smallest_peak_eval=sm[3] if sm else None,
+        pareto=evaluator.pareto.points(), iterations=it, evaluations=evaluator.evaluations, accepted=accepted,
+        seconds=time.perf_counter() - t0, start=start_name, history=history,
+    )
+

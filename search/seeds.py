@@ -1,0 +1,70 @@
+"""Seed strategies: the chains' starting points, also reported as baselines.
+
+* ``dp``: pure data parallel (dp = N), everything kept;
+* ``dp+recompute``: data parallel with every node recomputed;
+* ``dp+shard``: data parallel with sharded state (as FSDP / ZeRO-3);
+* ``pipeline-pp{p}``: for each pp dividing N (dp = N/pp), time-balanced stages, 1F1B.
+
+Each with a few micro-batch counts (name suffix ``/m{m}``). Where the global
+batch does not split N ways, the largest valid dp stands in for N.
+"""
+from __future__ import annotations
+
+from memflow.strategy import KEEP, RECOMPUTE, Strategy
+
+from .context import SearchContext
+
+__all__ = ["seed_strategies", "few_microbatches", "start_pool"]
+
+
+def few_microbatches(ctx: SearchContext, dp: int, pp: int, count: int = 3) -> list[int]:
+    """A few valid micro-batch counts: pp, 2pp, 4pp (1, 2, 4 without a pipeline), nearest valid."""
+    base = [pp * f for f in (1, 2, 4)] if pp > 1 else [1, 2, 4]
+    out = []
+    for t in base:
+        m = ctx.nearest_m(dp, t)
+        if m not in out:
+            out.append(m)
+    return out[:count]
+
+
+def seed_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
+    n = ctx.n
+    out: list[tuple[str, Strategy]] = []
+    dp_max = max(ctx.dps)
+    pp0 = ctx.N // dp_max
+    for m in few_microbatches(ctx, dp_max, pp0):
+        mb = ctx.global_batch // (dp_max * m)
+        so = ctx.partition(pp0, mb)
+        out.append((f"dp/m{m}", Strategy(dp=dp_max, pp=pp0, stage_of=so, actions=[KEEP] * n, microbatches=m)))
+        out.append((f"dp+recompute/m{m}", Strategy(dp=dp_max, pp=pp0, stage_of=list(so), actions=[RECOMPUTE] * n,
+                                                   microbatches=m)))
+        if dp_max > 1 and ctx.allow_shard:
+            out.append((f"dp+shard/m{m}", Strategy(dp=dp_max, pp=pp0, stage_of=list(so), actions=[KEEP] * n,
+                                                   microbatches=m, shard_state=[True] * pp0)))
+    for dp in sorted(ctx.dps, reverse=True):
+        pp = ctx.N // dp
+        if dp == dp_max or pp < 2:
+            continue
+        for m in few_microbatches(ctx, dp, pp):
+            mb = ctx.global_batch // (dp * m)
+            out.append((f"pipeline-pp{pp}/m{m}", Strategy(dp=dp, pp=pp, stage_of=ctx.partition(pp, mb),
+                                                          actions=[KEEP] * n, microbatches=m, schedule="1f1b")))
+    return out
+
+
+def start_pool(ctx: SearchContext) -> list[tuple[str, Strategy]]:
+    """The seeds plus a time-balanced, all-kept strategy for every other valid
+    (dp, micro-batch count): the chains' restart points."""
+    out = seed_strategies(ctx)
+    have = {st.key() for _, st in out}
+    n = ctx.n
+    for dp in sorted(ctx.dps, reverse=True):
+        pp = ctx.N // dp
+        for m in ctx.ms[dp]:
+            so = ctx.partition(pp, ctx.global_batch // (dp * m))
+            st = Strategy(dp=dp, pp=pp, stage_of=so, actions=[KEEP] * n, microbatches=m)
+            if st.key() not in have:
+                have.add(st.key())
+                out.append((f"balanced-dp{dp}-pp{pp}/m{m}", st))
+    return out

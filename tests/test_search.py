@@ -1,0 +1,226 @@
+"""The search: optimality gap against the exact solver, determinism, valid moves,
+memory-aware vs memory-unaware, the Pareto front."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memflow.cluster import Cluster
+from memflow.strategy import Strategy
+from search import (
+    MOVES,
+    REPAIRS,
+    SearchContext,
+    State,
+    balanced_partition,
+    is_non_dominated,
+    search,
+    solve_exact,
+)
+from search.mcmc import Evaluator
+from simulator import chain_graph, random_graph
+
+GB = 8  # global batch
+
+
+def scaled(base_fn, mb: int):
+    """A graph whose activations scale with the micro-batch and whose times are
+    a fixed overhead plus a per-sample part (so more micro-batches cost time)."""
+    g = base_fn()
+    for b in g.buffers:
+        if b.kind != "grad":
+            b.nbytes *= mb
+    for nd in g.nodes:
+        nd.fwd_time_s *= 0.3 + 0.7 * mb
+        nd.bwd_time_s *= 0.3 + 0.7 * mb
+        nd.fwd_transient_bytes *= mb
+        nd.bwd_transient_bytes *= mb
+        nd.saved_bytes *= mb
+        nd.out_bytes *= mb
+    g.input_bytes *= mb
+    g.batch_size = mb
+    return g
+
+
+def provider(kind: str, n: int, seed: int):
+    if kind == "chain":
+        rs = np.random.default_rng(seed)
+        act, sav, par = (int(x) << 20 for x in rs.integers(16, 256, size=3))
+
+        def base():
+            return chain_graph(n, act_bytes=act, saved_bytes=sav, param_bytes=par, fwd_s=1e-3, bwd_s=2e-3)
+    else:
+        def base():
+            return random_graph(n, seed)
+    cache: dict = {}
+
+    def f(mb: int):
+        if mb not in cache:
+            cache[mb] = scaled(base, mb)
+        return cache[mb]
+    return f
+
+
+def tight_cluster(graphs, ndev: int, frac: float) -> Cluster:
+    """A cluster whose device memory is ``frac`` of pure data parallel's peak."""
+    cl = Cluster.for_gpus(ndev, "v100-16gb")
+    ctx = SearchContext(graphs, GB, cl)
+    dp = max(ctx.dps)
+    pp = ndev // dp
+    st = Strategy(dp=dp, pp=pp, stage_of=ctx.partition(pp, GB // dp), actions=["keep"] * ctx.n)
+    peak = max(ctx.sim(GB // dp).evaluate(st).peak_bytes)
+    return cl.with_memory(int(peak * frac))
+
+
+INSTANCES = [(kind, n, ndev, seed, frac)
+             for i, (kind, n, ndev, frac) in enumerate([
+                 ("random", 3, 2, 0.6), ("random", 4, 2, 0.5), ("random", 5, 2, 0.7), ("random", 6, 2, 0.55),
+                 ("random", 4, 4, 0.6), ("random", 5, 4, 0.5), ("random", 6, 4, 0.65), ("random", 3, 3, 0.6),
+                 ("chain", 3, 2, 0.6), ("chain", 4, 2, 0.45), ("chain", 5, 4, 0.5), ("chain", 6, 2, 0.6),
+                 ("chain", 4, 4, 0.7), ("chain", 6, 4, 0.4), ("random", 5, 3, 0.55), ("random", 6, 2, 0.35),
+                 ("random", 4, 2, 0.8), ("chain", 5, 2, 0.3), ("random", 6, 4, 0.45), ("chain", 3, 3, 0.5),
+                 ("random", 5, 2, 0.25), ("chain", 6, 3, 0.5),
+             ]) for seed in [i]]
+
+
+@pytest.mark.parametrize("kind,n,ndev,seed,frac", INSTANCES)
+def test_search_within_2pct_of_exact(kind, n, ndev, seed, frac):
+    g = provider(kind, n, seed)
+    cl = tight_cluster(g, ndev, frac)
+    ex = solve_exact(g, GB, cl)
+    r = search(g, GB, cl, seed=seed, baselines=False)
+    if ex.best is None:  # nothing fits: the search must not claim otherwise
+        assert r.best is None and r.smallest_peak is not None
+        return
+    assert r.best is not None, "exact found a feasible strategy, the search did not"
+    assert r.best_eval.fits
+    r.best.validate(n, ndev, GB)
+    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+
+
+def test_tight_instances_are_tight():
+    """Some strategies do not fit in most instances (the memory constraint binds)."""
+    binding = 0
+    for kind, n, ndev, seed, frac in INSTANCES:
+        g = provider(kind, n, seed)
+        cl = tight_cluster(g, ndev, frac)
+        ctx = SearchContext(g, GB, cl)
+        dp = max(ctx.dps)
+        st = Strategy(dp=dp, pp=ndev // dp, stage_of=ctx.partition(ndev // dp, GB // dp), actions=["keep"] * n)
+        binding += not ctx.sim(GB // dp).evaluate(st).fits
+    assert binding >= 18
+
+
+@pytest.mark.parametrize("kind,n,ndev,seed", [("random", 3, 2, 1), ("chain", 4, 2, 2), ("random", 4, 2, 3)])
+def test_exact_pruning_is_exact(kind, n, ndev, seed):
+    g = provider(kind, n, seed)
+    cl = tight_cluster(g, ndev, 0.6)
+    a = solve_exact(g, 4, cl, prune=True)
+    b = solve_exact(g, 4, cl, prune=False)
+    assert b.evaluated == b.space
+    assert (a.best is None) == (b.best is None)
+    if a.best is not None:
+        assert a.best_eval.step_time_s == pytest.approx(b.best_eval.step_time_s, rel=1e-12)
+        assert a.evaluated < b.evaluated
+
+
+def test_same_seed_same_plan():
+    g = provider("random", 12, 7)
+    cl = tight_cluster(g, 4, 0.5)
+    r1 = search(g, 16, cl, seed=3, iterations=1500, chains=2)
+    r2 = search(g, 16, cl, seed=3, iterations=1500, chains=2)
+    assert r1.best is not None
+    assert r1.best.key() == r2.best.key()
+    assert r1.best_eval.step_time_s == r2.best_eval.step_time_s
+    assert [p[2].key() for p in r1.pareto] == [p[2].key() for p in r2.pareto]
+
+
+def test_processes_give_the_same_plan():
+    g = provider("random", 8, 5)
+    cl = tight_cluster(g, 4, 0.5)
+    r1 = search(g, 8, cl, seed=11, iterations=800, chains=2, processes=1)
+    r2 = search(g, 8, cl, seed=11, iterations=800, chains=2, processes=2)
+    assert r1.best.key() == r2.best.key()
+    assert r1.baselines["memory-unaware search"][0].key() == r2.baselines["memory-unaware search"][0].key()
+
+
+def test_moves_return_valid_strategies():
+    rng = np.random.default_rng(0)
+    for kind, n, ndev, gb in [("random", 7, 4, 16), ("chain", 5, 6, 12), ("random", 9, 8, 32)]:
+        g = provider(kind, n, 3)
+        cl = tight_cluster(g, ndev, 0.5) if gb == GB else Cluster.for_gpus(ndev, "v100-16gb", memory=1 << 30)
+        ctx = SearchContext(g, gb, cl)
+        ev = Evaluator(ctx)
+        fns = list(MOVES.values()) + list(REPAIRS.values())
+        from search.seeds import seed_strategies
+        st = seed_strategies(ctx)[0][1]
+        for i in range(1500):
+            e, _ = ev.evaluate(st)
+            state = State(st, e)
+            fn = fns[int(rng.integers(len(fns)))]
+            new = fn(state, rng, ctx)
+            if new is None:
+                continue
+            new.validate(n, ndev, gb)
+            assert ctx.valid(new)
+            st = new
+
+
+def test_memory_unaware_does_not_fit_where_aware_does():
+    # big saved activations: keeping them is fastest but does not fit
+    def base():
+        return chain_graph(8, act_bytes=32 << 20, saved_bytes=512 << 20, param_bytes=64 << 20,
+                           fwd_s=1e-3, bwd_s=2e-3)
+    g = lambda mb: scaled(base, mb)  # noqa: E731
+    cl = tight_cluster(g, 4, 0.45)
+    r = search(g, GB, cl, seed=0)
+    assert r.fits and r.best_eval.fits
+    name = "memory-unaware search"
+    st_u, ev_u = r.baselines[name]
+    assert not ev_u.fits
+    assert ev_u.step_time_s < r.best_eval.step_time_s  # it is faster, on paper
+    # the aware search is never worse than a fitting baseline
+    for st, ev in r.baselines.values():
+        if ev.fits:
+            assert r.best_eval.step_time_s <= ev.step_time_s + 1e-15
+
+
+def test_pareto_front_sorted_and_non_dominated():
+    g = provider("random", 10, 4)
+    cl = tight_cluster(g, 4, 0.5)
+    r = search(g, 16, cl, seed=1, iterations=1000)
+    pts = r.pareto
+    assert len(pts) >= 2
+    ts = [p[0] for p in pts]
+    ps = [p[1] for p in pts]
+    assert ts == sorted(ts)
+    assert all(ps[i] > ps[i + 1] for i in range(len(ps) - 1))
+    assert is_non_dominated(pts)
+    # the best feasible plan is on (or dominated by a point of) the front
+    assert any(t <= r.best_eval.step_time_s and p <= max(r.best_eval.peak_bytes) for t, p, _ in pts)
+
+
+def test_nothing_fits_reports_smallest_peak():
+    g = provider("random", 5, 2)
+    cl = tight_cluster(g, 2, 0.02)
+    r = search(g, GB, cl, seed=0)
+    assert r.best is None and not r.fits
+    st, ev = r.smallest_peak
+    assert not ev.fits
+    assert max(ev.peak_bytes) == min(p[1] for p in r.pareto)
+
+
+def test_progress_and_time_budget():
+    g = provider("random", 8, 1)
+    cl = tight_cluster(g, 4, 0.5)
+    calls = []
+    r = search(g, 16, cl, seed=0, time_budget_s=0.3, progress=lambda i, b, f: calls.append((i, b, f)))
+    assert r.seconds < 3
+    assert calls and calls[-1][0] == r.chains[0]["iterations"]
+
+
+def test_balanced_partition_exact():
+    costs = [5, 1, 1, 1, 1, 5]
+    so = balanced_partition(costs, 3)
+    assert so == [0, 1, 1, 1, 1, 2]
+    assert balanced_partition([1, 2, 3], 3) == [0, 1, 2]

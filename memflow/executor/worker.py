@@ -120,8 +120,6 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
             os._exit(1)
         if t - start == cfg.warmup:
             live.reset_peak()
-        dist.barrier()
-        t0 = time.perf_counter()
         with live:
             stage.current.update(phase="data", node=None)
             with live.host():
@@ -129,6 +127,9 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
                 flat, _ = flatten(spec.batch(cfg.batch_size))
             mbs = _shard_batch(flat, cfg.batch_size, strat.dp, stage.dp_rank, strat.microbatches, device)
             del flat
+        dist.barrier()  # the step's clock starts together on every rank, after data loading
+        t0 = time.perf_counter()
+        with live:
             opt.zero_grad()
             stage.losses.clear()
             for act, i in sched:

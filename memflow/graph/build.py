@@ -71,7 +71,7 @@ def fingerprint(model: torch.nn.Module, captured: Captured, batch_size: int, dty
 
 def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp32",
                   granularity: str | int = "auto", measure: bool = False, repeats: int = 5,
-                  seed: int = 0) -> TaskGraph:
+                  seed: int = 0, accounted: bool = False) -> TaskGraph:
     """The TaskGraph of one training step of ``spec``'s model at ``batch_size``.
 
     ``measure=False`` (default): everything runs under ``FakeTensorMode``; no
@@ -97,7 +97,8 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
                 graph = trace_step(program, captured.flat_inputs, opt, captured.names, captured.module_paths,
                                    model_name=spec.name, batch_size=batch_size, dtype=dtype)
                 if measure:
-                    times = measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats)
+                    times = measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats,
+                                               accounted=accounted)
                     apply_measured_times(graph, times, device="cpu")
     except MemflowError:
         raise
@@ -107,4 +108,5 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     graph.fingerprint = fingerprint(model, captured, batch_size, dtype, granularity)
     graph.meta["granularity"] = str(granularity)
     graph.meta["memory_source"] = "measured" if measure else "fake"
+    graph.meta["accounted_times"] = bool(measure and accounted)
     return graph

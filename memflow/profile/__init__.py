@@ -10,6 +10,7 @@ granularity and device.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ __all__ = ["profile_model", "cache_key"]
 def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_name: str, measure: bool) -> str:
     h = hashlib.sha256()
     h.update(Path(spec.path).read_bytes())
-    h.update(repr((batch_size, dtype, str(granularity), device_name, measure, torch.__version__)).encode())
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("MEMFLOW_") and k != "MEMFLOW_CACHE_DIR")
+    h.update(repr((batch_size, dtype, str(granularity), device_name, measure, torch.__version__,
+                   torch.get_num_threads(), env)).encode())
     return f"{spec.name}-b{batch_size}-{dtype}-{device_name}-{h.hexdigest()[:16]}"
 
 
@@ -51,7 +54,8 @@ def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cp
     key = cache_key(spec, batch_size, dtype, granularity, dev.name, measure)
 
     def compute() -> TaskGraph:
-        g = capture_graph(spec, batch_size, dtype=dtype, granularity=granularity, measure=measure)
+        g = capture_graph(spec, batch_size, dtype=dtype, granularity=granularity, measure=measure,
+                          accounted=measure and dev.kind == "cpu")
         if not measure:
             g = predict_times(g, dev, dtype)
         return g

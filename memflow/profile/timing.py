@@ -20,8 +20,15 @@ __all__ = ["measure_phase_times", "apply_measured_times"]
 
 
 def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimizer: torch.optim.Optimizer,
-                        repeats: int = 5, warmup: int = 1) -> list[float]:
-    """Median seconds of each of the 2n+1 phases (forwards, backwards, optimizer)."""
+                        repeats: int = 5, warmup: int = 1, accounted: bool = False) -> list[float]:
+    """Median seconds of each of the 2n+1 phases (forwards, backwards, optimizer).
+
+    ``accounted``: run under the live-bytes counter, as the CPU executor does
+    (its per-op cost is then part of every phase, as it is in a planned run)."""
+    import contextlib
+
+    from ..memory import LiveBytes
+
     n = program.n
     cuda = any(t.is_cuda for t in inputs if isinstance(t, torch.Tensor))
     samples: list[list[float]] = [[] for _ in range(2 * n + 1)]
@@ -36,10 +43,11 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
             else:
                 marks.append((p, time.perf_counter()))
 
-        program.run_step(inputs, on_phase=on_phase)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        on_phase(2 * n + 1)
+        with LiveBytes() if accounted else contextlib.nullcontext():
+            program.run_step(inputs, on_phase=on_phase)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            on_phase(2 * n + 1)
         if r < warmup:
             continue
         if cuda:

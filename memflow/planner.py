@@ -96,6 +96,9 @@ class GraphSource:
     def __call__(self, micro_batch: int) -> TaskGraph:
         from .profile import profile_model
 
+        n = self.cluster.devices_per_node
+        if micro_batch not in self.graphs and self.cluster.device.kind == "cpu" and n > 1:
+            self._cpu_concurrent([micro_batch], n)
         if micro_batch not in self.graphs:
             if self.progress:
                 self.progress(f"profiling {self.spec.name} at micro-batch {micro_batch} for {self.cluster.device.name}")
@@ -107,7 +110,41 @@ class GraphSource:
         return self.graphs[micro_batch]
 
     def all(self, sizes: list[int]) -> dict[int, TaskGraph]:
+        n = self.cluster.devices_per_node
+        if self.cluster.device.kind == "cpu" and n > 1:
+            self._cpu_concurrent([b for b in sizes if b not in self.graphs], n)
         return {b: self(b) for b in sizes}
+
+    def _cpu_concurrent(self, sizes: list[int], n: int) -> None:
+        """cpu-N: memory traced here, phase times measured in N concurrent processes (cached)."""
+        from .graph.build import capture_graph
+        from .profile import ProfileCache, cache_key
+        from .profile.concurrent import concurrent_phase_times
+        from .profile.timing import apply_measured_times
+
+        store = ProfileCache() if self.cache else None
+        keys = {b: cache_key(self.spec, b, self.dtype, self.granularity, f"cpu-concurrent{n}", True) for b in sizes}
+        todo = []
+        for b in sizes:
+            g = store.get(keys[b]) if store else None
+            if g is not None:
+                self.graphs[b] = g
+            else:
+                todo.append(b)
+        if not todo:
+            return
+        if self.progress:
+            self.progress(f"profiling {self.spec.name} at micro-batch(es) {todo} in {n} concurrent processes")
+        times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype)
+        with _threads(self.threads):
+            for b in todo:
+                g = capture_graph(self.spec, b, dtype=self.dtype, granularity=self.granularity, measure=True, repeats=0)
+                apply_measured_times(g, times[b], device="cpu")
+                g.meta["accounted_times"] = True
+                g.meta["concurrent_processes"] = n
+                self.graphs[b] = g
+                if store:
+                    store.put(keys[b], g)
 
 
 def evaluation_dict(ev: Any) -> dict[str, Any]:

@@ -125,11 +125,34 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         key = (la, lf, extra, step, grad, late, xnode, fusers)
         groups[key] = groups.get(key, 0) + nb
 
+    # a parameter read by nodes of several stages (tied weights) has a replica, with its own
+    # gradient and optimizer state, on every stage that reads it (the executor sums their grads)
+    readers: dict[str, list[int]] = {}
+    for nd in graph.nodes:
+        for name in nd.read_params:
+            readers.setdefault(name, []).append(nd.index)
+    replica_p = [0] * m
+    replica_o = [0] * m
+    for name, (pb, _gb, ob, owner) in graph.params.items():
+        local = [k for k in readers.get(name, []) if a <= k < b]
+        if local and not a <= owner < b:
+            replica_p[local[0] - a] += pb
+            replica_o[local[0] - a] += ob
+
     for buf in graph.buffers:
         nb = int(buf.nbytes)
         if nb <= 0:
             continue
         pa, pf = buf.alloc_phase, buf.free_phase
+        if buf.kind == KIND_GRAD and buf.param in readers:
+            # a gradient lives on every stage holding its parameter, from that stage's first
+            # backward reading it until the step's end
+            local = [k for k in readers[buf.param] if a <= k < b]
+            if local and pa < 2 * n:
+                la = _loc(2 * n - 1 - max(local), n, a, b, m)
+                lf = _loc(pf, n, a, b, m) if pf >= 2 * n else 2 * m
+                add(nb, la, lf, False, True, True, False, -1, ())
+            continue
         if pa >= 2 * n:  # made in the optimizer phase: never carried within the step
             continue
         fwd_alloc = pa < n
@@ -224,12 +247,12 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],
         fwd_trans=[int(nd.fwd_transient_bytes) for nd in nodes],
-        param_bytes=[int(nd.param_bytes) for nd in nodes],
+        param_bytes=[int(nd.param_bytes) + replica_p[x] for x, nd in enumerate(nodes)],
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
-        opt_bytes=[int(nd.optimizer_bytes) for nd in nodes],
+        opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],
         x_bytes=x_bytes,
-        P_sum=sum(int(nd.param_bytes) for nd in nodes),
-        O_sum=sum(int(nd.optimizer_bytes) for nd in nodes),
+        P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),
+        O_sum=sum(int(nd.optimizer_bytes) for nd in nodes) + sum(replica_o),
         first=a == 0,
         last=b == graph.n,
     )

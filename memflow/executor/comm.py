@@ -56,14 +56,23 @@ class StageLink:
         self.group = group
         self.meta: list[ValueMeta] | None = None
         self.pending: list[tuple[Any, torch.Tensor]] = []
+        self.sent_fwd: list[list[tuple[Any, torch.Tensor]]] = []  # per micro-batch, oldest first
 
     # ------------------------------------------------------------ helpers
-    def _isend(self, t: torch.Tensor, tag: int) -> None:
+    def _isend(self, t: torch.Tensor, tag: int, into: list | None = None) -> None:
         t = t.detach()
         if not t.is_contiguous():
             t = t.contiguous()
         work = dist.isend(t, dst=self.peer, group=self.group, tag=tag)
-        self.pending.append((work, t))
+        (self.pending if into is None else into).append((work, t))
+
+    def release_oldest_forward(self) -> None:
+        """The peer has sent back gradients for our oldest in-flight micro-batch, so it has
+        received that micro-batch's activations: complete those sends and drop their
+        buffers now (gloo reports a send complete only once it is waited on)."""
+        if self.sent_fwd:
+            for w, _ in self.sent_fwd.pop(0):
+                w.wait()
 
     def _recv(self, shape, dtype, tag: int) -> torch.Tensor:
         t = torch.empty(shape, dtype=dtype, device=self.device)
@@ -75,9 +84,10 @@ class StageLink:
         self.pending = [(w, t) for w, t in self.pending if not w.is_completed()]
 
     def wait_all(self) -> None:
-        for w, _ in self.pending:
+        for w, _ in self.pending + [x for mb in self.sent_fwd for x in mb]:
             w.wait()
         self.pending.clear()
+        self.sent_fwd.clear()
 
     # ------------------------------------------------------------ forward
     def send_values(self, env: dict[str, Any]) -> None:
@@ -85,9 +95,11 @@ class StageLink:
         if self.meta is None:
             self.meta = [ValueMeta(v) for v in vals]
             dist.send_object_list([self.meta], dst=self.peer, group=self.group)
+        sent: list[tuple[Any, torch.Tensor]] = []
         for i, (v, m) in enumerate(zip(vals, self.meta)):
             if m.shape is not None:
-                self._isend(v, FWD_TAG + i)
+                self._isend(v, FWD_TAG + i, into=sent)
+        self.sent_fwd.append(sent)
         self.poll()
 
     def recv_values(self) -> dict[str, Any]:

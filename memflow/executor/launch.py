@@ -129,7 +129,8 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
 
     env = dict(os.environ)
     env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("OMP_NUM_THREADS", "1")
+    # each rank gets its share of this host's cores, as the planner's CPU profile assumed
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env["PYTHONUNBUFFERED"] = "1"
     t0 = time.perf_counter()

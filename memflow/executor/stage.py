@@ -173,6 +173,7 @@ class Stage:
         else:
             self.current.update(phase="receive (backward)", node=self.hi - 1)
             grads.update(self.next.recv_grads())
+            self.next.release_oldest_forward()  # that micro-batch's activations have landed
         self.swapper.prefetch(i, self.hi - 1)
         for k in range(self.hi - 1, self.lo - 1, -1):
             self.current.update(phase="backward", node=k)

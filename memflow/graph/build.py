@@ -96,7 +96,7 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
             with _autocast(dtype):
                 graph = trace_step(program, captured.flat_inputs, opt, captured.names, captured.module_paths,
                                    model_name=spec.name, batch_size=batch_size, dtype=dtype)
-                if measure:
+                if measure and repeats > 0:
                     times = measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats,
                                                accounted=accounted)
                     apply_measured_times(graph, times, device="cpu")

@@ -61,7 +61,8 @@ class Node:
     name: str  # unique, e.g. "transformer.h.3"
     module_path: str  # the module it stands for ('' for the root)
     op_count: int = 0
-    param_names: list[str] = field(default_factory=list)
+    param_names: list[str] = field(default_factory=list)  # parameters and buffers it owns
+    read_params: list[str] = field(default_factory=list)  # every parameter/buffer it reads (owned or shared)
     param_count: int = 0
     param_bytes: int = 0
     grad_bytes: int = 0
@@ -87,6 +88,7 @@ class Buffer:
     free_phase: int  # the phase during which it was freed (2n+1: survives the step)
     kind: str = KIND_ACTIVATION
     uses: list[int] = field(default_factory=list)  # phases whose ops read it
+    param: str = ""  # for kind "grad": the parameter whose gradient it is
 
 
 @dataclass
@@ -105,6 +107,8 @@ class TaskGraph:
     opt_time_s: float = 0.0
     input_bytes: int = 0  # bytes of the batch itself (lives the whole step)
     fingerprint: str = ""
+    # parameter/buffer name -> [bytes, grad bytes, optimizer-state bytes, owner node]
+    params: dict[str, list[int]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- shape

@@ -21,7 +21,7 @@ from ..graph.record import TaskGraph
 from .cache import ProfileCache
 from .roofline import predict_times
 
-__all__ = ["profile_model", "cache_key"]
+__all__ = ["profile_model", "cache_key", "ProfileCache"]
 
 
 def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_name: str, measure: bool) -> str:

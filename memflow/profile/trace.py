@@ -48,35 +48,48 @@ def _storage_key(t: torch.Tensor) -> int:
     return id(sts[0]) if sts else id(t)
 
 
-def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None) -> list[dict[str, Any]]:
-    """Per node: its parameters (first user owns shared ones) and their byte counts."""
+def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None
+               ) -> tuple[list[dict[str, Any]], dict[str, list[int]], dict[int, str]]:
+    """Per node: the parameters it owns (the first node to read a shared one owns it) and
+    their byte counts, plus every parameter it reads. Also the graph-level parameter table
+    ``name -> [param bytes, grad bytes, optimizer bytes, owner node]`` and ``id(param) -> name``."""
     owner: dict[int, int] = {}
+    key_name: dict[int, str] = {}
+    table: dict[str, list[int]] = {}
+    names_by_id: dict[int, str] = {}
     out = []
     for k, mod in enumerate(program.modules()):
         call = program.calls[k]
         held = [(program.attrs[a], program.attr_value(a)) for a in call.arg_names if a in program.attrs]
         held += list(mod.named_parameters(remove_duplicate=False)) + list(mod.named_buffers(remove_duplicate=False))
-        names, pbytes, pcount, gbytes, obytes = [], 0, 0, 0, 0
+        names, reads, pbytes, pcount, gbytes, obytes = [], [], 0, 0, 0, 0
         for name, t in held:
             if not isinstance(t, torch.Tensor):
                 continue
             key = _storage_key(t)
             if key in owner:
+                if key_name[key] not in reads:
+                    reads.append(key_name[key])
                 continue
             owner[key] = k
+            key_name[key] = name
             names.append(name)
+            reads.append(name)
             nb = t.untyped_storage().nbytes()
-            pbytes += nb
+            g = o = 0
             if isinstance(t, torch.nn.Parameter) and t.requires_grad:
                 pcount += t.numel()
-                gbytes += t.numel() * t.element_size()
+                g = t.numel() * t.element_size()
                 if optimizer is not None:
-                    for s in optimizer.state.get(t, {}).values():
-                        if isinstance(s, torch.Tensor):
-                            obytes += s.untyped_storage().nbytes()
-        out.append(dict(param_names=names, param_bytes=pbytes, param_count=pcount, grad_bytes=gbytes,
-                        optimizer_bytes=obytes))
-    return out
+                    for st in optimizer.state.get(t, {}).values():
+                        if isinstance(st, torch.Tensor):
+                            o += st.untyped_storage().nbytes()
+                names_by_id[id(t)] = name
+            pbytes, gbytes, obytes = pbytes + nb, gbytes + g, obytes + o
+            table[name] = [nb, g, o, k]
+        out.append(dict(param_names=names, read_params=reads, param_bytes=pbytes, param_count=pcount,
+                        grad_bytes=gbytes, optimizer_bytes=obytes))
+    return out, table, names_by_id
 
 
 def _state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -116,6 +129,7 @@ def trace_step(
     live.track(_state_tensors(program, optimizer) + list(inputs), kind="state")
     state_bytes = live.live
     grad_events = []
+    _, _, names_by_id = node_state(program, optimizer)
 
     def on_phase(p: int) -> None:
         if p == 2 * n:  # end of backward: mark parameter gradients
@@ -123,15 +137,17 @@ def trace_step(
                 if prm.grad is not None:
                     ev = live.event_of(prm.grad)
                     if ev is not None:
-                        grad_events.append(ev)
+                        grad_events.append((ev, names_by_id.get(id(prm), "")))
         live.set_phase(p)
         cost.phase = p
 
     with live, cost:
         step(on_phase)
         live.set_phase(2 * n + 1)
-    for ev in grad_events:
+    grad_param = {}
+    for ev, pname in grad_events:
         ev.kind = KIND_GRAD
+        grad_param[id(ev)] = pname
 
     buffers = []
     for ev in live.events:
@@ -147,7 +163,7 @@ def trace_step(
         if ev.nbytes == 0:
             continue
         buffers.append(Buffer(nbytes=ev.nbytes, alloc_phase=ev.alloc_phase, free_phase=free, kind=kind,
-                              uses=sorted(ev.uses)))
+                              uses=sorted(ev.uses), param=grad_param.get(id(ev), "")))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
     import numpy as np
@@ -158,7 +174,7 @@ def trace_step(
     carried = carried_bytes(2 * n + 1, nb, al, fr)
     transient = [max(0, live.phase_peak.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
 
-    states = node_state(program, optimizer)
+    states, param_table, _ = node_state(program, optimizer)
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in _storages(t)}.values())
     nodes = []
     for k in range(n):
@@ -176,6 +192,7 @@ def trace_step(
     graph = TaskGraph(
         model_name=model_name, batch_size=batch_size, dtype=dtype, nodes=nodes, buffers=buffers,
         optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
+        params=param_table,
     )
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes

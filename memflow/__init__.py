@@ -1,7 +1,15 @@
 """MemFlow: find how to train a PyTorch model fastest without running out of memory.
 
-Public API (more arrives with the planner): load a model file, profile its
-training step as a task graph, describe clusters and strategies.
+Public API::
+
+    import memflow
+    p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")   # or a module + example_batch
+    print(p.strategy.summary(), p.predicted["step_time_s"], p.predicted["peak_bytes"])
+    p.save("gpt2.plan.yaml"); p = memflow.load_plan("gpt2.plan.yaml")
+    report = p.run(steps=3)            # torchrun on this host: measured vs predicted per rank
+    memflow.Cluster.load("a100-8-nvlink")
+
+Times are in seconds and memory in bytes throughout.
 """
 from __future__ import annotations
 
@@ -23,6 +31,8 @@ from .errors import (
 from .graph.build import capture_graph
 from .graph.record import TaskGraph, replay
 from .model_file import ModelSpec, load_model_file
+from .planfile import Plan, load_plan
+from .planner import plan
 from .profile import profile_model
 from .strategy import Strategy
 
@@ -32,4 +42,5 @@ __all__ = [
     "MemflowError", "ConfigError", "ModelLoadError", "CaptureError", "StrategyError", "InfeasibleError",
     "PlanMismatchError", "DeviceOutOfMemoryError", "ExecutionError",
     "TaskGraph", "replay", "capture_graph", "profile_model", "ModelSpec", "load_model_file", "Strategy",
+    "plan", "Plan", "load_plan",
 ]

@@ -17,7 +17,7 @@ from .cluster import Cluster
 from .errors import ConfigError, ModelLoadError
 from .graph.record import TaskGraph
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
-from .plan import Plan
+from .planfile import Plan
 from .strategy import Strategy
 
 __all__ = ["plan", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource", "evaluation_dict",
@@ -97,7 +97,7 @@ class GraphSource:
         from .profile import profile_model
 
         n = self.cluster.devices_per_node
-        if micro_batch not in self.graphs and self.cluster.device.kind == "cpu" and n > 1:
+        if micro_batch not in self.graphs and self._concurrent():
             self._cpu_concurrent([micro_batch], n)
         if micro_batch not in self.graphs:
             if self.progress:
@@ -110,10 +110,14 @@ class GraphSource:
         return self.graphs[micro_batch]
 
     def all(self, sizes: list[int]) -> dict[int, TaskGraph]:
-        n = self.cluster.devices_per_node
-        if self.cluster.device.kind == "cpu" and n > 1:
-            self._cpu_concurrent([b for b in sizes if b not in self.graphs], n)
+        if self._concurrent():
+            self._cpu_concurrent([b for b in sizes if b not in self.graphs], self.cluster.devices_per_node)
         return {b: self(b) for b in sizes}
+
+    def _concurrent(self) -> bool:
+        """cpu-N with N > 1 and a model file the timing processes can load."""
+        return (self.cluster.device.kind == "cpu" and self.cluster.devices_per_node > 1
+                and Path(self.spec.path).is_file())
 
     def _cpu_concurrent(self, sizes: list[int], n: int) -> None:
         """cpu-N: memory traced here, phase times measured in N concurrent processes (cached)."""
@@ -122,8 +126,8 @@ class GraphSource:
         from .profile.concurrent import concurrent_phase_times
         from .profile.timing import apply_measured_times
 
-        store = ProfileCache() if self.cache else None
         keys = {b: cache_key(self.spec, b, self.dtype, self.granularity, f"cpu-concurrent{n}", True) for b in sizes}
+        store = ProfileCache() if self.cache else None
         todo = []
         for b in sizes:
             g = store.get(keys[b]) if store else None
@@ -192,7 +196,9 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
                f"({sum(1 for _ in sizes)} micro-batch sizes, seed {seed})")
     res = search(graphs, B, cl, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
                  progress=(lambda it, best, feas: None) if report is None else None)
-    best: Strategy | None = res.best if res.best is not None else getattr(res, "smallest_peak", None)
+    best: Strategy | None = res.best
+    if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
+        best = res.smallest_peak[0]
     if best is None:
         raise ConfigError("the search returned no strategy at all")
     mb = best.microbatch_size(B)

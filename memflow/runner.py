@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import InfeasibleError, ModelLoadError
-from .plan import Plan
+from .planfile import Plan
 
 __all__ = ["run_plan_file"]
 

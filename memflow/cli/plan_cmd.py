@@ -138,7 +138,8 @@ def main(argv: list[str]) -> int:
                 "memory_actions": dict(zip(p.node_names, st.actions)),
                 "shard_state": st.shard_state, "optimizer_on_host": st.optimizer_on_host,
             },
-            "baselines": p.baselines,
+            "baselines": {name: {"fits": b["fits"], "step_time_s": b["step_time_s"],
+                                 "peak_memory_bytes": b["peak_bytes"]} for name, b in p.baselines.items()},
             "pareto": p.pareto,
             "plan_file": str(out),
         }

@@ -1,7 +1,7 @@
 """``memflow report PLAN.yaml -o report.html``: one self-contained page for a plan."""
 from __future__ import annotations
 
-from ..plan import load_plan
+from ..planfile import load_plan
 from .main import ArgParser
 
 __all__ = ["main"]

@@ -9,7 +9,7 @@ import yaml
 
 from ..config import is_experiment, load_experiment
 from ..errors import ConfigError
-from ..plan import Plan, load_plan
+from ..planfile import Plan, load_plan
 from .main import ArgParser
 
 __all__ = ["main"]

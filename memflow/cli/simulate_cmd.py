@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..plan import load_plan
+from ..planfile import load_plan
 from ..units import format_bytes, format_time
 from .main import ArgParser
 

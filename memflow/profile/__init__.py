@@ -24,7 +24,11 @@ from .roofline import predict_times
 __all__ = ["profile_model", "cache_key", "ProfileCache"]
 
 
-def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_name: str, measure: bool) -> str:
+def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_name: str,
+              measure: bool) -> str | None:
+    """The cache key of a profile, or None when the model has no file to hash (an in-memory module)."""
+    if not Path(spec.path).is_file():
+        return None
     h = hashlib.sha256()
     h.update(Path(spec.path).read_bytes())
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("MEMFLOW_") and k != "MEMFLOW_CACHE_DIR")
@@ -60,4 +64,4 @@ def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cp
             g = predict_times(g, dev, dtype)
         return g
 
-    return store.get_or_compute(key, compute) if store else compute()
+    return store.get_or_compute(key, compute) if store and key else compute()

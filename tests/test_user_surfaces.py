@@ -1,0 +1,120 @@
+"""The user's surfaces end to end: memflow plan / run / simulate / report, the Python API, experiments."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import memflow
+from memflow.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+GPT2 = str(ROOT / "examples" / "gpt2.py")
+KEYS = {"fits", "step_time_s", "peak_memory_bytes", "memory_capacity_bytes", "strategy", "baselines", "plan_file"}
+
+
+def test_plan_json_has_the_promised_keys(tmp_path, capsys):
+    out = tmp_path / "p.yaml"
+    rc = main(["plan", GPT2, "--gpus", "4", "--json", "--quiet", "-o", str(out)])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 0 and KEYS <= set(obj)
+    assert {"dp", "pp", "microbatches", "schedule", "stages", "memory_actions"} <= set(obj["strategy"])
+    st = obj["strategy"]
+    assert st["dp"] * st["pp"] == 4 == len(obj["peak_memory_bytes"])
+    assert sum(len(s) for s in st["stages"]) == len(st["memory_actions"])
+    for b in obj["baselines"].values():
+        assert {"fits", "step_time_s", "peak_memory_bytes"} <= set(b)
+    assert obj["fits"] and max(obj["peak_memory_bytes"]) <= min(obj["memory_capacity_bytes"])
+    assert memflow.load_plan(out).strategy.to_dict() == memflow.load_plan(obj["plan_file"]).strategy.to_dict()
+
+
+def test_plan_summary_is_readable(tmp_path, capsys):
+    rc = main(["plan", GPT2, "--gpus", "2", "--quiet", "-o", str(tmp_path / "p.yaml")])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "stage 0" in text and "predicted step" in text and "samples/s" in text and "baselines:" in text
+
+
+def test_same_inputs_and_seed_same_plan(tmp_path):
+    a = memflow.plan(GPT2, gpus=4, seed=3, cache=True)
+    b = memflow.plan(GPT2, gpus=4, seed=3, cache=True)
+    assert a.strategy.key() == b.strategy.key()
+    assert a.settings["seed"] == 3
+
+
+def test_plan_tight_cpu_then_run_end_to_end(tmp_path, capsys, monkeypatch):
+    """Acceptance: memflow plan ... --gpu-type cpu --gpu-memory <tight> -o p.yaml && memflow run p.yaml --steps 3."""
+    monkeypatch.chdir(tmp_path)
+    rc = main(["plan", GPT2, "--gpus", "2", "--gpu-type", "cpu", "--gpu-memory", "3MiB", "--batch-size", "8",
+               "--time-budget", "3", "--quiet", "--json", "-o", "p.yaml"])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 0 and obj["fits"]
+    assert not obj["baselines"]["dp/m1"]["fits"]  # plain data parallel does not fit this cap
+    rc = main(["run", "p.yaml", "--steps", "3", "--json"])
+    res = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(res["losses"]) == 3 and all(x == x for x in res["losses"])
+    for r in res["ranks"]:
+        assert {"measured_peak_bytes", "predicted_peak_bytes", "measured_step_time_s", "predicted_step_time_s"} <= set(r)
+        assert r["measured_peak_bytes"] <= 3 * 2**20  # the cap held
+    # simulate and report from the same plan
+    assert main(["simulate", "p.yaml", "--trace", "t.json"]) == 0
+    trace = json.loads(Path("t.json").read_text())
+    assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+    assert main(["report", "p.yaml", "-o", "r.html"]) == 0
+    html = Path("r.html").read_text()
+    assert "<polyline" in html and "Pareto" in html and "baselines" in html.lower()
+
+
+def test_no_plan_fits_says_what_would(tmp_path, capsys):
+    rc = main(["plan", GPT2, "--gpus", "1", "--gpu-memory", "1MiB", "--quiet", "-o", str(tmp_path / "p.yaml")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 3
+    assert len(err.splitlines()) == 1 and "no plan fits" in err and "--gpu-memory" in err and "--gpus" in err
+
+
+def test_api_plans_a_module_and_refuses_to_run_it():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(4)])
+
+        def forward(self, x):
+            return self.blocks(x)
+
+    def example_batch(b):
+        return torch.randn(b, 16), torch.randn(b, 16)
+
+    import types
+
+    spec = memflow.planner.resolve_spec(Net(), example_batch, batch_size=8)
+    spec.loss_fn = lambda out, target: torch.nn.functional.mse_loss(out, target)
+    p = memflow.plan(spec, cluster="cpu-2", batch_size=8, time_budget_s=1)
+    assert isinstance(p, memflow.Plan) and p.fits and p.strategy.num_devices == 2
+    assert isinstance(memflow.plan, types.FunctionType)
+    with pytest.raises(memflow.ModelLoadError, match="model file"):
+        p.run(steps=1)
+
+
+@pytest.mark.parametrize("exp", sorted((ROOT / "configs" / "experiments").glob("*.yaml")), ids=lambda p: p.stem)
+def test_experiments_run(exp, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc = main(["run", str(exp), "--json", "--quiet"])
+    res = json.loads(capsys.readouterr().out)
+    assert rc == 0 and res["losses"] and len(res["ranks"]) >= 1
+
+
+def test_report_renders_in_headless_chromium(tmp_path, capsys, monkeypatch):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no Chromium on this machine")
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", GPT2, "--gpus", "2", "--quiet", "-o", "p.yaml"]) == 0
+    assert main(["report", "p.yaml", "-o", "r.html"]) == 0
+    png = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", "--window-size=1000,1400",
+                    (tmp_path / "r.html").as_uri()], capture_output=True, timeout=120)
+    assert png.exists() and png.stat().st_size > 10_000

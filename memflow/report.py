@@ -17,10 +17,32 @@ __all__ = ["render_report", "write_report"]
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 
+def _unit(values: list[float], kind: str) -> tuple[float, str]:
+    """A divisor and unit name that keep ``values`` readable (bytes or seconds)."""
+    top = max([abs(v) for v in values] or [1.0]) or 1.0
+    table = ([(2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")] if kind == "bytes"
+             else [(1.0, "s"), (1e-3, "ms"), (1e-6, "us")])
+    for div, name in table:
+        if top >= div:
+            return div, name
+    return table[-1]
+
+
+def _scaled(series, xkind: str, ykind: str):
+    xd, xu = _unit([x for _, sx, _ in series for x in sx], xkind)
+    yd, yu = _unit([y for _, _, sy in series for y in sy], ykind)
+    return [(n, [x / xd for x in sx], [y / yd for y in sy]) for n, sx, sy in series], xd, xu, yd, yu
+
+
 def _polyline_chart(series: list[tuple[str, list[float], list[float]]], *, width=720, height=300,
-                    hline: float | None = None, xlabel="time (s)", ylabel="GiB", points=False) -> str:
+                    hline: float | None = None, xlabel="time (s)", ylabel="GiB", points=False,
+                    hline_label="capacity") -> str:
     xs = [x for _, sx, _ in series for x in sx] or [0.0, 1.0]
-    ys = [y for _, _, sy in series for y in sy] + ([hline] if hline else []) or [0.0, 1.0]
+    ys = [y for _, _, sy in series for y in sy] or [0.0, 1.0]
+    if hline and hline > 3 * max(ys):  # far off scale: say so instead of squashing the curves
+        ylabel += f" ({hline_label} off scale)"
+        hline = None
+    ys = ys + ([hline] if hline else [])
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
     y0, y1 = 0.0, max(ys) * 1.08 if max(ys) > 0 else 1.0
     L, R, T, B = 60, 160, 15, 40
@@ -36,7 +58,7 @@ def _polyline_chart(series: list[tuple[str, list[float], list[float]]], *, width
            f'<rect x="{L}" y="{T}" width="{W}" height="{H}" fill="#fafafa" stroke="#999"/>']
     for i in range(5):
         yv = y0 + (y1 - y0) * i / 4
-        out.append(f'<text x="{L - 5}" y="{py(yv) + 4:.1f}" text-anchor="end" font-size="11">{yv:.2f}</text>')
+        out.append(f'<text x="{L - 5}" y="{py(yv) + 4:.1f}" text-anchor="end" font-size="11">{yv:.3g}</text>')
         xv = x0 + (x1 - x0) * i / 4
         out.append(f'<text x="{px(xv):.1f}" y="{T + H + 15}" text-anchor="middle" font-size="11">{xv:.3g}</text>')
     out.append(f'<text x="{L + W / 2}" y="{height - 5}" text-anchor="middle" font-size="12">{html.escape(xlabel)}</text>')
@@ -62,16 +84,21 @@ def render_report(plan: Any, sim: Any) -> str:
     """The report page as an HTML string. ``sim`` is the plan's SimResult (detail)."""
     from .cli.plan_cmd import summary
 
-    cap = max(sim.capacity_bytes) / 2**30 if sim.capacity_bytes else None
     series = []
     for d, curve in enumerate(sim.memory_curve):
         times, bytes_ = curve
-        series.append((f"device {d}", [float(t) for t in times], [float(b) / 2**30 for b in bytes_]))
-    mem_svg = _polyline_chart(series, hline=cap)
+        series.append((f"device {d}", [float(t) for t in times], [float(b) for b in bytes_]))
+    series, xd, xu, yd, yu = _scaled(series, "time", "bytes")
+    cap = max(sim.capacity_bytes) / yd if sim.capacity_bytes else None
+    mem_svg = _polyline_chart(series, hline=cap, xlabel=f"time ({xu})", ylabel=yu)
     pareto = plan.pareto or []
-    par_svg = _polyline_chart(
-        [("Pareto front", [p["max_peak_bytes"] / 2**30 for p in pareto], [p["step_time_s"] for p in pareto])],
-        xlabel="max peak memory per device (GiB)", ylabel="step time (s)", points=True) if pareto else "<p>none</p>"
+    par_svg = "<p>none</p>"
+    if pareto:
+        pser, _, pxu, _, pyu = _scaled(
+            [("Pareto front", [p["max_peak_bytes"] for p in pareto], [p["step_time_s"] for p in pareto])],
+            "bytes", "time")
+        par_svg = _polyline_chart(pser, xlabel=f"max peak memory per device ({pxu})", ylabel=f"step time ({pyu})",
+                                  points=True)
     rows = []
     for name, b in plan.baselines.items():
         mp = max(b["peak_bytes"]) if b["peak_bytes"] else 0

@@ -6,7 +6,7 @@ import yaml
 
 from memflow.cli.main import main
 from memflow.cluster import Cluster
-from memflow.plan import PLAN_VERSION
+from memflow.planfile import PLAN_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = str(ROOT / "examples" / "lstm.py")

@@ -165,7 +165,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             k = u if u < n else 2 * n - 1 - u
             if a <= k < b:
                 use_nodes_local.append(_loc(u, n, a, b, m))
-                if u < n:
+                if u < n and not (fwd_alloc and k == owner):  # a node's own temporaries are not its inputs
                     fusers.append(k - a)
             elif k >= b:
                 use_remote_after = True

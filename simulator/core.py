@@ -104,6 +104,9 @@ class Simulator:
             L.G = sum(L.grad_bytes)
             L.O = sum(L.opt_bytes)
             L.buckets = self._bucket_plan(L)
+            # the executor prefetches a swapped node's tensors one node ahead on a GPU (side stream);
+            # on the CPU it copies each back when the backward asks for it
+            L.prefetch_ahead = self.cluster.device.kind != "cpu"
         return L
 
     def _bucket_plan(self, L: StageLayout) -> list:

@@ -365,13 +365,26 @@ def _swap_timeline(L: StageLayout, actions: tuple, host_bw: float, host_lat: flo
             dur[x] = d
             s0 = max(end_f[x], host_free)
             host_free = s0 + d
-            copy_done[x] = host_free
+            # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
+            copy_done[x] = host_free if getattr(L, "prefetch_ahead", True) else end_f[x]
             copy_out.append((x, s0, host_free))
             host_s += 2 * d
             swap_bytes += L.x_bytes[x]
     tb0 = fwd_s
     t = tb0
     land = {}
+    if not getattr(L, "prefetch_ahead", True):  # copy back on demand, when each backward starts
+        for x in range(m - 1, -1, -1):
+            if x in dur:
+                s0 = max(t, host_free, copy_done[x])
+                host_free = s0 + dur[x]
+                prefetch.append((x, s0 - tb0, host_free - tb0))
+                stall += host_free - t
+                t = host_free
+            t += bt_node[x]
+            phase_end[2 * m - 1 - x] = t
+            node_end[x] = t - tb0
+        return copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, copy_out, prefetch
     if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
         s0 = max(t, host_free)
         host_free = s0 + dur[m - 1]
@@ -422,6 +435,8 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         for x in range(m):
             if actions[x] == SWAP:
                 touched.update(L._xg[x])
+                if not getattr(L, "prefetch_ahead", True):  # CPU: packed to host as saved
+                    trans[x] = max(0, trans[x] - L.x_bytes[x])
             elif actions[x] == RECOMPUTE:
                 j = 2 * m - 1 - x
                 trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j]))
@@ -457,7 +472,7 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     while j < 2 * m and phase_end[j] < c:
                         j += 1
                     f1 = j + 1
-                a2 = lf - 2 if x < m - 1 else lf - 1
+                a2 = lf - 2 if (x < m - 1 and getattr(L, 'prefetch_ahead', True)) else lf - 1
                 if f1 < a2 + 1:
                     if f1 == m:
                         f1 = m - 1
@@ -593,6 +608,10 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     # ---- memory
     trans = list(L.trans)
     trans[2 * m] = 0 if opt_host else opt_trans
+    if not getattr(L, "prefetch_ahead", True):  # CPU: a swapped node's saved tensors go to host as saved
+        for x in range(m):
+            if actions[x] == SWAP and L.x_bytes[x] > 0:
+                trans[x] = max(0, trans[x] - L.x_bytes[x])
     gather = False  # ZeRO-1: parameters and gradients stay whole on every rank
     if gather:
         for x in range(m):
@@ -646,7 +665,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 while j < 2 * m and phase_end[j] < c:
                     j += 1
                 f1 = j + 1
-            a2 = lf - 2 if x < m - 1 else lf - 1  # back from the start of B_{x+1} (B_x if last) until B_x
+            a2 = lf - 2 if (x < m - 1 and getattr(L, 'prefetch_ahead', True)) else lf - 1  # back from the start of B_{x+1} (B_x if last) until B_x
             if f1 >= a2 + 1:  # copy-out not done before the prefetch: stays
                 pass
             else:

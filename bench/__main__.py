@@ -1,6 +1,6 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
-Names: profile, simulator, search, fidelity, maxbatch, deeper, unaware, quick
+Names: profile, simulator, search, suite, fidelity, maxbatch, deeper, unaware, quick
 (a small version of several for CI), all.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ BENCHES = {
     "profile": "bench.bench_profile",
     "simulator": "bench.bench_simulator",
     "search": "bench.bench_search",
+    "suite": "bench.bench_suite",
     "fidelity": "bench.bench_fidelity",
     "maxbatch": "bench.bench_maxbatch",
     "deeper": "bench.bench_deeper",

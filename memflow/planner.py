@@ -59,7 +59,10 @@ def resolve_cluster(cluster: Any = None, *, gpus: int | None = None, gpu_type: s
     return c
 
 
-def micro_batch_sizes(batch_size: int, num_devices: int, max_microbatches: int = 32) -> list[int]:
+MAX_MICROBATCHES = 32  # the most micro-batches a plan may use (profiled sizes and the search agree on it)
+
+
+def micro_batch_sizes(batch_size: int, num_devices: int, max_microbatches: int = MAX_MICROBATCHES) -> list[int]:
     """Every micro-batch size B // (dp × m) a strategy on ``num_devices`` devices can use."""
     sizes = set()
     for dp in range(1, num_devices + 1):
@@ -195,6 +198,7 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
         report(f"searching {cl.num_devices} device(s) of {cl.device.name} "
                f"({sum(1 for _ in sizes)} micro-batch sizes, seed {seed})")
     res = search(graphs, B, cl, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
+                 max_microbatches=MAX_MICROBATCHES,
                  progress=(lambda it, best, feas: None) if report is None else None)
     best: Strategy | None = res.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen

@@ -150,7 +150,10 @@ class Strategy:
     def summary(self) -> str:
         n_re = self.actions.count(RECOMPUTE)
         n_sw = self.actions.count(SWAP)
-        return (
-            f"dp {self.dp} × pp {self.pp}, {self.microbatches} micro-batch(es), {self.schedule}, "
-            f"{n_re} recompute, {n_sw} swap"
-        )
+        out = (f"dp {self.dp} × pp {self.pp}, {self.microbatches} micro-batch(es), {self.schedule}, "
+               f"{n_re} recompute, {n_sw} swap")
+        if any(self.shard_state) and self.dp > 1:
+            out += f", ZeRO-1 on {sum(self.shard_state)}/{self.pp} stage(s)"
+        if any(self.optimizer_on_host):
+            out += f", optimizer on host on {sum(self.optimizer_on_host)}/{self.pp} stage(s)"
+        return out

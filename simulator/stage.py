@@ -65,6 +65,7 @@ class StageLayout:
     grad_bytes: list
     opt_bytes: list
     x_bytes: list  # per local node: bytes of its saved-for-backward buffers
+    redo_out: list  # per local node: outputs it saves itself (re-made alongside the originals if recomputed)
     P_sum: int
     O_sum: int
     first: bool
@@ -138,6 +139,16 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         if local and not a <= owner < b:
             replica_p[local[0] - a] += pb
             replica_o[local[0] - a] += ob
+
+    # per node: outputs it also saves for its own backward; a recomputed node makes them again
+    # in its backward while the originals are still held by their readers (counted twice then)
+    redo_out = [0] * m
+    for buf in graph.buffers:
+        pa = buf.alloc_phase
+        if pa < n and a <= pa < b and buf.nbytes > 0:
+            uses = set(buf.uses)
+            if (2 * n - 1 - pa) in uses and any(pa < u < n for u in uses):
+                redo_out[pa - a] += int(buf.nbytes)
 
     for buf in graph.buffers:
         nb = int(buf.nbytes)
@@ -251,6 +262,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
         opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],
         x_bytes=x_bytes,
+        redo_out=redo_out,
         P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),
         O_sum=sum(int(nd.optimizer_bytes) for nd in nodes) + sum(replica_o),
         first=a == 0,
@@ -439,7 +451,7 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     trans[x] = max(0, trans[x] - L.x_bytes[x])
             elif actions[x] == RECOMPUTE:
                 j = 2 * m - 1 - x
-                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j]))
+                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j])) + L.redo_out[x]
                 bwd_s += L.fwd_time[x]
                 touched.update(L._xg[x])
                 touched.update(L._fg[x])
@@ -622,7 +634,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         for x in range(m):
             if actions[x] == RECOMPUTE:
                 j = bk[x]
-                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j]))
+                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j])) + L.redo_out[x]
     dmb = [0] * (P + 1)
     dst = [0] * (P + 1)
     dsw = [0] * (P + 1) if detail else None

@@ -53,6 +53,16 @@ def _inputs_kept(g, k, stage_of) -> bool:
     return True
 
 
+def _saves_own_output(g, k):
+    """Node k saves for its own backward a tensor a later node also reads (e.g. a block ending in
+    ReLU). Recomputing such a node re-makes that output in its backward while the original is
+    still held by its reader, so recomputation can raise the peak: measured on the ResNet
+    example, predicted to the byte since."""
+    n = g.n
+    return any(b.alloc_phase == k and (2 * n - 1 - k) in b.uses and any(k < u < n for u in b.uses)
+               for b in g.buffers)
+
+
 def test_recompute_with_kept_inputs_never_raises_peak():
     checked = 0
     for seed in SEEDS:
@@ -62,7 +72,8 @@ def test_recompute_with_kept_inputs_never_raises_peak():
         sim = Simulator(g, cluster(n_dev))
         for _ in range(5):
             st = random_strategy(rng, g.n, n_dev, actions=("keep", "recompute", "swap"))
-            cand = [k for k in range(g.n) if st.actions[k] != "recompute" and _inputs_kept(g, k, st.stage_of)]
+            cand = [k for k in range(g.n) if st.actions[k] != "recompute" and _inputs_kept(g, k, st.stage_of)
+                    and not _saves_own_output(g, k)]
             if not cand:
                 continue
             k = rng.choice(cand)

@@ -78,7 +78,7 @@ def main(quick: bool = False) -> None:
     os.environ["MEMFLOW_EXAMPLE_SCALE"] = "tiny"
     torch.manual_seed(0)
     mem = _mem_rows(8)
-    times = _time_rows(32 if not quick else 16, 7 if not quick else 3)
+    times = _time_rows(64 if not quick else 16, 11 if not quick else 3)
     body = ["Tiny-scale examples (`MEMFLOW_EXAMPLE_SCALE=tiny`). Peak live tensor bytes of one steady-state "
             "training step (params + grads + AdamW state + activations), MiB:", "",
             md_table(["model", "nodes", "batch", "real step", "fake trace replay", "error", "measured trace replay",

@@ -59,6 +59,7 @@ def resolve_cluster(cluster: Any = None, *, gpus: int | None = None, gpu_type: s
     return c
 
 
+DEFAULT_HEADROOM = 0.1  # plans keep 10% of each device's memory free
 MAX_MICROBATCHES = 32  # the most micro-batches a plan may use (profiled sizes and the search agree on it)
 
 
@@ -170,14 +171,15 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
          gpu_type: str | None = None, gpu_memory: Any = None, batch_size: int | None = None, dtype: str = "fp32",
          granularity: Any = "auto", seed: int = 0, time_budget_s: float | None = None,
          iterations: int | None = None, progress: Callable[[str], None] | bool | None = None,
-         cache: bool = True) -> Plan:
+         cache: bool = True, headroom: float = DEFAULT_HEADROOM) -> Plan:
     """Find the fastest strategy that fits, and return it as an executable :class:`Plan`.
 
     ``model``: a model file path (``build_model``/``example_batch``), or an
     ``nn.Module`` with ``example_batch(batch_size)``. ``cluster``: a preset
     name (``"v100-4-pcie"``, ``"cpu-2"``), a YAML path or a Cluster; or give
     ``gpus``/``gpu_type``/``gpu_memory`` (``"16GiB"``). Times in seconds,
-    memory in bytes. Example::
+    memory in bytes. ``headroom``: the fraction of each device's memory the plan
+    leaves free (predictions are not exact: see BENCHMARKS.md, fidelity). Example::
 
         p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")
         print(p.predicted["step_time_s"], p.strategy.summary())
@@ -188,6 +190,9 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
     B = batch_size or spec.batch_size
     if B < 1:
         raise ConfigError(f"batch size must be >= 1, got {B}")
+    if not 0.0 <= headroom < 1.0:
+        raise ConfigError(f"headroom must be a fraction in [0, 1), got {headroom}")
+    usable = cl.with_memory(int(cl.device.memory_bytes * (1.0 - headroom))) if headroom else cl
     from search import search
     from simulator import Simulator
 
@@ -197,7 +202,7 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
     if report:
         report(f"searching {cl.num_devices} device(s) of {cl.device.name} "
                f"({sum(1 for _ in sizes)} micro-batch sizes, seed {seed})")
-    res = search(graphs, B, cl, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
+    res = search(graphs, B, usable, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
                  max_microbatches=MAX_MICROBATCHES,
                  progress=(lambda it, best, feas: None) if report is None else None)
     best: Strategy | None = res.best
@@ -207,7 +212,7 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
         raise ConfigError("the search returned no strategy at all")
     mb = best.microbatch_size(B)
     graph = graphs[mb]
-    sim = Simulator(graph, cl).evaluate(best, detail=True)
+    sim = Simulator(graph, usable).evaluate(best, detail=True)
     predicted = {
         "fits": bool(sim.fits),
         "step_time_s": float(sim.step_time_s),
@@ -232,6 +237,7 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
         pareto=pareto,
         settings={
             "seed": seed, "dtype": dtype, "granularity": granularity, "time_budget_s": time_budget_s,
+            "headroom": headroom,
             "iterations": int(res.iterations), "search_seconds": float(res.seconds),
             "cost_source": graph.time_source, "torch": torch.__version__,
         },

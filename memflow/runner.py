@@ -35,11 +35,11 @@ def run_plan_file(plan: Plan, steps: int = 5, *, check: bool = True, force: bool
             f"over its {format_bytes(caps[d]) if caps else '?'} (pass --force to run it anyway)")
     if check:
         plan.check_model(load_model_file(plan.model_file))
-    caps = plan.predicted.get("capacity_bytes") or []
+    device_bytes = int(plan.get_cluster().device.memory_bytes)  # the cap is the device, not the planned usable part
     cfg = RunConfig(
         model_file=plan.model_file, batch_size=plan.batch_size, strategy=plan.strategy.to_dict(), steps=steps,
         seed=plan.seed if seed is None else seed, granularity=plan.granularity, node_names=list(plan.node_names),
-        capacity_bytes=int(max(caps)) if caps else None,
+        capacity_bytes=device_bytes,
         predicted={"peak_bytes": plan.predicted.get("peak_bytes", []),
                    "step_time_s": plan.predicted.get("step_time_s")},
         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume, out_json=out_json,

@@ -88,7 +88,7 @@ def _chain_task(args) -> ChainResult:
 
 
 def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, iterations: int | None = None,
-           time_budget_s: float | None = None, chains: int = 1, processes: int = 1, memory_aware: bool = True,
+           time_budget_s: float | None = None, chains: int = 2, processes: int = 1, memory_aware: bool = True,
            progress: Callable | None = None, baselines: bool = True, unaware_fraction: float = 0.5,
            max_microbatches: int | None = None, params: ChainParams | None = None,
            start_method: str | None = None) -> SearchResult:
@@ -108,9 +108,14 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
         iterations = default_iterations(ctx.n)
     p = ChainParams(**{**(params.__dict__ if params else ChainParams().__dict__),
                        "iterations": iterations, "time_budget_s": time_budget_s, "memory_aware": memory_aware})
+    chains = max(1, int(chains))
+    if time_budget_s is not None and processes <= 1:
+        # chains run one after another here: the budget is wall-clock for all of them together
+        share = chains + (unaware_fraction if (baselines and memory_aware) else 0.0)
+        time_budget_s = time_budget_s / share
+        p = ChainParams(**{**p.__dict__, "time_budget_s": time_budget_s})
     evaluator = Evaluator(ctx)
     starts = _ordered_starts(ctx, evaluator, p)
-    chains = max(1, int(chains))
     ss = np.random.SeedSequence(seed).spawn(chains + 1)
     starts_i = [starts[i % len(starts):] + starts[:i % len(starts)] for i in range(chains)]
     want_unaware = baselines and memory_aware

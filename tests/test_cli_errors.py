@@ -61,6 +61,7 @@ CASES = [
     ("plan granularity 0", lambda t: ["plan", EX, "--granularity", "0"], "--granularity"),
     ("plan granularity text", lambda t: ["plan", EX, "--granularity", "fine"], "--granularity"),
     ("plan bad dtype", lambda t: ["plan", EX, "--dtype", "fp8"], "--dtype"),
+    ("plan headroom 1", lambda t: ["plan", EX, "--headroom", "1"], "--headroom"),
     ("plan unknown flag", lambda t: ["plan", EX, "--turbo"], "--turbo"),
     ("plan syntax error model", lambda t: ["plan", str(BAD / "syntax_error.py")], "syntax error"),
     ("plan model without build_model", lambda t: ["plan", str(BAD / "missing_build_model.py"), "--gpus", "1"],

@@ -26,6 +26,8 @@ def build_parser() -> ArgParser:
     p.add_argument("--time-budget", type=float, default=None, help="search budget in seconds")
     p.add_argument("--iterations", type=int, default=None, help="search budget in MCMC iterations")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--headroom", type=float, default=0.1,
+                   help="fraction of device memory the plan leaves free (default 0.1)")
     p.add_argument("-o", "--output", default=None, help="plan file to write (default MODEL.plan.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -43,6 +45,8 @@ def _check_args(a) -> None:
         raise ConfigError(f"--iterations must be >= 1, got {a.iterations}")
     if a.gpu_memory is not None:
         parse_bytes(a.gpu_memory, name="--gpu-memory", allow_zero=False)
+    if not 0.0 <= a.headroom < 1.0:
+        raise ConfigError(f"--headroom must be a fraction in [0, 1), got {a.headroom}")
     if a.gpu_type is not None and a.cluster is not None:
         raise ConfigError("give --gpu-type or --cluster, not both")
     if a.granularity != "auto":
@@ -82,7 +86,7 @@ def summary(plan) -> str:
         if st.optimizer_on_host[s]:
             extra.append("optimizer on host")
         lines.append(f"  stage {s} (devices {devs[0]}-{devs[-1]}): {len(nodes)} nodes [{rng}], "
-                     f"peak {format_bytes(peak)} / {format_bytes(cap)}, {n_re} recompute, {n_sw} swap"
+                     f"peak {format_bytes(peak)} / {format_bytes(cap)} usable, {n_re} recompute, {n_sw} swap"
                      + (f", {', '.join(extra)}" if extra else ""))
     t = pr.get("step_time_s", float("nan"))
     lines.append(f"predicted step {format_time(t)}, {plan.batch_size / t:.1f} samples/s; binding: {pr.get('binding', '')}")
@@ -110,9 +114,18 @@ def infeasible_message(plan) -> str:
     names = plan.node_names
     nodes = plan.strategy.stage_nodes(stage)
     n_dev = len(peaks)
-    return (f"no plan fits {format_bytes(caps[worst] if caps else 0)} per device: the smallest found needs "
+    head = float(plan.settings.get("headroom", 0.0) or 0.0)
+    total = need / (1.0 - head)  # device memory at which this strategy fits with the headroom kept free
+    return (f"no plan fits {format_bytes(caps[worst] if caps else 0)} usable per device: the smallest found needs "
             f"{format_bytes(need)} on device {worst} (stage {stage}: {names[nodes[0]]} ..); "
-            f"try --gpu-memory {math.ceil(need / 2**30 * 1.05)}GiB or --gpus {2 * n_dev}")
+            f"try --gpu-memory {_round_up(total)} or --gpus {2 * n_dev}")
+
+
+def _round_up(nbytes: float) -> str:
+    """A --gpu-memory value at or above ``nbytes`` (GiB, or MiB below 1 GiB)."""
+    if nbytes >= 2**30:
+        return f"{math.ceil(nbytes / 2**30 * 1.02)}GiB"
+    return f"{math.ceil(nbytes / 2**20 * 1.02)}MiB"
 
 
 def main(argv: list[str]) -> int:
@@ -122,7 +135,8 @@ def main(argv: list[str]) -> int:
     _check_args(a)
     p = make_plan(a.model, cluster=a.cluster, gpus=a.gpus, gpu_type=a.gpu_type, gpu_memory=a.gpu_memory,
                   batch_size=a.batch_size, dtype=a.dtype, granularity=a.granularity, seed=a.seed,
-                  time_budget_s=a.time_budget, iterations=a.iterations, progress=not a.quiet)
+                  time_budget_s=a.time_budget, iterations=a.iterations, progress=not a.quiet,
+                  headroom=a.headroom)
     out = Path(a.output) if a.output else Path(a.model).with_suffix(".plan.yaml")
     p.save(out)
     if a.json:

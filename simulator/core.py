@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from memflow.graph.record import TaskGraph
-from memflow.strategy import SWAP, Strategy
+from memflow.strategy import ACTIONS, SWAP, Strategy
 
 from .pipeline import run_pipeline
 from .result import Evaluation, SimResult, curve_arrays
@@ -236,14 +236,24 @@ class Simulator:
         node range, actions and options are unchanged; only the touched stage(s)
         are recomputed, then the schedule is re-combined. Returns (Evaluation, stages)
         so a chain of deltas can pass the stages along."""
-        self.validate(new)
-        if base_stages is None:
-            base_stages = self._stages(base)
-        if (new.dp != base.dp or new.pp != base.pp or new.shard_state != base.shard_state
-                or new.optimizer_on_host != base.optimizer_on_host):
-            stg = self._stages(new)
-            return self._combine(new, stg), stg
-        ranges = self._stage_ranges(new)
+        same_shape = (new.dp == base.dp and new.pp == base.pp and new.microbatches == base.microbatches
+                      and new.schedule == base.schedule and new.stage_of == base.stage_of
+                      and new.shard_state == base.shard_state and new.optimizer_on_host == base.optimizer_on_host)
+        if same_shape and base_stages is not None:
+            # only actions changed: the (validated) base's mesh and placement still hold
+            bad = [a for a in new.actions if a not in ACTIONS]
+            if bad or len(new.actions) != self.n:
+                self.validate(new)
+            ranges = base_stages.ranges
+        else:
+            self.validate(new)
+            if base_stages is None:
+                base_stages = self._stages(base)
+            if (new.dp != base.dp or new.pp != base.pp or new.shard_state != base.shard_state
+                    or new.optimizer_on_host != base.optimizer_on_host):
+                stg = self._stages(new)
+                return self._combine(new, stg), stg
+            ranges = self._stage_ranges(new)
         bw = self._host_bw(new, ranges)
         keys = list(base_stages.keys)
         evals = list(base_stages.evals)

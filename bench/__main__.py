@@ -20,7 +20,7 @@ BENCHES = {
     "deeper": "bench.bench_deeper",
     "unaware": "bench.bench_unaware",
 }
-QUICK = ["profile", "simulator"]
+QUICK = ["profile", "simulator", "search", "fidelity"]
 
 
 def run(name: str, quick: bool = False) -> None:
@@ -46,6 +46,7 @@ def main(argv: list[str]) -> int:
             run(n)
         return 0
     if name == "quick":
+        os.environ["MEMFLOW_BENCH_QUICK"] = "1"
         for n in QUICK:
             run(n, quick=True)
         return 0

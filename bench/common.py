@@ -48,8 +48,11 @@ def md_table(header: list[str], rows: list[list]) -> str:
 
 
 def write_section(name: str, title: str, body: str, command: str | None = None) -> None:
-    """Replace (or append) section ``name`` of BENCHMARKS.md."""
+    """Replace (or append) section ``name`` of BENCHMARKS.md (``NAME-quick`` under ``python -m bench quick``,
+    so a quick run never overwrites the full tables)."""
     command = command or f"python -m bench {name}"
+    if os.environ.get("MEMFLOW_BENCH_QUICK"):
+        name, title, command = f"{name}-quick", f"{title} (quick)", "python -m bench quick"
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     block = (f"<!-- bench:{name} -->\n## {title}\n\n`{command}` — {machine()}, {stamp}\n\n{body.strip()}\n"
              f"<!-- /bench:{name} -->")

@@ -25,7 +25,6 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 
 from memflow.cluster import Cluster
 from memflow.errors import DeviceOutOfMemoryError

@@ -120,7 +120,6 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     n = graph.n
     m = b - a
     groups: dict[tuple, int] = {}
-    extra_trans = [0] * (2 * m + 1)
 
     def add(nb, la, lf, extra, step, grad, late, xnode, fusers):
         key = (la, lf, extra, step, grad, late, xnode, fusers)
@@ -323,8 +322,9 @@ def _prepare(L: StageLayout) -> None:
     L._tsum = (sum(L.fwd_time), sum(L.bwd_time))
 
 
-def _step_part(L: StageLayout, gather: bool, dp: int):
-    key = (gather, dp if gather else 1)
+def _step_part(L: StageLayout):
+    """Per-step buffers (gradients, buffers outliving the backward) — action-independent, cached."""
+    key = 0
     v = L._step.get(key)
     if v is None:
         m = L.m
@@ -335,8 +335,6 @@ def _step_part(L: StageLayout, gather: bool, dp: int):
             if not L.g_step[i]:
                 continue
             nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
-            if gather and L.g_grad[i]:
-                nb = -(-nb // dp)
             if la + 1 < lf:
                 dst[la + 1] += nb
                 dst[min(lf, P)] -= nb
@@ -422,15 +420,10 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         _prepare(L)
     m = L.m
     P = 2 * m + 2
-    gather = False  # ZeRO-1: parameters and gradients stay whole on every rank
-    step, S_fwd, S_after = _step_part(L, gather, dp)
+    # ZeRO-1: parameters and gradients stay whole on every rank (only optimizer state is sharded)
+    step, S_fwd, S_after = _step_part(L)
     trans = list(L._keep_trans)
     trans[2 * m] = 0 if opt_host else opt_trans
-    if gather:
-        for x in range(m):
-            g = L.param_bytes[x] * (dp - 1) // dp
-            trans[x] += g
-            trans[2 * m - 1 - x] += g + L.grad_bytes[x] * (dp - 1) // dp
     R = L._keep_R
     fwd_s, bwd_s = L._tsum
     carried = L._keep_carried
@@ -624,12 +617,6 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         for x in range(m):
             if actions[x] == SWAP and L.x_bytes[x] > 0:
                 trans[x] = max(0, trans[x] - L.x_bytes[x])
-    gather = False  # ZeRO-1: parameters and gradients stay whole on every rank
-    if gather:
-        for x in range(m):
-            g = L.param_bytes[x] * (dp - 1) // dp
-            trans[x] += g
-            trans[bk[x]] += g + L.grad_bytes[x] * (dp - 1) // dp
     if has_rec:
         for x in range(m):
             if actions[x] == RECOMPUTE:
@@ -648,8 +635,6 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         la = ga[i]
         lf = gf[i]
         if gs[i]:
-            if gather and L.g_grad[i]:
-                nb = -(-nb // dp)
             if la + 1 < lf:
                 dst[la + 1] += nb
                 dst[min(lf, P)] -= nb

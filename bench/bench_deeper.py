@@ -33,6 +33,21 @@ MF = ROOT / "examples" / "resnet.py"
 BATCH = 16
 
 
+
+def _plan_fits(cl, plans: dict, plan_budget: float, label: str):
+    """A predicate blocks -> whether MemFlow plans that depth under ``cl`` (plans kept in ``plans``)."""
+
+    def fits(blocks):
+        t = time.time()
+        with env(MEMFLOW_RESNET_DEPTH=depth(blocks)):
+            p = make_plan(MF, cluster=cl, batch_size=BATCH, seed=0, time_budget_s=plan_budget)
+        plans[blocks] = p
+        log(f"{label} depth {depth(blocks)}: {'fits' if p.fits else 'no fit'} ({describe(p.strategy)}, "
+            f"{time.time() - t:.1f} s)")
+        return p.fits
+
+    return fits
+
 def log(msg: str) -> None:
     print(f"[deeper] {msg}", file=sys.stderr, flush=True)
 
@@ -64,14 +79,7 @@ def cpu_part(quick: bool, plan_budget: float, max_blocks: int) -> dict:
         cl = Cluster.load("cpu-1").with_memory(cap)
         plans = {}
 
-        def mf_fits(blocks):
-            t = time.time()
-            with env(MEMFLOW_RESNET_DEPTH=depth(blocks)):
-                p = make_plan(MF, cluster=cl, batch_size=BATCH, seed=0, time_budget_s=plan_budget)
-            plans[blocks] = p
-            log(f"MemFlow depth {depth(blocks)}: {'fits' if p.fits else 'no fit'} ({describe(p.strategy)}, "
-                f"{time.time() - t:.1f} s)")
-            return p.fits
+        mf_fits = _plan_fits(cl, plans, plan_budget, "MemFlow")
 
         bm, bm_fail = largest_true(mf_fits, bp, limit=max_blocks, rel=1 / 8)
         # verify by running; on a real OOM bisect down between the plain max and it
@@ -143,14 +151,7 @@ def sim_part(plan_budget: float, max_blocks: int) -> dict:
         bp, _ = largest_true(plain_fits, 8, limit=max_blocks, rel=1 / 8)
         plans = {}
 
-        def mf_fits(blocks):
-            t = time.time()
-            with env(MEMFLOW_RESNET_DEPTH=depth(blocks)):
-                p = make_plan(MF, cluster=cl, batch_size=BATCH, seed=0, time_budget_s=plan_budget)
-            plans[blocks] = p
-            log(f"sim MemFlow depth {depth(blocks)}: {'fits' if p.fits else 'no fit'} ({describe(p.strategy)}, "
-                f"{time.time() - t:.1f} s)")
-            return p.fits
+        mf_fits = _plan_fits(cl, plans, plan_budget, "sim MemFlow")
 
         bm, bm_fail = largest_true(mf_fits, bp, limit=max_blocks, rel=1 / 8)
         p = plans.get(bm)

@@ -15,47 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-from memflow.cluster import Cluster  # noqa: E402
-from memflow.graph.record import KIND_ACTIVATION, KIND_GRAD, KIND_INPUT_GRAD, Buffer, Node  # noqa: E402
-from simulator.synthetic import _finish  # noqa: E402
+from memflow.cluster import Cluster
+from simulator.synthetic import gpt2_like_graph
 
 
 def gpt2_medium_like_graph(micro_batch: int = 4, seq: int = 1024, *, d: int = 1024, layers: int = 24,
                            bytes_per: int = 2):
-    """Like :func:`simulator.gpt2_like_graph` with GPT-2-medium's width and depth."""
-    V = 50257
-    tok = micro_batch * seq
-    act = tok * d * bytes_per
-    n = layers + 3
-    nodes, bufs = [], []
-    blk_p = 12 * d * d * 4 + 13 * d * 4
-    params = [V * d * 4 + 1024 * d * 4] + [blk_p] * layers + [2 * d * 4, 0]
-    heads = d // 64
-    flops_blk = 2 * tok * 12 * d * d + 2 * tok * seq * d * 2
-    fl = [tok * d * 2] + [flops_blk] * layers + [tok * d * 10, 2 * tok * d * V]
-    rate = 60e12
-    names = ["wte"] + [f"h.{i}" for i in range(layers)] + ["ln_f", "lm_head"]
-    for k in range(n):
-        nodes.append(Node(index=k, name=names[k], module_path="", param_bytes=params[k], grad_bytes=params[k],
-                          optimizer_bytes=2 * params[k], fwd_flops=fl[k], bwd_flops=2 * fl[k],
-                          fwd_time_s=fl[k] / rate + 2e-5, bwd_time_s=2 * fl[k] / rate + 4e-5))
-    for k in range(n):
-        F, B = k, 2 * n - 1 - k
-        if k < n - 1:
-            bufs.append(Buffer(act, F, 2 * n - 2 - k, KIND_ACTIVATION, [k + 1, 2 * n - 2 - k]))
-            if k > 0:
-                bufs.append(Buffer(act, B, B + 1, KIND_INPUT_GRAD, [B + 1]))
-        saved = 0
-        if 1 <= k <= layers:
-            saved = 16 * act + micro_batch * heads * seq * seq * bytes_per
-        elif k == layers + 2:
-            saved = tok * V * 4
-        if saved:
-            bufs.append(Buffer(saved, F, B, KIND_ACTIVATION, [B]))
-        if params[k]:
-            bufs.append(Buffer(params[k], B, 2 * n + 1, KIND_GRAD, [2 * n]))
-    return _finish("gpt2-medium-like", nodes, bufs, input_bytes=tok * 8 * 2, opt_transient=params[1] * 2,
-                   batch_size=micro_batch, ws_fwd=[act * 2] * n, ws_bwd=[act * 4] * n, bwd_dominates=True)
+    """:func:`simulator.gpt2_like_graph` with GPT-2-medium's width and depth."""
+    return gpt2_like_graph(micro_batch, seq, bytes_per=bytes_per, d=d, layers=layers, name="gpt2-medium-like")
 
 
 class CachedGraphs:
@@ -88,7 +55,7 @@ def bench_plan(repeats: int, global_batch: int, seq: int, processes: int, refere
     out = [f"graph: synthetic GPT-2-medium-like ({ctx.n} nodes, seq {seq}); cluster: {cl.name} "
            f"({cl.num_devices} × {cl.device.memory_bytes / 2**30:.0f} GiB); global batch {global_batch}; "
            f"{os.cpu_count()} CPU cores", ""]
-    configs = [("1 chain (default budget)", dict(chains=1, processes=1))]
+    configs = [("1 chain (default iterations per chain)", dict(chains=1, processes=1))]
     if processes > 1:
         configs.append((f"2 chains, {processes} processes", dict(chains=2, processes=processes)))
     res = None

@@ -113,11 +113,13 @@ def random_graph(n: int, seed: int = 0, *, max_bytes: int = 64 << 20, skip_prob:
                    ws_fwd=ws_f, ws_bwd=ws_b, bwd_dominates=bwd_dominates)
 
 
-def gpt2_like_graph(micro_batch: int = 8, seq: int = 1024, *, bytes_per: int = 2) -> TaskGraph:
-    """15 nodes shaped like GPT-2 small (embedding, 12 blocks, final norm, LM head + loss)
-    at a micro-batch of ``micro_batch`` × ``seq`` tokens, bf16 activations, fp32 state,
-    with V100-ish times. Figures are approximate, for benchmarking the simulator."""
-    d, V, L = 768, 50257, 12
+def gpt2_like_graph(micro_batch: int = 8, seq: int = 1024, *, bytes_per: int = 2, d: int = 768,
+                    layers: int = 12, name: str = "gpt2-like") -> TaskGraph:
+    """``layers + 3`` nodes shaped like GPT-2 (embedding, blocks of width ``d``, final norm, LM head
+    + loss; small by default, ``d=1024, layers=24`` for medium) at a micro-batch of ``micro_batch``
+    × ``seq`` tokens, bf16 activations, fp32 state, with V100-ish times. Figures are approximate,
+    for benchmarking the simulator and the search."""
+    V, L = 50257, layers
     tok = micro_batch * seq
     act = tok * d * bytes_per
     n = L + 3
@@ -141,13 +143,13 @@ def gpt2_like_graph(micro_batch: int = 8, seq: int = 1024, *, bytes_per: int = 2
                 bufs.append(Buffer(act, B, B + 1, KIND_INPUT_GRAD, [B + 1]))
         saved = 0
         if 1 <= k <= L:
-            saved = 16 * act + micro_batch * 12 * seq * seq * bytes_per  # attention probs etc.
+            saved = 16 * act + micro_batch * (d // 64) * seq * seq * bytes_per  # attention probs etc.
         elif k == L + 2:
             saved = tok * V * 4  # logits
         if saved:
             bufs.append(Buffer(saved, F, B, KIND_ACTIVATION, [B]))
         if params[k]:
             bufs.append(Buffer(params[k], B, 2 * n + 1, KIND_GRAD, [2 * n]))
-    g = _finish("gpt2-like", nodes, bufs, input_bytes=tok * 8 * 2, opt_transient=params[1] * 2,
+    g = _finish(name, nodes, bufs, input_bytes=tok * 8 * 2, opt_transient=params[1] * 2,
                 batch_size=micro_batch, ws_fwd=[act * 2] * n, ws_bwd=[act * 4] * n, bwd_dominates=True)
     return g

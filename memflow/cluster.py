@@ -123,7 +123,8 @@ IB_HDR = Link(23e9, 5e-6)
 IB_NDR = Link(46e9, 5e-6)
 #: 25 Gbit/s Ethernet (TCP): ~2.8 GB/s effective, ~30 us. Default inter-machine link.
 ETH_25G = Link(2.8e9, 30e-6)
-#: gloo over loopback between local processes: approximate (not measured), 2 GB/s, 50 us.
+#: gloo over loopback between local processes, approximate (2 GB/s, 50 us): the fallback when
+#: :func:`memflow.linkprobe.measured_gloo_link` cannot measure this host.
 GLOO_LOOPBACK = Link(2e9, 50e-6)
 
 # Default device<->device link inside one machine for Cluster.for_gpus.
@@ -387,8 +388,9 @@ class Cluster:
 
         ``gpu_type="cpu"`` gives ``cpu-n``: ``n`` local processes with the
         measured cpu device, device memory = host memory / n (unless
-        ``memory``), gloo over loopback between them (approximate: 2 GB/s,
-        50 us, not measured), and a host link at the measured memcpy rate.
+        ``memory``), gloo over loopback between them (α–β measured by
+        :mod:`memflow.linkprobe`, cached), and a host link at the measured
+        memcpy rate.
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"number of devices must be an int ≥ 1, got {n!r}")
@@ -397,17 +399,23 @@ class Cluster:
             host_mem = device.memory_bytes
             dev_mem = memory if memory is not None else max(1, host_mem // n)
             device = device.with_memory(dev_mem)
+            if n > 1:
+                from .linkprobe import measured_gloo_link
+
+                gloo = measured_gloo_link()
+            else:
+                gloo = GLOO_LOOPBACK  # never used: one process talks to no one
             return cls(
                 name=f"cpu-{n}",
                 num_nodes=1,
                 devices_per_node=n,
                 device=device,
-                intra_link=GLOO_LOOPBACK,
-                inter_link=GLOO_LOOPBACK,
+                intra_link=gloo,
+                inter_link=gloo,
                 host_link=Link(device.host_link_bandwidth, 1e-6),  # a memcpy in the same memory
                 host_link_shared=True,  # all processes share the one memory bus
                 host_memory_bytes=host_mem,
-                description=f"{n} local process(es) on this host, gloo over loopback (link figures approximate)",
+                description=f"{n} local process(es) on this host, gloo over loopback (measured)",
             )
         device = load_device(gpu_type)
         if memory is not None:

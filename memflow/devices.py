@@ -21,7 +21,6 @@ import platform
 import re
 import socket
 import statistics
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any, Mapping
 import yaml
 
 from memflow.errors import ConfigError
+from memflow.fileio import atomic_write_text
 from memflow.units import (
     format_bandwidth,
     format_bytes,
@@ -406,18 +406,7 @@ def _cached_cpu_measurement(*, remeasure: bool = False) -> DeviceSpec:
     spec = measure_cpu()
     payload = {"format": _CACHE_FORMAT, "key": key, "measured_at": time.time(), "spec": spec.to_dict()}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(payload, f, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write_text(path, json.dumps(payload, indent=1))
     except OSError as e:
         warnings.warn(f"could not write CPU measurement cache {path}: {e}", stacklevel=3)
     return spec

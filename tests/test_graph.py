@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -146,7 +147,14 @@ def test_cache_corrupt_entry_is_recomputed_with_warning(tmp_path):
     with pytest.warns(UserWarning, match="unreadable"):
         g3 = cache.get_or_compute("k", compute)
     assert len(calls) == 2 and g3.content_hash() == g.content_hash()
-    assert not list(tmp_path.glob(".tmp-*"))  # atomic writes leave no temp files
+    assert [p.name for p in tmp_path.iterdir()] == ["k.json"]  # atomic writes leave no temp files
+    blob = json.loads((tmp_path / "k.json").read_text())
+    blob["version"] = -1  # written by another version: recomputed without a warning
+    (tmp_path / "k.json").write_text(json.dumps(blob))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cache.get_or_compute("k", compute)
+    assert len(calls) == 3
 
 
 def test_roofline_orders_devices():

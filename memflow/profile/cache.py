@@ -1,23 +1,23 @@
 """An on-disk cache of profiled task graphs, keyed by fingerprint and device.
 
 Entries are JSON files written atomically (temp file + ``os.replace``). A
-corrupt or stale entry (wrong format version, different key) is recomputed
-with a warning, never a crash.
+corrupt entry (or one under a different key) is recomputed with a warning,
+never a crash; one written by another format version is recomputed silently.
 """
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Callable
 
+from ..fileio import atomic_write_text
 from ..graph.record import TaskGraph
 
 __all__ = ["ProfileCache", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: per-node batch-input reads
 
 
 def _default_dir() -> Path:
@@ -38,7 +38,9 @@ class ProfileCache:
             return None
         try:
             blob = json.loads(path.read_text())
-            if blob.get("version") != FORMAT_VERSION or blob.get("key") != key:
+            if blob.get("version") != FORMAT_VERSION:
+                return None  # written by another version of MemFlow: recomputed silently
+            if blob.get("key") != key:
                 raise ValueError("stale entry")
             return TaskGraph.from_dict(blob["graph"])
         except Exception as e:  # noqa: BLE001 - any damage means recompute
@@ -47,16 +49,8 @@ class ProfileCache:
             return None
 
     def put(self, key: str, graph: TaskGraph) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        blob = json.dumps({"version": FORMAT_VERSION, "key": key, "graph": graph.to_dict()})
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(blob)
-            os.replace(tmp, self._path(key))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(self._path(key), json.dumps({"version": FORMAT_VERSION, "key": key,
+                                                       "graph": graph.to_dict()}))
 
     def get_or_compute(self, key: str, compute: Callable[[], TaskGraph]) -> TaskGraph:
         g = self.get(key)

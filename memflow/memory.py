@@ -76,6 +76,8 @@ class LiveBytes(TorchDispatchMode):
         self.cap_bytes = cap_bytes
         self.record = record
         self.describe = describe
+        self.locate: Callable[[], str] | None = None  # where the program is (for peak_at)
+        self.peak_at = ""
         self.live = 0
         self.peak = 0
         self.phase = 0
@@ -93,6 +95,7 @@ class LiveBytes(TorchDispatchMode):
 
     def reset_peak(self) -> None:
         self.peak = self.live
+        self.peak_at = self.locate() if self.locate is not None else ""
         self.phase_peak = {self.phase: self.live}
         self.host_peak = self.host_live
 
@@ -160,6 +163,8 @@ class LiveBytes(TorchDispatchMode):
         self.live += nbytes
         if self.live > self.peak:
             self.peak = self.live
+            if self.locate is not None:  # where the peak was reached (reported beside it)
+                self.peak_at = self.locate()
         if self.live > self.phase_peak.get(self.phase, 0):
             self.phase_peak[self.phase] = self.live
 

@@ -104,10 +104,24 @@ class Simulator:
             L.G = sum(L.grad_bytes)
             L.O = sum(L.opt_bytes)
             L.buckets = self._bucket_plan(L)
+            L.opt_s = self._opt_time(L)
+            L.input_bytes = self.graph.stage_input_bytes(a, b)
+            L.n_tensors = sum(len(nd.param_names) for nd in self.graph.nodes[a:b])
             # the executor prefetches a swapped node's tensors one node ahead on a GPU (side stream);
             # on the CPU it copies each back when the backward asks for it
             L.prefetch_ahead = self.cluster.device.kind != "cpu"
         return L
+
+    def _opt_time(self, L: StageLayout) -> float:
+        """Seconds of the stage's (unsharded, on-device) optimizer step: the profiled step's time in
+        proportion to the stage's share of the model state (measured on CPU, roofline on a named GPU),
+        or, for a graph without one, its state bytes at the device's memory bandwidth."""
+        g = self.graph
+        state = L.P + L.G + L.O
+        if g.opt_time_s > 0:
+            total = sum(nd.param_bytes + nd.grad_bytes + nd.optimizer_bytes for nd in g.nodes)
+            return g.opt_time_s * state / total if total else 0.0
+        return state / self.mem_bw
 
     def _bucket_plan(self, L: StageLayout) -> list:
         """Gradient buckets in backward order: (local node whose backward completes it, bytes)."""
@@ -197,7 +211,7 @@ class Simulator:
                 return ev
         a, b, acts, shard, ohost, dp, bw = key
         ev = eval_stage(
-            self.layout(a, b), acts, dp=dp, shard=shard, opt_host=ohost, input_bytes=self.graph.input_bytes,
+            self.layout(a, b), acts, dp=dp, shard=shard, opt_host=ohost, input_bytes=self.layout(a, b).input_bytes,
             opt_trans=self._opt_trans(a, b), host_bw=bw, host_lat=self.host_link.latency, detail=detail,
         )
         self.stats["stage_evals"] += 1
@@ -355,7 +369,9 @@ class Simulator:
             for s, (a, b) in enumerate(ranges):
                 if st.shard_state[s]:
                     bw, lat = self._ring(s, dp)
-                    ag[s] = (dp - 1) / dp * layouts[(a, b)].P / bw + (dp - 1) * lat
+                    # ZeroRedundancyOptimizer broadcasts each parameter tensor from its owner
+                    L = layouts[(a, b)]
+                    ag[s] = (dp - 1) / dp * L.P / bw + max(L.n_tensors, dp - 1) * lat
         if detail:
             end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready, record=True)
         else:  # the schedule's timing depends only on these numbers: memoise it across moves
@@ -371,7 +387,6 @@ class Simulator:
         opt_s = []
         buckets_rec = [] if detail else None
         hl = self.host_link
-        mem_bw = self.mem_bw
         for s in range(pp):
             L = layouts[ranges[s]]
             ev = evals[s]
@@ -399,7 +414,7 @@ class Simulator:
                 hbw = stg.bw[s]
                 o = (G / hbw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / hbw + hl.latency)
             else:
-                o = (P + G + O) / mem_bw
+                o = L.opt_s / dp if shard else L.opt_s
             opt_s.append(o)
             e = t_ar
             hfloor = m * ev.host_s
@@ -427,7 +442,7 @@ class Simulator:
             ms = b - a
             k = ks[s]
             peak, which = self._stage_peak(ev, k, m, want_arg=True)
-            inp = self.graph.input_bytes if (a == 0 or b == self.n) else 0
+            inp = self.graph.stage_input_bytes(a, b)
             # ---- breakdown at the peak
             if which == "OPT":
                 ph, others, stepv = 2 * ms, 0, ev.step[2 * ms]

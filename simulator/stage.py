@@ -149,6 +149,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             if (2 * n - 1 - pa) in uses and any(pa < u < n for u in uses):
                 redo_out[pa - a] += int(buf.nbytes)
 
+    sent_fwd = 0  # bytes this stage sends forward per micro-batch
     for buf in graph.buffers:
         nb = int(buf.nbytes)
         if nb <= 0:
@@ -197,9 +198,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 lf, extra = lf_native, False
             else:
                 need = max([la] + use_nodes_local)
-                if sends:
-                    need = max(need, m - 1 if fwd_alloc else 2 * m - 1)
-                lf, extra = need, need > la
+                if fwd_alloc and use_remote_after and need <= m - 1:
+                    lf, extra = m, False  # sent forward: held until its gradients come back
+                    sent_fwd += nb
+                else:
+                    if sends:
+                        need = max(need, m - 1 if fwd_alloc else 2 * m - 1)
+                    lf, extra = need, need > la
             step = grad or lf >= 2 * m
             xnode = owner - a if (fwd_alloc and not step and pf == 2 * n - 1 - owner) else -1
             add(nb, la, lf, extra, step, grad, False, xnode, fusers_t)
@@ -211,8 +216,10 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 continue
             la, late = -1, False
             need = max([la] + use_nodes_local)
-            if relay:
-                need = max(need, m - 1)
+            if relay and need <= m - 1:
+                add(nb, la, m, False, False, grad, False, -1, fusers_t)  # relayed: held like a sent value
+                sent_fwd += nb
+                continue
         elif (not fwd_alloc) and owner >= b:
             relay = use_remote_before
             if not use_nodes_local and not relay:
@@ -237,6 +244,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     for x, nd in enumerate(nodes):
         trans[x] = int(nd.fwd_transient_bytes)
         trans[2 * m - 1 - x] = int(nd.bwd_transient_bytes)
+    # a micro-batch's sent values are released once its gradients have been received, just before
+    # its backward starts: at that moment they are live beside the received gradients
+    trans[m] = max(trans[m], sent_fwd)
     keys = list(groups)
     x_bytes = [0] * m
     for key in keys:
@@ -272,17 +282,21 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
 def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
                input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
                detail: bool = False) -> StageEval:
-    """Apply per-node actions and the stage's options to a layout.
+    """Apply per-node actions and the stage's options to a layout (``input_bytes``: the batch
+    inputs the stage's nodes read, per micro-batch).
 
     The fast path (``detail=False``) starts from the layout's precomputed
     all-keep liveness and corrects only the buffer groups the non-keep nodes
     touch; ``detail=True`` walks every group (and also returns the curves).
     Both give the same figures (tested)."""
     if detail:
-        return _eval_stage_full(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
-                                opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat, detail=detail)
-    return _eval_stage_fast(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
-                            opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat)
+        ev = _eval_stage_full(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
+                              opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat, detail=detail)
+    else:
+        ev = _eval_stage_fast(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
+                              opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat)
+    ev.R += input_bytes  # every in-flight micro-batch holds its own inputs (one copy is in base)
+    return ev
 
 
 def _prepare(L: StageLayout) -> None:
@@ -535,7 +549,7 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         opt = -(-opt // dp)  # ZeRO-1: only the optimizer state is sharded
     if opt_host:
         opt = 0
-    base = params + opt + (input_bytes if (L.first or L.last) else 0)
+    base = params + opt + input_bytes
     return StageEval(
         fwd_s=fwd_s, bwd_s=bwd_s + stall, bwd_compute_s=bwd_s, stall_s=stall, bwd_node_end=node_end,
         host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt, R=R,
@@ -726,7 +740,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         opt = -(-opt // dp)
     if opt_host:
         opt = 0
-    base = params + opt + (input_bytes if (L.first or L.last) else 0)
+    base = params + opt + input_bytes
     ev = StageEval(
         fwd_s=fwd_s, bwd_s=bwd_s, bwd_compute_s=bwd_compute, stall_s=stall, bwd_node_end=node_end,
         host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt, R=R,

@@ -95,14 +95,15 @@ def test_two_stage_1f1b_by_hand():
     opt = (P + P + 2 * P) / 1e6  # params + grads + Adam state over memory bandwidth
     assert r.pipeline_time_s == pytest.approx(15 * MS + 4 * c)
     assert r.step_time_s == pytest.approx(15 * MS + 4 * c + opt)
-    # stage 0 holds min(m, pp - s) = 2 micro-batches: one other micro-batch's s0 (S bytes)
-    assert r.breakdown[0]["inflight_microbatches"] == S
+    # stage 0 holds min(m, pp - s) = 2 micro-batches: the other one's s0 (S bytes) and its sent
+    # output (A bytes: a sent value is held until its gradient comes back, as the executor does)
+    assert r.breakdown[0]["inflight_microbatches"] == S + A
     assert r.breakdown[1]["inflight_microbatches"] == 0
     # stage 0's peak: a later backward with the other micro-batch in flight and g0 alive
-    assert r.peak_bytes[0] == (P + 2 * P) + S + (A + S + P) + P
+    assert r.peak_bytes[0] == (P + 2 * P) + (S + A) + (A + S + P) + P
     # GPipe holds all 4
     r = simulate(g, st.copy(schedule="gpipe"), cl)
-    assert r.breakdown[0]["inflight_microbatches"] == 3 * S
+    assert r.breakdown[0]["inflight_microbatches"] == 3 * (S + A)
 
 
 def test_data_parallel_allreduce_alpha_beta():
@@ -179,3 +180,34 @@ def test_exports(tmp_path):
     pytest.importorskip("matplotlib")
     r.plot_memory(str(tmp_path / "m.png"))
     assert (tmp_path / "m.png").stat().st_size > 1000
+
+
+def test_optimizer_time_is_the_profiled_step_split_by_state():
+    # a graph with a profiled optimizer step: each stage steps its share of the model state
+    g = toy(4)
+    g.opt_time_s = 8 * MS
+    cl = make_cluster(2)
+    one = simulate(g, Strategy.single(4), make_cluster(1))
+    assert one.step_time_s == pytest.approx(4 * 1 * MS + 4 * 2 * MS + 8 * MS)
+    two = simulate(g, Strategy.from_boundaries(4, [2], dp=1), make_cluster(2))
+    assert two.step_time_s == pytest.approx(one.step_time_s - 4 * MS, rel=1e-3)  # each stage: half of 8 ms
+    # ZeRO-1 on dp 2: each rank steps half of the state (the parameter broadcast costs ~0 here)
+    dp = simulate(g, Strategy(2, 1, [0] * 4, ["keep"] * 4, shard_state=[True]), cl)
+    plain = simulate(g, Strategy(2, 1, [0] * 4, ["keep"] * 4), cl)
+    assert plain.step_time_s - dp.step_time_s == pytest.approx(4 * MS, rel=1e-3)
+    # without a profiled step: state bytes over the device's memory bandwidth
+    g.opt_time_s = 0.0
+    bare = simulate(g, Strategy.single(4), make_cluster(mem_bw=1e6))
+    assert bare.step_time_s == pytest.approx(12 * MS + 4 * (P + P + 2 * P) / 1e6)
+
+
+def test_pipeline_stage_holds_only_the_inputs_its_nodes_read():
+    g = toy(2, input_bytes=64)
+    g.inputs = {"x": 40, "y": 24}
+    g.nodes[0].read_inputs, g.nodes[1].read_inputs = ["x"], ["y"]
+    assert g.stage_input_bytes(0, 2) == 64 and g.stage_input_bytes(0, 1) == 40 and g.stage_input_bytes(1, 2) == 24
+    st = Strategy.from_boundaries(2, [1], dp=1, microbatches=4, schedule="gpipe")
+    base = toy(2)
+    r, r0 = simulate(g, st, make_cluster(2)), simulate(base, st, make_cluster(2))
+    # GPipe: all 4 micro-batches in flight, each holding its own inputs until its backward
+    assert [p - q for p, q in zip(r.peak_bytes, r0.peak_bytes)] == [4 * 40, 4 * 24]

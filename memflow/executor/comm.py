@@ -83,6 +83,15 @@ class StageLink:
         """Forget sends that have completed (their buffers may be freed)."""
         self.pending = [(w, t) for w, t in self.pending if not w.is_completed()]
 
+    def wait_pending(self) -> None:
+        """Complete the gradient sends of the previous backward and drop their buffers. Called
+        before the next pass allocates anything, so a sent gradient lives no longer than its
+        backward (gloo reports a send complete only once waited on). It cannot deadlock: the
+        peer posts that receive without waiting for anything more from this rank."""
+        for w, _ in self.pending:
+            w.wait()
+        self.pending.clear()
+
     def wait_all(self) -> None:
         for w, _ in self.pending + [x for mb in self.sent_fwd for x in mb]:
             w.wait()

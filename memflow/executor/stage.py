@@ -109,6 +109,8 @@ class Stage:
                 for t in self.tensors:
                     t.data = t.data.to(device)
         self.attr_env = {a: program.attr_value(a) for a in self.attr_names}
+        read = {a for k in range(self.lo, self.hi) for a in program.calls[k].arg_names}
+        self.reads_input = [p in read for p in program.placeholders]  # batch inputs this stage reads
 
         # ---- groups (every rank creates all of them, in the same order)
         self.dp_group, shared_groups, _ = build_groups(program, stage_of, dp, pp, rank, timeout)
@@ -143,6 +145,9 @@ class Stage:
     # ------------------------------------------------------------ passes
     def forward(self, i: int, inputs: list[torch.Tensor]) -> None:
         prog = self.program
+        self.current["mb"] = i
+        if self.prev is not None:
+            self.prev.wait_pending()
         env: dict[str, Any] = dict(zip(prog.placeholders, inputs))
         env.update(self.attr_env)
         if self.prev is not None:
@@ -166,6 +171,9 @@ class Stage:
 
     def backward(self, i: int) -> None:
         prog = self.program
+        self.current["mb"] = i
+        if self.prev is not None:
+            self.prev.wait_pending()
         sts, loss = self.states.pop(i)
         grads: dict[str, torch.Tensor] = {}
         if self.last:
@@ -189,7 +197,7 @@ class Stage:
 
     def finish_grads(self) -> None:
         """Wait for sends, average dp grads, sum tied-weight replicas."""
-        self.current.update(phase="gradient sync", node=None)
+        self.current.update(phase="gradient sync", node=None, mb=None)
         for link in (self.prev, self.next):
             if link is not None:
                 link.wait_all()

@@ -46,20 +46,24 @@ def _check_names(expected: list[str], got: list[str], model_file: str) -> None:
     )
 
 
-def _shard_batch(flat: list[torch.Tensor], batch: int, dp: int, dp_rank: int, m: int,
-                 device: torch.device) -> list[list[torch.Tensor]]:
-    """Rows of this dp rank, split into ``m`` micro-batches (per micro-batch: placeholder list)."""
+def _shard_batch(flat: list[torch.Tensor], batch: int, dp: int, dp_rank: int, m: int) -> list[list[torch.Tensor]]:
+    """Rows of this dp rank, split into ``m`` micro-batches (per micro-batch: placeholder list), in
+    host memory; :func:`_to_device` moves one micro-batch to the device when its forward starts."""
     per = batch // dp
     shards = []
     for t in flat:
         if t.dim() > 0 and t.shape[0] == batch:
-            s = t[dp_rank * per:(dp_rank + 1) * per]
-            shards.append(list(s.to(device, copy=True).chunk(m)) if device.type != "cpu"
-                          else list(s.clone().chunk(m)))
+            shards.append([c.clone() for c in t[dp_rank * per:(dp_rank + 1) * per].chunk(m)])
         else:  # not batched: every micro-batch reads it whole
-            c = t.to(device, copy=True) if device.type != "cpu" else t.clone()
-            shards.append([c] * m)
+            shards.append([t] * m)
     return [[sh[i] for sh in shards] for i in range(m)]
+
+
+def _to_device(inputs: list[torch.Tensor], device: torch.device, wanted: list[bool]) -> list[Any]:
+    """The inputs of one micro-batch that the stage reads, in device memory (on CPU: a copy the
+    live-bytes counter accounts). Nothing else holds them, so they live while the forward or
+    autograd needs them: each in-flight micro-batch holds its own, as the simulator counts."""
+    return [t.to(device, copy=True) if w else None for t, w in zip(inputs, wanted)]
 
 
 def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[str, Any] | None:
@@ -90,14 +94,18 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
     preds = cfg.predicted.get("peak_bytes") or []
     pred_peak = preds[rank] if rank < len(preds) else None
 
-    def describe() -> str:
+    def where() -> str:
         cur = stage.current
-        node = cur.get("node")
-        where = f"{cur['phase']}" + (f" of node {node} ({captured.names[node]})" if node is not None else "")
+        node, mb = cur.get("node"), cur.get("mb")
+        return (f"{cur['phase']}" + (f" of node {node} ({captured.names[node]})" if node is not None else "")
+                + (f", micro-batch {mb}" if mb is not None else ""))
+
+    def describe() -> str:
         pred = f"predicted peak {pred_peak} bytes" if pred_peak is not None else "no predicted peak"
-        return f"rank {rank} (stage {stage.stage}, dp rank {stage.dp_rank}), {where}, {pred}"
+        return f"rank {rank} (stage {stage.stage}, dp rank {stage.dp_rank}), {where()}, {pred}"
 
     live = LiveBytes(cap_bytes=cfg.capacity_bytes, describe=describe)
+    live.locate = where
     stage.attach_memory(live)
     opt.live = live
 
@@ -114,6 +122,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
 
     sched = stage_schedule(strat.schedule, stage.stage, strat.pp, strat.microbatches)
     times: list[float] = []
+    parts: dict[str, list[float]] = {k: [] for k in ("forward", "backward", "grad_sync", "optimizer")}
     step_losses: list[float] = []
     for t in range(start, cfg.steps):
         if cfg.fail_rank == rank and cfg.fail_step == t:
@@ -121,35 +130,44 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
         if t - start == cfg.warmup:
             live.reset_peak()
         with live:
-            stage.current.update(phase="data", node=None)
+            stage.current.update(phase="data", node=None, mb=None)
             with live.host():
                 torch.manual_seed(cfg.seed + 1000 + t)
                 flat, _ = flatten(spec.batch(cfg.batch_size))
-            mbs = _shard_batch(flat, cfg.batch_size, strat.dp, stage.dp_rank, strat.microbatches, device)
+                mbs = _shard_batch(flat, cfg.batch_size, strat.dp, stage.dp_rank, strat.microbatches)
             del flat
         dist.barrier()  # the step's clock starts together on every rank, after data loading
         t0 = time.perf_counter()
+        spent = dict.fromkeys(parts, 0.0)  # wall time per part of the step (CUDA: host-side launch time)
         with live:
             opt.zero_grad()
             stage.losses.clear()
             for act, i in sched:
+                ta = time.perf_counter()
                 if act == FORWARD:
-                    stage.forward(i, mbs[i])
+                    stage.forward(i, _to_device(mbs[i], device, stage.reads_input))
+                    spent["forward"] += time.perf_counter() - ta
                 else:
                     if i == strat.microbatches - 1:
                         stage.sync.start_last_microbatch()
                     stage.backward(i)
                     mbs[i] = None
+                    spent["backward"] += time.perf_counter() - ta
+            ta = time.perf_counter()
             stage.finish_grads()
-            stage.current.update(phase="optimizer step", node=None)
+            tb = time.perf_counter()
+            stage.current.update(phase="optimizer step", node=None, mb=None)
             opt.step()
             if cuda:  # pragma: no cover
                 torch.cuda.synchronize()
+            spent["grad_sync"], spent["optimizer"] = tb - ta, time.perf_counter() - tb
             if stage.last:
                 step_losses.append(float(torch.stack(stage.losses).mean()))
             stage.losses.clear()
             del mbs
         times.append(time.perf_counter() - t0)
+        for k, v in spent.items():
+            parts[k].append(v)
         done = t + 1
         if cfg.checkpoint_dir and cfg.checkpoint_every and done % cfg.checkpoint_every == 0:
             save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors())
@@ -160,10 +178,11 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
         pred_time = pred_time[rank] if rank < len(pred_time) else None
     rec = dict(
         rank=rank, stage=stage.stage, dp_rank=stage.dp_rank, nodes=[stage.lo, stage.hi],
-        measured_peak_bytes=int(live.peak), host_peak_bytes=int(live.host_peak),
+        measured_peak_bytes=int(live.peak), peak_at=live.peak_at, host_peak_bytes=int(live.host_peak),
         predicted_peak_bytes=pred_peak,
         measured_step_time_s=statistics.median(timed) if timed else None,
         predicted_step_time_s=pred_time, step_times_s=times, losses=step_losses,
+        measured_parts_s={k: statistics.median(v[cfg.warmup:] or v) for k, v in parts.items() if v},
     )
     recs: list[Any] = [None] * world
     dist.all_gather_object(recs, rec)

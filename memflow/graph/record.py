@@ -63,6 +63,7 @@ class Node:
     op_count: int = 0
     param_names: list[str] = field(default_factory=list)  # parameters and buffers it owns
     read_params: list[str] = field(default_factory=list)  # every parameter/buffer it reads (owned or shared)
+    read_inputs: list[str] = field(default_factory=list)  # the batch's inputs (placeholders) it reads
     param_count: int = 0
     param_bytes: int = 0
     grad_bytes: int = 0
@@ -106,6 +107,7 @@ class TaskGraph:
     opt_transient_bytes: int = 0  # optimizer phase peak above the carried bytes
     opt_time_s: float = 0.0
     input_bytes: int = 0  # bytes of the batch itself (lives the whole step)
+    inputs: dict[str, int] = field(default_factory=dict)  # the batch's placeholders -> bytes
     fingerprint: str = ""
     # parameter/buffer name -> [bytes, grad bytes, optimizer-state bytes, owner node]
     params: dict[str, list[int]] = field(default_factory=dict)
@@ -221,6 +223,14 @@ class TaskGraph:
         d["nodes"] = [Node(**x) for x in d["nodes"]]
         d["buffers"] = [Buffer(**x) for x in d["buffers"]]
         return cls(**d)
+
+    def stage_input_bytes(self, a: int, b: int) -> int:
+        """Bytes of the batch inputs that nodes ``a .. b-1`` read (a pipeline stage holds only those);
+        a graph without per-node input reads: the whole batch on the first and last stage."""
+        if not self.inputs:
+            return self.input_bytes if (a == 0 or b == self.n) else 0
+        names = {x for nd in self.nodes[a:b] for x in nd.read_inputs}
+        return sum(self.inputs.get(x, 0) for x in names)
 
     def content_hash(self) -> str:
         blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()

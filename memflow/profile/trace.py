@@ -176,6 +176,8 @@ def trace_step(
 
     states, param_table, _ = node_state(program, optimizer)
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in _storages(t)}.values())
+    input_of = {name: sum(s.nbytes() for s in _storages(t)) for name, t in zip(program.placeholders, inputs)
+                if isinstance(t, torch.Tensor)}
     nodes = []
     for k in range(n):
         fp, bp = k, 2 * n - 1 - k
@@ -187,12 +189,13 @@ def trace_step(
             fwd_bytes_accessed=cost.bytes.get(fp, 0.0), bwd_bytes_accessed=cost.bytes.get(bp, 0.0),
             out_bytes=out_b, saved_bytes=saved,
             fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
+            read_inputs=[x for x in program.calls[k].arg_names if x in input_of],
             **states[k],
         ))
     graph = TaskGraph(
         model_name=model_name, batch_size=batch_size, dtype=dtype, nodes=nodes, buffers=buffers,
         optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
-        params=param_table,
+        inputs=input_of, params=param_table,
     )
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes

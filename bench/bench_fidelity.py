@@ -74,7 +74,8 @@ def run_case(model: str, env: dict, batch: int, kind: str, steps: int = 6) -> li
     ev = Simulator(g, cl).evaluate(st, detail=True)
     plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=batch, strategy=st, cluster=cl.to_dict(),
                 node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
-                predicted={"fits": True, "step_time_s": ev.step_time_s, "peak_bytes": [int(x) for x in ev.peak_bytes],
+                predicted={"fits": True, "step_time_s": ev.step_time_s, "rank_step_time_s": list(ev.end_s),
+                           "peak_bytes": [int(x) for x in ev.peak_bytes],
                            "capacity_bytes": [int(x) for x in ev.capacity_bytes]})
     res = run_plan_file(plan, steps=steps, check=False)
     for k in env:

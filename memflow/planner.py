@@ -216,6 +216,7 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
     predicted = {
         "fits": bool(sim.fits),
         "step_time_s": float(sim.step_time_s),
+        "rank_step_time_s": [float(x) for x in sim.end_s],  # when each rank's own step ends
         "peak_bytes": [int(x) for x in sim.peak_bytes],
         "capacity_bytes": [int(x) for x in sim.capacity_bytes],
         "binding": sim.binding,

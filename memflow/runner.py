@@ -41,7 +41,7 @@ def run_plan_file(plan: Plan, steps: int = 5, *, check: bool = True, force: bool
         seed=plan.seed if seed is None else seed, granularity=plan.granularity, node_names=list(plan.node_names),
         capacity_bytes=device_bytes,
         predicted={"peak_bytes": plan.predicted.get("peak_bytes", []),
-                   "step_time_s": plan.predicted.get("step_time_s")},
+                   "step_time_s": plan.predicted.get("rank_step_time_s") or plan.predicted.get("step_time_s")},
         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume, out_json=out_json,
         fail_rank=fail_rank, fail_step=fail_step,
     )

@@ -531,7 +531,7 @@ class Simulator:
             memory_curve=[curves_s[d // dp] for d in range(ndev)],
             busy=[dict(busy_s[d // dp]) for d in range(ndev)], binding=binding,
             host_bytes=host_machine or [0] * cl.num_nodes, host_capacity_bytes=cl.host_memory_bytes,
-            events=ev_dev, strategy=st, pipeline_time_s=max(end),
+            events=ev_dev, strategy=st, pipeline_time_s=max(end), end_s=[stage_end[d // dp] for d in range(ndev)],
             bubble_fraction=1.0 - sum(m * (e.fwd_s + e.bwd_compute_s) for e in evals) / (pp * max(end))
             if max(end) > 0 else 0.0,
         )

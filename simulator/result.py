@@ -50,6 +50,7 @@ class SimResult:
     host_bytes: list = field(default_factory=list)  # per machine
     host_capacity_bytes: int = 0
     pipeline_time_s: float = 0.0  # end of the last forward/backward op (before all-reduce / optimizer)
+    end_s: list = field(default_factory=list)  # per device: when its own step ends (the step is the max)
     bubble_fraction: float = 0.0  # 1 - compute busy in the pipeline / (pp × pipeline_time_s)
     events: list = field(default_factory=list)  # (device, stream, name, start, dur)
     strategy: Any = None

@@ -134,8 +134,8 @@ def trace_step(
         optimizer.zero_grad(set_to_none=True)
 
     step(optimize=not state_ready)  # warm-up: creates optimizer state
-    live = LiveBytes(record=True)
     cost = OpCost()
+    live = LiveBytes(record=True, after=cost.count)  # one dispatch mode counts both
     live.track(_state_tensors(program, optimizer) + list(inputs), kind="state")
     state_bytes = live.live
     grad_events = []
@@ -151,7 +151,7 @@ def trace_step(
         live.set_phase(p)
         cost.phase = p
 
-    with live, cost:
+    with live:
         step(on_phase)
         live.set_phase(2 * n + 1)
     grad_param = {}

@@ -124,7 +124,8 @@ class GraphSource:
             if self.progress:
                 self.progress(f"profiling {self.spec.name} at micro-batch sizes {todo} for {self.cluster.device.name}")
             self.graphs.update(profile_models(self.spec, todo, device=self.cluster.device, dtype=self.dtype,
-                                              granularity=self.granularity, cache=self.cache))
+                                              granularity=self.granularity, cache=self.cache,
+                                              processes=min(2, os.cpu_count() or 1)))
         return {b: self(b) for b in sizes}
 
     def _concurrent(self) -> bool:

@@ -122,11 +122,13 @@ def test_bf16_autocast_is_captured_and_smaller():
     assert _within(replay(g16).peak_bytes, real.peak_bytes, 0.03)
 
 
-@pytest.mark.parametrize("name,dtype", [("gpt2", "fp32"), ("resnet", "fp32"), ("lstm", "fp32"), ("gpt2", "bf16")])
-def test_capture_graphs_equal_one_capture_per_size(name, dtype, monkeypatch):
+@pytest.mark.parametrize("name,dtype,processes", [("gpt2", "fp32", 1), ("resnet", "fp32", 1), ("lstm", "fp32", 1),
+                                                   ("gpt2", "bf16", 1), ("gpt2", "fp32", 2), ("lstm", "fp32", 2)])
+def test_capture_graphs_equal_one_capture_per_size(name, dtype, processes, monkeypatch):
     """The planner's shortcut (one model, one symbolic-batch export for every size >= 2,
-    the optimizer state reused) gives exactly the graphs of one capture per size:
-    nodes, buffers (bytes, phases, uses, kinds), FLOPs, bytes moved, state, fingerprint."""
+    the optimizer state reused; with processes=2 the fixed-size export and half the sizes
+    in forked processes) gives exactly the graphs of one capture per size: nodes, buffers
+    (bytes, phases, uses, kinds), FLOPs, bytes moved, state, fingerprint."""
     import memflow.graph.build as build
 
     spec = load_model_file(ROOT / "examples" / f"{name}.py")
@@ -135,9 +137,14 @@ def test_capture_graphs_equal_one_capture_per_size(name, dtype, monkeypatch):
     def no_fallback(*a, **k):
         raise AssertionError("capture_graphs fell back to one capture per size")
 
+    started = []
+    start = build._Forked.start
     monkeypatch.setattr(build, "capture_graph", no_fallback)
-    together = capture_graphs(spec, sizes, dtype=dtype)
+    monkeypatch.setattr(build._Forked, "start", staticmethod(lambda fn: started.append(start(fn)) or started[-1]))
+    together = capture_graphs(spec, sizes, dtype=dtype, processes=processes)
     monkeypatch.undo()
+    if processes > 1 and sys.platform.startswith("linux"):
+        assert len(started) == 2 and all(started)  # the size-1 export, and size 2 of the symbolic program
     assert list(together) == sizes
     for b in sizes:
         alone = capture_graph(spec, b, dtype=dtype)

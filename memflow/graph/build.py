@@ -137,7 +137,7 @@ def _batch_dims(batches: dict[int, list]) -> list[bool] | None:
 
 
 def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granularity: str | int = "auto",
-                   seed: int = 0) -> dict[int, TaskGraph]:
+                   seed: int = 0, processes: int = 1) -> dict[int, TaskGraph]:
     """``{b: capture_graph(spec, b, dtype=dtype, granularity=granularity)}`` for every size, faster.
 
     The graphs are the same ones (fake mode, no times); what is shared is the work
@@ -151,58 +151,118 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
     steady-state steps either way; see :func:`memflow.profile.trace.trace_step`).
     Where the symbolic export or a trace through it fails, those sizes are
     captured one by one as before.
-    """
-    from ..model_file import flatten
-    from ..profile.trace import trace_step, unique_params
 
+    ``processes`` > 1 (and ``fork`` available): the fixed-size exports run in a
+    forked process beside the symbolic export, and the symbolic program's sizes
+    are shared with a second one forked after it (each process starts with a
+    full warm-up step). Results come back pickled; a process that fails has its
+    sizes captured here, one by one.
+    """
     sizes = list(dict.fromkeys(sizes))
     for b in sizes:
         if b < 1:
             raise CaptureError(f"batch size must be >= 1, got {b}")
     if len(sizes) < 2:
         return {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in sizes}
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    torch.manual_seed(seed)
-    with mode:
-        model = spec.build()
-        model.train()
-    rng = torch.get_rng_state()
-    made: dict[int, Any] = {}
-    batches: dict[int, list] = {}  # flat inputs
-    for b in sizes:
-        torch.set_rng_state(rng)  # each batch made as if right after the build, as capture_program does
-        with mode:
-            made[b] = spec.batch(b)
-        batches[b] = flatten(made[b])[0]
-
-    programs: list[tuple[Captured, StepProgram, list[int], bool]] = []  # (captured, program, sizes, symbolic)
+    shared = _SharedCapture(spec, sizes, dtype=dtype, granularity=granularity, seed=seed)
     general = [b for b in sizes if b >= 2]
-    dims = _batch_dims({b: batches[b] for b in general}) if len(general) >= 2 else None
-    if dims is not None:
-        b0 = max(general)
-        try:
-            with _autocast(dtype):
-                captured = split_step(spec, model, made[b0], granularity, batch_dims=dims)
-            program = StepProgram(captured.split)
-        except Exception:  # noqa: BLE001 - not exportable with a symbolic batch: one export per size
-            pass
-        else:
-            if captured.symbolic_batch:
-                programs.append((captured, program, general, True))
-    done = {b for _, _, bs, _ in programs for b in bs}
-    for b in sizes:
-        if b not in done:
-            with _autocast(dtype):
-                captured = split_step(spec, model, made[b], granularity)
-            programs.append((captured, StepProgram(captured.split), [b], False))
+    dims = _batch_dims({b: shared.batches[b] for b in general}) if len(general) >= 2 else None
+    symbolic = general if dims is not None else []
+    fixed = [b for b in sizes if b not in symbolic]
 
+    forked: list[tuple[list[int], _Forked | None]] = []
+    if processes > 1 and fixed and (symbolic or len(fixed) > 1):
+        theirs = fixed if symbolic else fixed[len(fixed) // 2:]
+        forked.append((theirs, _Forked.start(lambda t=theirs: shared.trace_fixed(t, None)[0])))
+        if forked[-1][1] is not None:
+            fixed = [b for b in fixed if b not in theirs]
+        else:
+            forked.pop()
     graphs: dict[int, TaskGraph] = {}
-    state = None  # the optimizer state after the first traced size (keyed by parameter)
-    for captured, program, bs, symbolic in programs:
-        for b in bs:
-            inputs = batches[b]
+    state = None
+    if symbolic:
+        prog = shared.symbolic_program(max(symbolic), dims)
+        if prog is None:  # not exportable with a symbolic batch: one export per size
+            fixed = [b for b in sizes if b in fixed or b in symbolic]
+        else:
+            mine = symbolic
+            if processes > 1 and len(symbolic) >= 2:
+                theirs = symbolic[(len(symbolic) + 1) // 2:]
+                h = _Forked.start(lambda t=theirs: shared.trace(prog, t, None)[0])
+                if h is not None:
+                    forked.append((theirs, h))
+                    mine = [b for b in symbolic if b not in theirs]
+            got, state = shared.trace(prog, mine, None)
+            if got is None:  # the symbolic program could not run: the model is left mid-step, so
+                # everything left here is captured one by one, each on a fresh model
+                got = {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed)
+                       for b in sizes if b in mine or b in fixed}
+                fixed = []
+            graphs.update(got)
+    graphs.update(shared.trace_fixed(fixed, state)[0])
+    for theirs, h in forked:
+        got = h.result()
+        if got is None:
+            got = {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in theirs}
+        graphs.update(got)
+    return {b: graphs[b] for b in sizes}
+
+
+class _SharedCapture:
+    """One fake model and its batches at several sizes; programs exported from it and traced."""
+
+    def __init__(self, spec: Any, sizes: list[int], *, dtype: str, granularity: Any, seed: int):
+        from ..model_file import flatten
+
+        self.spec, self.dtype, self.granularity = spec, dtype, granularity
+        self.mode = FakeTensorMode(allow_non_fake_inputs=True)
+        torch.manual_seed(seed)
+        with self.mode:
+            self.model = spec.build()
+            self.model.train()
+        rng = torch.get_rng_state()
+        self.made: dict[int, Any] = {}
+        self.batches: dict[int, list] = {}  # flat inputs
+        for b in sizes:
+            torch.set_rng_state(rng)  # each batch made as if right after the build, as capture_program does
+            with self.mode:
+                self.made[b] = spec.batch(b)
+            self.batches[b] = flatten(self.made[b])[0]
+
+    def symbolic_program(self, b: int, dims: list[bool]) -> tuple[Captured, StepProgram] | None:
+        """The step exported at size ``b`` with a symbolic batch dimension (None if torch cannot)."""
+        try:
+            with _autocast(self.dtype):
+                captured = split_step(self.spec, self.model, self.made[b], self.granularity, batch_dims=dims)
+            program = StepProgram(captured.split)
+        except Exception:  # noqa: BLE001
+            return None
+        return (captured, program) if captured.symbolic_batch else None
+
+    def trace_fixed(self, sizes: list[int], state: Any) -> tuple[dict[int, TaskGraph], Any]:
+        """Each size exported at that size and traced (errors as :func:`capture_graph` raises them)."""
+        graphs: dict[int, TaskGraph] = {}
+        for b in sizes:
+            with _autocast(self.dtype):
+                captured = split_step(self.spec, self.model, self.made[b], self.granularity)
+            got, state = self.trace((captured, StepProgram(captured.split)), [b], state, fixed=True)
+            graphs.update(got)
+        return graphs, state
+
+    def trace(self, prog: tuple[Captured, StepProgram], sizes: list[int], state: Any,
+              fixed: bool = False) -> tuple[dict[int, TaskGraph] | None, Any]:
+        """Trace ``prog`` at each size. ``state``: optimizer state (by parameter) from an earlier
+        traced size, or None (the first size's warm-up makes it). Returns (graphs, state); a
+        failure is raised on a fixed-size program and gives (None, None) on a symbolic one."""
+        from ..profile.trace import trace_step, unique_params
+
+        spec, dtype = self.spec, self.dtype
+        captured, program = prog
+        graphs: dict[int, TaskGraph] = {}
+        for b in sizes:
+            inputs = self.batches[b]
             try:
-                with mode:
+                with self.mode:
                     params = unique_params(captured.split)
                     opt = spec.make_optimizer(params)
                     if state is not None:
@@ -216,19 +276,57 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
             except MemflowError:
                 raise
             except Exception as e:  # noqa: BLE001
-                if symbolic:  # the symbolic program could not run this size: the old way for what is left
-                    for rest in sizes:
-                        if rest not in graphs:
-                            graphs[rest] = capture_graph(spec, rest, dtype=dtype, granularity=granularity, seed=seed)
-                    return {b: graphs[b] for b in sizes}
+                if not fixed:
+                    return None, None
                 first = (str(e).strip().splitlines() or [""])[0]
                 raise CaptureError(f"{spec.path}: tracing the training step failed: {type(e).__name__}: "
                                    f"{first[:300]}") from None
             state = opt.state
-            graph.fingerprint = fingerprint(model, dataclasses.replace(captured, flat_inputs=inputs), b, dtype,
-                                            granularity)
-            graph.meta["granularity"] = str(granularity)
+            graph.fingerprint = fingerprint(self.model, dataclasses.replace(captured, flat_inputs=inputs), b,
+                                            dtype, self.granularity)
+            graph.meta["granularity"] = str(self.granularity)
             graph.meta["memory_source"] = "fake"
             graph.meta["accounted_times"] = False
             graphs[b] = graph
-    return {b: graphs[b] for b in sizes}
+        return graphs, state
+
+
+class _Forked:
+    """``fn()`` run in a forked process; :meth:`result` is its (pickled) return value, or
+    None when it raised or died. :meth:`start` gives None where fork is unavailable."""
+
+    def __init__(self, proc, conn):
+        self.proc, self.conn = proc, conn
+
+    @staticmethod
+    def start(fn) -> "_Forked | None":
+        import multiprocessing as mp
+
+        try:
+            ctx = mp.get_context("fork")
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_forked_main, args=(fn, send), daemon=True)
+            proc.start()
+        except Exception:  # noqa: BLE001 - no fork here (or a daemonic process): the caller does the work
+            return None
+        send.close()
+        return _Forked(proc, recv)
+
+    def result(self) -> Any:
+        try:
+            ok, value = self.conn.recv()
+        except (EOFError, OSError):
+            ok, value = False, None
+        self.conn.close()
+        self.proc.join()
+        return value if ok else None
+
+
+def _forked_main(fn, conn) -> None:
+    try:
+        value = fn()
+    except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself
+        conn.send((False, None))
+    else:
+        conn.send((True, value))
+    conn.close()

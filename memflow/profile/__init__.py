@@ -70,13 +70,14 @@ def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cp
 
 def profile_models(spec: Any, batch_sizes: list[int], *, device: Any = "cpu", dtype: str = "fp32",
                    granularity: str | int = "auto", measure: bool | None = None,
-                   cache: ProfileCache | bool = True) -> dict[int, TaskGraph]:
+                   cache: ProfileCache | bool = True, processes: int = 1) -> dict[int, TaskGraph]:
     """``{b: profile_model(spec, b, ...)}`` for every size, with the same cache entries.
 
     Sizes that are not cached are captured together in fake mode
     (:func:`memflow.graph.build.capture_graphs`: one model, one symbolic-batch
-    export for every size >= 2) when costs are predicted; measured costs
-    (``cpu``) are profiled one size at a time as by :func:`profile_model`.
+    export for every size >= 2, in up to ``processes`` forked processes) when
+    costs are predicted; measured costs (``cpu``) are profiled one size at a
+    time as by :func:`profile_model`.
     """
     from ..devices import load_device
 
@@ -96,7 +97,7 @@ def profile_models(spec: Any, batch_sizes: list[int], *, device: Any = "cpu", dt
             out[b] = g
     todo = [b for b in sizes if b not in out]
     if todo:
-        for b, g in capture_graphs(spec, todo, dtype=dtype, granularity=granularity).items():
+        for b, g in capture_graphs(spec, todo, dtype=dtype, granularity=granularity, processes=processes).items():
             out[b] = predict_times(g, dev, dtype)
             if store and keys[b]:
                 store.put(keys[b], out[b])

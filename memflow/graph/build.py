@@ -293,15 +293,20 @@ class _SharedCapture:
 
 class _Forked:
     """``fn()`` run in a forked process; :meth:`result` is its (pickled) return value, or
-    None when it raised or died. :meth:`start` gives None where fork is unavailable."""
+    None when it raised, died or hung. :meth:`start` gives None where fork is unavailable."""
 
     def __init__(self, proc, conn):
-        self.proc, self.conn = proc, conn
+        import time
+
+        self.proc, self.conn, self.started = proc, conn, time.monotonic()
 
     @staticmethod
     def start(fn) -> "_Forked | None":
         import multiprocessing as mp
+        import sys
 
+        if not sys.platform.startswith("linux"):  # fork is only safe to rely on there
+            return None
         try:
             ctx = mp.get_context("fork")
             recv, send = ctx.Pipe(duplex=False)
@@ -313,11 +318,17 @@ class _Forked:
         return _Forked(proc, recv)
 
     def result(self) -> Any:
+        import time
+
+        # its work is about as long as what the caller did meanwhile; far longer means it hung
+        wait = max(120.0, 4 * (time.monotonic() - self.started))
         try:
-            ok, value = self.conn.recv()
+            ok, value = self.conn.recv() if self.conn.poll(wait) else (False, None)
         except (EOFError, OSError):
             ok, value = False, None
         self.conn.close()
+        if not ok and self.proc.is_alive():
+            self.proc.kill()
         self.proc.join()
         return value if ok else None
 

@@ -6,6 +6,8 @@ Graph: a synthetic GPT-2-medium-like graph (embedding, 24 blocks of width
 state, V100-ish times), built for every micro-batch size the search asks for.
 Cluster: 8 × V100-16GB over PCIe (``Cluster.for_gpus(8, "v100-16gb")``).
 Run: ``python -m bench search``; writes its section of BENCHMARKS.md.
+``python -m bench.bench_search real`` re-measures only the real GPT-2-medium
+``memflow.plan`` table (cold and warm, each in a fresh process, median of 3).
 """
 from __future__ import annotations
 
@@ -142,29 +144,77 @@ def bench_gap(seeds: int) -> list[str]:
     return out
 
 
-def bench_real_plan(quick: bool) -> list[str]:
-    """memflow.plan on the real GPT-2-medium example, 8 × V100: cold (profiling) and warm (cached)."""
+_REAL_PLAN = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import memflow
+t1 = time.perf_counter()
+p = memflow.plan(sys.argv[1], gpus=8, gpu_type="v100-16gb", batch_size=8, seed=0)
+t2 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "plan": t2 - t1, "search": p.settings["search_seconds"],
+                  "summary": p.strategy.summary(), "step_ms": p.predicted["step_time_s"] * 1e3}))
+"""
+
+
+def _real_plan_once(cache: str) -> dict:
+    """One ``memflow.plan`` of the real GPT-2-medium example in a fresh process using ``cache``."""
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, MEMFLOW_CACHE_DIR=cache, MEMFLOW_EXAMPLE_SCALE="full", HF_HUB_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join([str(root)] + [x for x in [os.environ.get("PYTHONPATH")] if x]))
+    out = subprocess.run([sys.executable, "-c", _REAL_PLAN, str(root / "examples" / "gpt2_medium.py")], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def bench_real_plan(quick: bool, repeats: int = 3) -> list[str]:
+    """memflow.plan on the real GPT-2-medium example, 8 × V100, each run in a fresh process:
+    cold (a new profile cache: profiling) and warm (the cache that run filled); medians."""
     import tempfile
 
-    import memflow
-
-    env = dict(os.environ)
-    out = ["| run | wall s | of which search s | plan |", "|---|---|---|---|"]
-    with tempfile.TemporaryDirectory() as cache:
-        os.environ["MEMFLOW_CACHE_DIR"] = cache
-        os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
-        try:
-            for label in (["cold cache (profiles every micro-batch size in fake mode)", "warm cache"]):
-                t0 = time.perf_counter()
-                p = memflow.plan(str(Path(__file__).resolve().parent.parent / "examples" / "gpt2_medium.py"),
-                                 gpus=8, gpu_type="v100-16gb", batch_size=8, seed=0)
-                wall = time.perf_counter() - t0
-                out.append(f"| {label} | {wall:.1f} | {p.settings['search_seconds']:.1f} | {p.strategy.summary()}, "
-                           f"{p.predicted['step_time_s'] * 1e3:.0f} ms |")
-        finally:
-            os.environ.clear()
-            os.environ.update(env)
+    cold, warm = [], []
+    for _ in range(1 if quick else repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            cold.append(_real_plan_once(cache))
+            warm.append(_real_plan_once(cache))
+    out = ["| run (fresh process; median of %d) | `memflow.plan` wall s | of which search s | `import memflow` s | "
+           "plan |" % len(cold), "|---|---|---|---|---|"]
+    for label, runs in (("cold cache (profiles every micro-batch size in fake mode)", cold), ("warm cache", warm)):
+        r = runs[0]
+        out.append(f"| {label} | {statistics.median(x['plan'] for x in runs):.1f} | "
+                   f"{statistics.median(x['search'] for x in runs):.1f} | "
+                   f"{statistics.median(x['import'] for x in runs):.1f} | {r['summary']}, {r['step_ms']:.0f} ms |")
+    if len({(x["summary"], round(x["step_ms"], 6)) for x in cold + warm}) != 1:
+        out.append("\nplans differ between runs: " + "; ".join(sorted({x["summary"] for x in cold + warm})))
     return out
+
+
+def update_real_plan_rows(repeats: int = 3) -> None:
+    """Re-measure only the real-plan table of BENCHMARKS.md's search section (``python -m bench.bench_search real``)."""
+    import datetime as dt
+    import re
+
+    from .common import BENCH_FILE, machine
+
+    rows = bench_real_plan(False, repeats)
+    text = BENCH_FILE.read_text()
+    sec = re.search(r"<!-- bench:search -->.*?<!-- /bench:search -->", text, re.S)
+    if sec is None:
+        raise SystemExit("BENCHMARKS.md has no search section: run `python -m bench search`")
+    body = sec.group(0)
+    table = re.search(r"\n\| run .*?\n\n", body, re.S)
+    if table is None:
+        raise SystemExit("the search section has no real-plan table: run `python -m bench search`")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    note = f"(this table: `python -m bench.bench_search real` — {machine()}, {stamp})"
+    new = "\n" + "\n".join(rows) + "\n\n" + note + "\n\n"
+    body = re.sub(r"\n\(this table: `python -m bench.bench_search real`[^\n]*\)\n\n", "\n\n", body)
+    table = re.search(r"\n\| run .*?\n\n", body, re.S)
+    body = body[:table.start()] + new + body[table.end():]
+    BENCH_FILE.write_text(text[:sec.start()] + body + text[sec.end():])
+    print("\n".join(rows) + "\n\n" + note)
 
 
 def main(quick: bool = False, global_batch: int = 64, seq: int = 1024, processes: int = 2) -> None:
@@ -186,4 +236,7 @@ def main(quick: bool = False, global_batch: int = 64, seq: int = 1024, processes
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["real"]:
+        update_real_plan_rows()
+    else:
+        main()

@@ -116,6 +116,16 @@ class GraphSource:
     def all(self, sizes: list[int]) -> dict[int, TaskGraph]:
         if self._concurrent():
             self._cpu_concurrent([b for b in sizes if b not in self.graphs], self.cluster.devices_per_node)
+        todo = [b for b in sizes if b not in self.graphs]
+        if len(todo) > 1 and self.cluster.device.kind != "cpu":
+            # predicted costs: the sizes share one model and one export (profile_models)
+            from .profile import profile_models
+
+            if self.progress:
+                self.progress(f"profiling {self.spec.name} at micro-batch sizes {todo} for {self.cluster.device.name}")
+            self.graphs.update(profile_models(self.spec, todo, device=self.cluster.device, dtype=self.dtype,
+                                              granularity=self.granularity, cache=self.cache,
+                                              processes=min(2, os.cpu_count() or 1)))
         return {b: self(b) for b in sizes}
 
     def _concurrent(self) -> bool:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from memflow.devices import load_device
-from memflow.graph.build import capture_graph
+from memflow.graph.build import capture_graph, capture_graphs
 from memflow.graph.capture import block_paths
 from memflow.graph.record import TaskGraph, replay
 from memflow.model_file import load_model_file
@@ -123,6 +123,58 @@ def test_bf16_autocast_is_captured_and_smaller():
     assert _within(replay(g16).peak_bytes, real.peak_bytes, 0.03)
 
 
+@pytest.mark.parametrize("name,dtype,processes", [("gpt2", "fp32", 1), ("resnet", "fp32", 1), ("lstm", "fp32", 1),
+                                                   ("gpt2", "bf16", 1), ("gpt2", "fp32", 2), ("lstm", "fp32", 2)])
+def test_capture_graphs_equal_one_capture_per_size(name, dtype, processes, monkeypatch):
+    """The planner's shortcut (one model, one symbolic-batch export for every size >= 2,
+    the optimizer state reused; with processes=2 the fixed-size export and half the sizes
+    in forked processes) gives exactly the graphs of one capture per size: nodes, buffers
+    (bytes, phases, uses, kinds), FLOPs, bytes moved, state, fingerprint."""
+    import memflow.graph.build as build
+
+    spec = load_model_file(ROOT / "examples" / f"{name}.py")
+    sizes = [8, 4, 2, 1]
+
+    def no_fallback(*a, **k):
+        raise AssertionError("capture_graphs fell back to one capture per size")
+
+    started = []
+    start = build._Forked.start
+    monkeypatch.setattr(build, "capture_graph", no_fallback)
+    monkeypatch.setattr(build._Forked, "start", staticmethod(lambda fn: started.append(start(fn)) or started[-1]))
+    together = capture_graphs(spec, sizes, dtype=dtype, processes=processes)
+    monkeypatch.undo()
+    if processes > 1 and sys.platform.startswith("linux"):
+        assert len(started) == 2 and all(started)  # the size-1 export, and size 2 of the symbolic program
+    assert list(together) == sizes
+    for b in sizes:
+        alone = capture_graph(spec, b, dtype=dtype)
+        assert together[b].to_dict() == alone.to_dict(), (name, b)
+        assert together[b].batch_size == b
+
+
+def test_capture_graphs_size_nodes_only_in_symbolic_export():
+    """A fixed-size export has no size computations; a symbolic-batch one has, and they
+    are not counted as any node's operations."""
+    from memflow.graph.capture import size_nodes, split_step
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model = spec.build()
+        batch = spec.batch(4)
+    fixed = split_step(spec, model, batch)
+    symbolic = split_step(spec, model, batch, batch_dims=[True, True])
+    assert not fixed.symbolic_batch and symbolic.symbolic_batch
+    assert symbolic.names == fixed.names and symbolic.op_counts == fixed.op_counts
+    from memflow.graph.capture import export_step
+
+    gm, _, _ = export_step(spec, model, batch)
+    assert size_nodes(gm) == set()
+    gm, _, _ = export_step(spec, model, batch, batch_dims=[True, True])
+    assert size_nodes(gm)
+
+
 def test_graph_roundtrip_and_networkx():
     spec = load_model_file(ROOT / "examples" / "resnet.py")
     g = capture_graph(spec, 2)
@@ -178,7 +230,7 @@ def test_llama7b_fake_capture_small_rss_and_6nt_rule():
 import json, resource, time, os
 os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
 from memflow.model_file import load_model_file
-from memflow.graph.build import capture_graph
+from memflow.graph.build import capture_graph, capture_graphs
 from memflow.profile.roofline import predict_times
 from memflow.devices import load_device
 RULE_MFU = 0.35

@@ -2,13 +2,15 @@
 
 ``capture_graph`` captures the step under ``FakeTensorMode`` (no real memory:
 a 7B-parameter model is costed on a laptop) and traces the memory and FLOPs
-of every node. Times are filled in by :mod:`memflow.profile.timing`
-(measured on this host) or :mod:`memflow.profile.roofline` (predicted for a
-named GPU).
+of every node. ``capture_graphs`` gives the same graphs for several batch
+sizes at once, from one model and (where it can) one export. Times are filled
+in by :mod:`memflow.profile.timing` (measured on this host) or
+:mod:`memflow.profile.roofline` (predicted for a named GPU).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 from typing import Any
@@ -21,7 +23,7 @@ from .capture import Captured, split_step
 from .program import StepProgram
 from .record import TaskGraph
 
-__all__ = ["capture_graph", "capture_program", "fingerprint", "DTYPES"]
+__all__ = ["capture_graph", "capture_graphs", "capture_program", "fingerprint", "DTYPES"]
 
 DTYPES = ("fp32", "bf16")
 
@@ -110,3 +112,232 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     graph.meta["memory_source"] = "measured" if measure else "fake"
     graph.meta["accounted_times"] = bool(measure and accounted)
     return graph
+
+
+def _batch_dims(batches: dict[int, list]) -> list[bool] | None:
+    """Per flat input, whether its leading dimension is the batch dimension, when the
+    batches at these sizes differ only there (every input a tensor; the rest of
+    each shape and every dtype the same); otherwise None."""
+    sizes = list(batches)
+    first = batches[sizes[0]]
+    if not first or any(len(batches[b]) != len(first) for b in sizes):
+        return None
+    dims = []
+    for i, t0 in enumerate(first):
+        ts = [batches[b][i] for b in sizes]
+        if not all(isinstance(t, torch.Tensor) and t.dtype == t0.dtype and t.dim() == t0.dim() for t in ts):
+            return None
+        if all(t.shape == t0.shape for t in ts):
+            dims.append(False)
+        elif t0.dim() > 0 and all(t.shape[0] == b and t.shape[1:] == t0.shape[1:] for t, b in zip(ts, sizes)):
+            dims.append(True)
+        else:
+            return None
+    return dims if any(dims) else None
+
+
+def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granularity: str | int = "auto",
+                   seed: int = 0, processes: int = 1) -> dict[int, TaskGraph]:
+    """``{b: capture_graph(spec, b, dtype=dtype, granularity=granularity)}`` for every size, faster.
+
+    The graphs are the same ones (fake mode, no times); what is shared is the work
+    that does not depend on the batch size: the model is built once, one export
+    with a symbolic batch dimension serves every size >= 2 (a size-1 batch gets
+    its own export: torch specialises size-1 dimensions, so the general program
+    need not be the one exported at size 1; a batch whose shapes do not scale
+    along the leading dimension gets one export per size), and the optimizer
+    state made by the first size's warm-up step serves the other sizes, whose
+    warm-up steps then skip the optimizer step (the traced steps are
+    steady-state steps either way; see :func:`memflow.profile.trace.trace_step`).
+    Where the symbolic export or a trace through it fails, those sizes are
+    captured one by one as before.
+
+    ``processes`` > 1 (and ``fork`` available): the fixed-size exports run in a
+    forked process beside the symbolic export, and the symbolic program's sizes
+    are shared with a second one forked after it (each process starts with a
+    full warm-up step). Results come back pickled; a process that fails has its
+    sizes captured here, one by one.
+    """
+    sizes = list(dict.fromkeys(sizes))
+    for b in sizes:
+        if b < 1:
+            raise CaptureError(f"batch size must be >= 1, got {b}")
+    if len(sizes) < 2:
+        return {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in sizes}
+    shared = _SharedCapture(spec, sizes, dtype=dtype, granularity=granularity, seed=seed)
+    general = [b for b in sizes if b >= 2]
+    dims = _batch_dims({b: shared.batches[b] for b in general}) if len(general) >= 2 else None
+    symbolic = general if dims is not None else []
+    fixed = [b for b in sizes if b not in symbolic]
+
+    forked: list[tuple[list[int], _Forked | None]] = []
+    if processes > 1 and fixed and (symbolic or len(fixed) > 1):
+        theirs = fixed if symbolic else fixed[len(fixed) // 2:]
+        forked.append((theirs, _Forked.start(lambda t=theirs: shared.trace_fixed(t, None)[0])))
+        if forked[-1][1] is not None:
+            fixed = [b for b in fixed if b not in theirs]
+        else:
+            forked.pop()
+    graphs: dict[int, TaskGraph] = {}
+    state = None
+    if symbolic:
+        prog = shared.symbolic_program(max(symbolic), dims)
+        if prog is None:  # not exportable with a symbolic batch: one export per size
+            fixed = [b for b in sizes if b in fixed or b in symbolic]
+        else:
+            mine = symbolic
+            if processes > 1 and len(symbolic) >= 2:
+                theirs = symbolic[(len(symbolic) + 1) // 2:]
+                h = _Forked.start(lambda t=theirs: shared.trace(prog, t, None)[0])
+                if h is not None:
+                    forked.append((theirs, h))
+                    mine = [b for b in symbolic if b not in theirs]
+            got, state = shared.trace(prog, mine, None)
+            if got is None:  # the symbolic program could not run: the model is left mid-step, so
+                # everything left here is captured one by one, each on a fresh model
+                got = {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed)
+                       for b in sizes if b in mine or b in fixed}
+                fixed = []
+            graphs.update(got)
+    graphs.update(shared.trace_fixed(fixed, state)[0])
+    for theirs, h in forked:
+        got = h.result()
+        if got is None:
+            got = {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in theirs}
+        graphs.update(got)
+    return {b: graphs[b] for b in sizes}
+
+
+class _SharedCapture:
+    """One fake model and its batches at several sizes; programs exported from it and traced."""
+
+    def __init__(self, spec: Any, sizes: list[int], *, dtype: str, granularity: Any, seed: int):
+        from ..model_file import flatten
+
+        self.spec, self.dtype, self.granularity = spec, dtype, granularity
+        self.mode = FakeTensorMode(allow_non_fake_inputs=True)
+        torch.manual_seed(seed)
+        with self.mode:
+            self.model = spec.build()
+            self.model.train()
+        rng = torch.get_rng_state()
+        self.made: dict[int, Any] = {}
+        self.batches: dict[int, list] = {}  # flat inputs
+        for b in sizes:
+            torch.set_rng_state(rng)  # each batch made as if right after the build, as capture_program does
+            with self.mode:
+                self.made[b] = spec.batch(b)
+            self.batches[b] = flatten(self.made[b])[0]
+
+    def symbolic_program(self, b: int, dims: list[bool]) -> tuple[Captured, StepProgram] | None:
+        """The step exported at size ``b`` with a symbolic batch dimension (None if torch cannot)."""
+        try:
+            with _autocast(self.dtype):
+                captured = split_step(self.spec, self.model, self.made[b], self.granularity, batch_dims=dims)
+            program = StepProgram(captured.split)
+        except Exception:  # noqa: BLE001
+            return None
+        return (captured, program) if captured.symbolic_batch else None
+
+    def trace_fixed(self, sizes: list[int], state: Any) -> tuple[dict[int, TaskGraph], Any]:
+        """Each size exported at that size and traced (errors as :func:`capture_graph` raises them)."""
+        graphs: dict[int, TaskGraph] = {}
+        for b in sizes:
+            with _autocast(self.dtype):
+                captured = split_step(self.spec, self.model, self.made[b], self.granularity)
+            got, state = self.trace((captured, StepProgram(captured.split)), [b], state, fixed=True)
+            graphs.update(got)
+        return graphs, state
+
+    def trace(self, prog: tuple[Captured, StepProgram], sizes: list[int], state: Any,
+              fixed: bool = False) -> tuple[dict[int, TaskGraph] | None, Any]:
+        """Trace ``prog`` at each size. ``state``: optimizer state (by parameter) from an earlier
+        traced size, or None (the first size's warm-up makes it). Returns (graphs, state); a
+        failure is raised on a fixed-size program and gives (None, None) on a symbolic one."""
+        from ..profile.trace import trace_step, unique_params
+
+        spec, dtype = self.spec, self.dtype
+        captured, program = prog
+        graphs: dict[int, TaskGraph] = {}
+        for b in sizes:
+            inputs = self.batches[b]
+            try:
+                with self.mode:
+                    params = unique_params(captured.split)
+                    opt = spec.make_optimizer(params)
+                    if state is not None:
+                        for prm in params:
+                            if prm in state:
+                                opt.state[prm] = state[prm]
+                    with _autocast(dtype):
+                        graph = trace_step(program, inputs, opt, captured.names, captured.module_paths,
+                                           model_name=spec.name, batch_size=b, dtype=dtype,
+                                           state_ready=state is not None)
+            except MemflowError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                if not fixed:
+                    return None, None
+                first = (str(e).strip().splitlines() or [""])[0]
+                raise CaptureError(f"{spec.path}: tracing the training step failed: {type(e).__name__}: "
+                                   f"{first[:300]}") from None
+            state = opt.state
+            graph.fingerprint = fingerprint(self.model, dataclasses.replace(captured, flat_inputs=inputs), b,
+                                            dtype, self.granularity)
+            graph.meta["granularity"] = str(self.granularity)
+            graph.meta["memory_source"] = "fake"
+            graph.meta["accounted_times"] = False
+            graphs[b] = graph
+        return graphs, state
+
+
+class _Forked:
+    """``fn()`` run in a forked process; :meth:`result` is its (pickled) return value, or
+    None when it raised, died or hung. :meth:`start` gives None where fork is unavailable."""
+
+    def __init__(self, proc, conn):
+        import time
+
+        self.proc, self.conn, self.started = proc, conn, time.monotonic()
+
+    @staticmethod
+    def start(fn) -> "_Forked | None":
+        import multiprocessing as mp
+        import sys
+
+        if not sys.platform.startswith("linux"):  # fork is only safe to rely on there
+            return None
+        try:
+            ctx = mp.get_context("fork")
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_forked_main, args=(fn, send), daemon=True)
+            proc.start()
+        except Exception:  # noqa: BLE001 - no fork here (or a daemonic process): the caller does the work
+            return None
+        send.close()
+        return _Forked(proc, recv)
+
+    def result(self) -> Any:
+        import time
+
+        # its work is about as long as what the caller did meanwhile; far longer means it hung
+        wait = max(120.0, 4 * (time.monotonic() - self.started))
+        try:
+            ok, value = self.conn.recv() if self.conn.poll(wait) else (False, None)
+        except (EOFError, OSError):
+            ok, value = False, None
+        self.conn.close()
+        if not ok and self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        return value if ok else None
+
+
+def _forked_main(fn, conn) -> None:
+    try:
+        value = fn()
+    except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself
+        conn.send((False, None))
+    else:
+        conn.send((True, value))
+    conn.close()

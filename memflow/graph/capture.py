@@ -47,6 +47,7 @@ class Captured:
     op_counts: list[int]
     flat_inputs: list[torch.Tensor]  # the batch as flat tensors (placeholders)
     treespec: Any
+    symbolic_batch: bool = False  # exported with a symbolic batch dimension (runs at any batch size >= 2)
 
 
 def _strip_guards(gm: torch.fx.GraphModule) -> None:
@@ -60,15 +61,24 @@ def _strip_guards(gm: torch.fx.GraphModule) -> None:
     gm.recompile()
 
 
-def export_step(spec: Any, model: torch.nn.Module, batch: Any) -> tuple[torch.fx.GraphModule, list, Any]:
-    """Export ``LossModule(spec, model)`` on ``batch``; returns (graph module, flat inputs, treespec)."""
+def export_step(spec: Any, model: torch.nn.Module, batch: Any,
+                batch_dims: list[bool] | None = None) -> tuple[torch.fx.GraphModule, list, Any]:
+    """Export ``LossModule(spec, model)`` on ``batch``; returns (graph module, flat inputs, treespec).
+
+    ``batch_dims``: per flat input, whether its leading dimension is the batch
+    dimension; given, that dimension is exported as one symbolic size (at least
+    2), so the program runs at any batch size >= 2 (see :func:`size_nodes`)."""
     from ..model_file import LossModule, flatten
 
     flat, treespec = flatten(batch)
     wrapper = LossModule(spec, model, treespec)
+    dynamic = None
+    if batch_dims is not None:
+        dim = torch.export.Dim("batch", min=2, max=2**31 - 2)
+        dynamic = (tuple({0: dim} if b else None for b in batch_dims),)  # forward(*flat_tensors)
     try:
         with _quiet():
-            ep = torch.export.export(wrapper, tuple(flat), strict=False)
+            ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
     except Exception as e:  # noqa: BLE001 - any export failure is a capture error
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise CaptureError(
@@ -96,6 +106,41 @@ def _quiet():
     finally:
         for lg, lvl in zip(loggers, old):
             lg.setLevel(lvl)
+
+
+_SIZE_CHECKS = ("_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size")
+
+
+def size_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """The nodes that only compute sizes from the inputs' symbolic dimensions.
+
+    A graph exported with a symbolic batch dimension reads it
+    (``aten.sym_size.int``), does integer arithmetic on it and may check its
+    range; a graph exported at a fixed batch size has none of these (its sizes
+    are constants), so this set is empty there. They are not operations of any
+    node: grouping skips them and :func:`split_step` places each with its inputs.
+    """
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
+    syms: set = set()
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.Tensor):
+            syms |= free_symbols(node.meta["val"])
+    out: set[torch.fx.Node] = set()
+    if not syms:
+        return out
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            fs = free_symbols(val)
+            if fs and fs <= syms:
+                out.add(node)
+        elif (val is None and getattr(node.target, "__name__", "").split(".")[0] in _SIZE_CHECKS
+              and node.all_input_nodes and all(a in out for a in node.all_input_nodes)):
+            out.add(node)
+    return out
 
 
 def block_paths(model: torch.nn.Module) -> set[str]:
@@ -168,7 +213,9 @@ def group_fx_nodes(gm: torch.fx.GraphModule, model: torch.nn.Module, granularity
         parts = b.split(".")
         for i in range(1, len(parts)):
             opened.add(".".join(parts[:i]))
-    compute = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    sizes = size_nodes(gm)
+    compute = [n for n in gm.graph.nodes
+               if n.op in ("call_function", "call_method", "call_module") and n not in sizes]
     units = [_unit_of(_module_path(n), opened, depth) for n in compute]
     # glue joins the next real unit; trailing glue joins the last one
     nxt = None
@@ -204,17 +251,32 @@ def _unique_names(units: list[str]) -> list[str]:
     return out
 
 
-def split_step(spec: Any, model: torch.nn.Module, batch: Any, granularity: str | int = "auto") -> Captured:
-    """Export the step and split it into one GraphModule per node."""
-    gm, flat, treespec = export_step(spec, model, batch)
+def split_step(spec: Any, model: torch.nn.Module, batch: Any, granularity: str | int = "auto",
+               batch_dims: list[bool] | None = None) -> Captured:
+    """Export the step and split it into one GraphModule per node (``batch_dims``: see :func:`export_step`)."""
+    gm, flat, treespec = export_step(spec, model, batch, batch_dims)
+    symbolic = False
+    if batch_dims is not None:  # the batch dimension stayed symbolic (torch did not specialise it)
+        vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+        symbolic = len(vals) == len(batch_dims) and all(
+            not b or (isinstance(v, torch.Tensor) and isinstance(v.shape[0], torch.SymInt))
+            for v, b in zip(vals, batch_dims))
     seg_of, seg_units = group_fx_nodes(gm, model, granularity)
     counts = [0] * len(seg_units)
     for s in seg_of.values():
         counts[s] += 1
+    # size computations (symbolic batch only) go with their latest input; placeholders count as node 0
+    size_seg: dict[torch.fx.Node, int] = {}
+    sizes = size_nodes(gm)
+    for node in gm.graph.nodes:
+        if node in sizes:
+            size_seg[node] = max([seg_of.get(a, size_seg.get(a, 0)) for a in node.all_input_nodes], default=0)
 
     def callback(node: torch.fx.Node) -> int:
         if node in seg_of:
             return seg_of[node]
+        if node in size_seg:
+            return size_seg[node]
         # get_attr / placeholder: the segment of the first user that computes
         for u in node.users:
             if u in seg_of:
@@ -232,4 +294,5 @@ def split_step(spec: Any, model: torch.nn.Module, batch: Any, granularity: str |
         op_counts=counts,
         flat_inputs=flat,
         treespec=treespec,
+        symbolic_batch=symbolic,
     )

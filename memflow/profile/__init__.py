@@ -1,11 +1,12 @@
 """Costs per node: memory by tracing, time measured here or predicted by roofline.
 
-:func:`profile_model` is the one entry point: it returns the TaskGraph of a
+:func:`profile_model` is the entry point: it returns the TaskGraph of a
 model file's training step with every node's memory and time costed for a
 device — measured on this host when the device is ``cpu`` (real tensors,
 wall time), predicted from FLOPs and bytes under fake tensors for a named GPU.
 Results are cached on disk by model file content, batch, precision, node
-granularity and device.
+granularity and device. :func:`profile_models` gives the same graphs for
+several batch sizes, sharing the work that does not depend on the batch size.
 """
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from typing import Any
 
 import torch
 
-from ..graph.build import capture_graph
+from ..graph.build import capture_graph, capture_graphs
 from ..graph.record import TaskGraph
 from .cache import ProfileCache
 from .roofline import predict_times
 
-__all__ = ["profile_model", "cache_key", "ProfileCache"]
+__all__ = ["profile_model", "profile_models", "cache_key", "ProfileCache"]
 
 
 def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_name: str,
@@ -65,3 +66,39 @@ def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cp
         return g
 
     return store.get_or_compute(key, compute) if store and key else compute()
+
+
+def profile_models(spec: Any, batch_sizes: list[int], *, device: Any = "cpu", dtype: str = "fp32",
+                   granularity: str | int = "auto", measure: bool | None = None,
+                   cache: ProfileCache | bool = True, processes: int = 1) -> dict[int, TaskGraph]:
+    """``{b: profile_model(spec, b, ...)}`` for every size, with the same cache entries.
+
+    Sizes that are not cached are captured together in fake mode
+    (:func:`memflow.graph.build.capture_graphs`: one model, one symbolic-batch
+    export for every size >= 2, in up to ``processes`` forked processes) when
+    costs are predicted; measured costs (``cpu``) are profiled one size at a
+    time as by :func:`profile_model`.
+    """
+    from ..devices import load_device
+
+    dev = load_device(device) if isinstance(device, str) else device
+    if measure is None:
+        measure = dev.kind == "cpu"
+    store = cache if isinstance(cache, ProfileCache) else (ProfileCache() if cache else None)
+    sizes = list(dict.fromkeys(batch_sizes))
+    if measure:
+        return {b: profile_model(spec, b, device=dev, dtype=dtype, granularity=granularity, measure=True,
+                                 cache=store if store else False) for b in sizes}
+    keys = {b: cache_key(spec, b, dtype, granularity, dev.name, False) for b in sizes}
+    out: dict[int, TaskGraph] = {}
+    for b in sizes:
+        g = store.get(keys[b]) if store and keys[b] else None
+        if g is not None:
+            out[b] = g
+    todo = [b for b in sizes if b not in out]
+    if todo:
+        for b, g in capture_graphs(spec, todo, dtype=dtype, granularity=granularity, processes=processes).items():
+            out[b] = predict_times(g, dev, dtype)
+            if store and keys[b]:
+                store.put(keys[b], out[b])
+    return {b: out[b] for b in sizes}

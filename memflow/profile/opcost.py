@@ -11,8 +11,9 @@ from collections import defaultdict
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
+
+from ..memory import tensors_in
 
 __all__ = ["OpCost"]
 
@@ -57,9 +58,14 @@ class OpCost(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        self.count(func, args, kwargs, out)
+        return out
+
+    def count(self, func, args, kwargs, out) -> None:
+        """Count one op that returned ``out`` (also usable as ``LiveBytes(after=...)``)."""
         packet = func._overloadpacket
         if func.is_view or packet.__name__ in _FREE:
-            return out
+            return
         p = self.phase
         self.ops[p] += 1
         fn = flop_registry.get(packet)
@@ -67,21 +73,19 @@ class OpCost(TorchDispatchMode):
         try:
             if fn is not None:
                 self.flops[p] += float(fn(*args, **kwargs, out_val=out))
-                return out
+                return
             if extra is not None:
                 self.flops[p] += float(extra(*args, **kwargs))
-                return out
+                return
         except Exception:  # noqa: BLE001 - a formula that cannot handle an overload: count bytes
             pass
-        outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        outs = tensors_in(out)
         if not outs:  # metadata queries (prim.device, sizes) move nothing
             self.ops[p] -= 1
-            return out
+            return
         moved = 0
-        for t in tree_leaves((args, kwargs)):
-            if isinstance(t, torch.Tensor):
-                moved += _nbytes(t)
+        for t in tensors_in((args, kwargs)):
+            moved += _nbytes(t)
         for t in outs:
             moved += _nbytes(t)
         self.bytes[p] += moved
-        return out

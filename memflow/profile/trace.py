@@ -111,21 +111,31 @@ def trace_step(
     model_name: str,
     batch_size: int,
     dtype: str = "fp32",
+    state_ready: bool = False,
 ) -> TaskGraph:
-    """Run a warm-up step and a traced step; return the TaskGraph (no times yet)."""
+    """Run a warm-up step and a traced step; return the TaskGraph (no times yet).
+
+    ``state_ready``: the optimizer's state already exists (it has stepped these
+    parameters before, at any batch size), so the warm-up step runs forward and
+    backward only. It still runs: FakeTensorMode caches dispatch results, and
+    a result from its cache can differ from a fresh one in how outputs alias
+    (``mkldnn_rnn_layer_backward`` returns the bias gradient twice; only the
+    fresh call returns one storage), so a traced step always meets the cache a
+    warm-up at its own shapes left."""
     n = program.n
     params = unique_params(program.split)
 
-    def step(on_phase=None):
+    def step(on_phase=None, optimize=True):
         program.run_step(inputs, on_phase=on_phase)
         if on_phase:
             on_phase(2 * n)
-        optimizer.step()
+        if optimize:
+            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    step()  # warm-up: creates optimizer state
-    live = LiveBytes(record=True)
+    step(optimize=not state_ready)  # warm-up: creates optimizer state
     cost = OpCost()
+    live = LiveBytes(record=True, after=cost.count)  # one dispatch mode counts both
     live.track(_state_tensors(program, optimizer) + list(inputs), kind="state")
     state_bytes = live.live
     grad_events = []
@@ -141,7 +151,7 @@ def trace_step(
         live.set_phase(p)
         cost.phase = p
 
-    with live, cost:
+    with live:
         step(on_phase)
         live.set_phase(2 * n + 1)
     grad_param = {}

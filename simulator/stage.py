@@ -32,12 +32,15 @@ of floats that :mod:`simulator.pipeline` combines with the schedule.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import add
 
 from memflow.graph.record import KIND_GRAD, TaskGraph
 
 __all__ = ["StageLayout", "StageEval", "build_layout", "eval_stage"]
 
 KEEP, RECOMPUTE, SWAP = "keep", "recompute", "swap"
+_INF = float("inf")
 
 
 @dataclass
@@ -285,8 +288,34 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
                             opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat)
 
 
-def _prepare(L: StageLayout) -> None:
-    """All-keep liveness of the per-micro-batch groups and per-node group indices."""
+class _Keep:
+    """A layout's all-keep figures and the per-node / per-group tables the fast path corrects
+    them with (action-independent; built once per layout by :func:`_prepare`)."""
+
+    __slots__ = ("carried", "trans", "R", "groups", "touch_swap", "touch_rec", "rec_trans", "cpu_swap_trans",
+                 "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step", "S_fwd", "S_after", "keep_peaks",
+                 "keep_node_end")
+
+
+def _first_max(vals: list, off: int, none_arg: int) -> tuple:
+    """(largest value, its first index + off), or (-1, none_arg) when none exceeds -1."""
+    mx = max(vals)
+    return (mx, off + vals.index(mx)) if mx > -1 else (-1, none_arg)
+
+
+def _peaks(m: int, carried, trans: list, step: list) -> tuple:
+    """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest
+    carried + transient bytes, with the per-step buffers (…0) and without."""
+    v = list(map(add, carried, trans))
+    w = list(map(add, v, step))
+    return (*_first_max(w[:m], 0, 0), *_first_max(v[:m], 0, 0), *_first_max(w[m:], m, m),
+            *_first_max(v[m:], m, m))
+
+
+def _prepare(L: StageLayout) -> _Keep:
+    """All-keep liveness of the per-micro-batch groups, the per-step part, and per node the
+    groups its action touches and the transient it sets (cached on the layout as ``L._keep``)."""
+    K = _Keep()
     m = L.m
     P = 2 * m + 2
     d = [0] * (P + 1)
@@ -294,47 +323,12 @@ def _prepare(L: StageLayout) -> None:
     R = 0
     xg = [[] for _ in range(m)]
     fg = [[] for _ in range(m)]
+    groups = [None] * len(L.g_bytes)
+    dst = [0] * (P + 1)
+    S_fwd = S_after = 0
     for i in range(len(L.g_bytes)):
-        if L.g_step[i]:
-            continue
         nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
-        if la + 1 < lf:
-            d[la + 1 if la >= 0 else 0] += nb
-            d[min(lf, P)] -= nb
-        if L.g_extra[i]:
-            trans0[lf] += nb
-        if not L.g_late[i] and la <= m - 1 and lf >= m:
-            R += nb
-        if L.g_xnode[i] >= 0:
-            xg[L.g_xnode[i]].append(i)
-        for u in L.g_fusers[i]:
-            fg[u].append(i)
-    carried, acc = [], 0
-    for p in range(2 * m):
-        acc += d[p]
-        carried.append(acc)
-    L._keep_carried = carried
-    L._keep_trans = trans0
-    L._keep_R = R
-    L._xg = xg
-    L._fg = fg
-    L._step = {}
-    L._tsum = (sum(L.fwd_time), sum(L.bwd_time))
-
-
-def _step_part(L: StageLayout):
-    """Per-step buffers (gradients, buffers outliving the backward) — action-independent, cached."""
-    key = 0
-    v = L._step.get(key)
-    if v is None:
-        m = L.m
-        P = 2 * m + 2
-        dst = [0] * (P + 1)
-        S_fwd = S_after = 0
-        for i in range(len(L.g_bytes)):
-            if not L.g_step[i]:
-                continue
-            nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
+        if L.g_step[i]:  # one copy per step: action-independent
             if la + 1 < lf:
                 dst[la + 1] += nb
                 dst[min(lf, P)] -= nb
@@ -342,144 +336,194 @@ def _step_part(L: StageLayout):
                 S_fwd += nb
             if la <= 2 * m - 1 and lf >= 2 * m:
                 S_after += nb
-        step, acc = [], 0
-        for p in range(2 * m + 1):
-            acc += dst[p]
-            step.append(acc)
-        v = L._step[key] = (step, S_fwd, S_after)
-    return v
-
-
-def _swap_timeline(L: StageLayout, actions: tuple, host_bw: float, host_lat: float):
-    """One micro-batch's host-copy stream: copy-outs after F_x, prefetches when the
-    previous backward starts; returns completion times, phase ends, stall, busy."""
-    m = L.m
-    ft = L.fwd_time
-    bt_node = [L.bwd_time[x] + (ft[x] if actions[x] == RECOMPUTE else 0.0) for x in range(m)]
-    end_f = []
-    t = 0.0
+            continue
+        # the group's all-keep contribution, as the fast path removes it: interval [lo, hi) of
+        # dnb bytes, xnb bytes counted in phase xi, rnb retained bytes
+        lo, hi = (la + 1 if la >= 0 else 0), min(lf, P)
+        dnb = nb if la + 1 < lf else 0
+        extra = L.g_extra[i]
+        xi, xnb = (lf, nb) if extra else (0, 0)
+        late = L.g_late[i]
+        rnb = nb if (not late and la <= m - 1 and lf >= m) else 0
+        d[lo] += dnb
+        d[hi] -= dnb
+        trans0[xi] += xnb
+        R += rnb
+        x = L.g_xnode[i]
+        groups[i] = (nb, la, lf, extra, late, x, L.g_fusers[i], lo, hi, dnb, xi, xnb, rnb)
+        if x >= 0:
+            xg[x].append(i)
+        for u in L.g_fusers[i]:
+            fg[u].append(i)
+    carried, acc = [], 0
+    for p in range(2 * m):
+        acc += d[p]
+        carried.append(acc)
+    step, acc = [], 0
+    for p in range(2 * m + 1):
+        acc += dst[p]
+        step.append(acc)
+    K.carried, K.trans, K.R, K.groups = carried, trans0, R, groups
+    K.step, K.S_fwd, K.S_after = step, S_fwd, S_after
+    K.touch_swap = [tuple(g) for g in xg]
+    K.touch_rec = [tuple(xg[x] + fg[x]) for x in range(m)]
+    # B_x's transient when x is recomputed: its forward's transient runs there again, and the
+    # outputs it saves itself are re-made beside the originals
+    K.rec_trans = [0] * m
+    for x in range(m):
+        j = 2 * m - 1 - x
+        K.rec_trans[x] = max(trans0[j], L.fwd_trans[x] + (trans0[j] - L.trans[j])) + L.redo_out[x]
+    K.cpu_swap_trans = [max(0, trans0[x] - L.x_bytes[x]) for x in range(m)]  # CPU: packed to host as saved
+    ft, bt = L.fwd_time, L.bwd_time
+    end_f, t = [], 0.0
     for x in range(m):
         t += ft[x]
         end_f.append(t)
-    fwd_s = t
-    phase_end = end_f + [0.0] * m
-    stall = host_s = 0.0
-    swap_bytes = 0
-    copy_done, dur = {}, {}
-    copy_out, prefetch = [], []
-    node_end = [0.0] * m
-    host_free = 0.0
-    for x in range(m):
-        if actions[x] == SWAP and L.x_bytes[x] > 0:
-            d = L.x_bytes[x] / host_bw + host_lat if host_bw != float("inf") else host_lat
-            dur[x] = d
-            s0 = max(end_f[x], host_free)
-            host_free = s0 + d
-            # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
-            copy_done[x] = host_free if getattr(L, "prefetch_ahead", True) else end_f[x]
-            copy_out.append((x, s0, host_free))
-            host_s += 2 * d
-            swap_bytes += L.x_bytes[x]
-    tb0 = fwd_s
-    t = tb0
-    land = {}
-    if not getattr(L, "prefetch_ahead", True):  # copy back on demand, when each backward starts
-        for x in range(m - 1, -1, -1):
-            if x in dur:
-                s0 = max(t, host_free, copy_done[x])
-                host_free = s0 + dur[x]
-                prefetch.append((x, s0 - tb0, host_free - tb0))
-                stall += host_free - t
-                t = host_free
-            t += bt_node[x]
-            phase_end[2 * m - 1 - x] = t
-            node_end[x] = t - tb0
-        return copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, copy_out, prefetch
-    if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
-        s0 = max(t, host_free)
-        host_free = s0 + dur[m - 1]
-        land[m - 1] = host_free
-        prefetch.append((m - 1, s0 - tb0, host_free - tb0))
+    K.end_f = end_f
+    K.bt_keep = [bt[x] + 0.0 for x in range(m)]  # as the full path adds them (bit for bit)
+    K.bt_rec = [bt[x] + ft[x] for x in range(m)]
+    K.fwd_s, K.bwd_s = sum(ft), sum(bt)
+    K.keep_peaks = _peaks(m, carried, trans0, step)
+    node_end, t = [0.0] * m, 0.0
     for x in range(m - 1, -1, -1):
-        start = max(t, land.get(x, t))
-        stall += start - t
-        if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
-            s0 = max(start, host_free, copy_done[x - 1])
-            host_free = s0 + dur[x - 1]
-            land[x - 1] = host_free
-            prefetch.append((x - 1, s0 - tb0, host_free - tb0))
-        t = start + bt_node[x]
-        phase_end[2 * m - 1 - x] = t
-        node_end[x] = t - tb0
-    return copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, copy_out, prefetch
+        t += K.bt_keep[x]
+        node_end[x] = t
+    K.keep_node_end = node_end
+    L._keep = K
+    return K
 
 
 def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
                      input_bytes: int, opt_trans: int, host_bw: float, host_lat: float) -> StageEval:
-    if not hasattr(L, "_keep_R"):
-        _prepare(L)
+    """The layout's all-keep figures, corrected for the non-keep nodes only: their transients,
+    their swap copies' timeline, and the buffer groups they touch. Equal to
+    :func:`_eval_stage_full` (times to rounding: the backward sum adds the recomputes last)."""
+    try:
+        K = L._keep
+    except AttributeError:
+        K = _prepare(L)
     m = L.m
-    P = 2 * m + 2
-    # ZeRO-1: parameters and gradients stay whole on every rank (only optimizer state is sharded)
-    step, S_fwd, S_after = _step_part(L)
-    trans = list(L._keep_trans)
-    trans[2 * m] = 0 if opt_host else opt_trans
-    R = L._keep_R
-    fwd_s, bwd_s = L._tsum
-    carried = L._keep_carried
-    has_swap = SWAP in actions
+    fwd_s, bwd_s = K.fwd_s, K.bwd_s
     stall = host_s = 0.0
     swap_bytes = 0
-    node_end = None
-    if has_swap:
-        copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, _, _ = _swap_timeline(
-            L, actions, host_bw, host_lat)
-    if RECOMPUTE in actions or has_swap:
+    has_swap = SWAP in actions
+    has_rec = RECOMPUTE in actions
+    if not (has_swap or has_rec):
+        R = K.R
+        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
+        node_end = list(K.keep_node_end)
+    else:
+        twom = 2 * m
+        P = twom + 2
+        trans = list(K.trans)
         d = [0] * (P + 1)
         touched = set()
+        btn = list(K.bt_keep)  # backward time of each node, with its recompute
+        cpu = not getattr(L, "prefetch_ahead", True)
+        end_f = K.end_f
+        ft = L.fwd_time
+        # ---- forward scan: per-node transients and touched groups; swap copy-outs after F_x
+        dur, copy_done = {}, {}
+        host_free = 0.0
         for x in range(m):
-            if actions[x] == SWAP:
-                touched.update(L._xg[x])
-                if not getattr(L, "prefetch_ahead", True):  # CPU: packed to host as saved
-                    trans[x] = max(0, trans[x] - L.x_bytes[x])
-            elif actions[x] == RECOMPUTE:
-                j = 2 * m - 1 - x
-                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j])) + L.redo_out[x]
-                bwd_s += L.fwd_time[x]
-                touched.update(L._xg[x])
-                touched.update(L._fg[x])
-        gb, ga, gf, gx, gl, ge, gfu = L.g_bytes, L.g_alloc, L.g_free, L.g_xnode, L.g_late, L.g_extra, L.g_fusers
+            act = actions[x]
+            if act == SWAP:
+                touched.update(K.touch_swap[x])
+                if cpu:
+                    trans[x] = K.cpu_swap_trans[x]
+                nb = L.x_bytes[x]
+                if nb > 0:
+                    du = nb / host_bw + host_lat if host_bw != _INF else host_lat
+                    dur[x] = du
+                    e = end_f[x]
+                    s0 = host_free if host_free > e else e
+                    host_free = s0 + du
+                    # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
+                    copy_done[x] = e if cpu else host_free
+                    host_s += 2 * du
+                    swap_bytes += nb
+            elif act == RECOMPUTE:
+                trans[twom - 1 - x] = K.rec_trans[x]
+                bwd_s += ft[x]
+                btn[x] = K.bt_rec[x]
+                touched.update(K.touch_rec[x])
+        # ---- backward: prefetches (GPU: one node ahead; CPU: on demand) and the stalls they cause
+        node_end = [0.0] * m  # offset from the B op's start at which B_x ends
+        if has_swap:
+            tb0 = t = end_f[-1]
+            phase_end = end_f + [0.0] * m
+            land = {}
+            if not cpu and (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
+                s0 = host_free if host_free > t else t
+                host_free = s0 + dur[m - 1]
+                land[m - 1] = host_free
+            for x in range(m - 1, -1, -1):
+                if cpu:
+                    if x in dur:
+                        s0 = t
+                        if host_free > s0:
+                            s0 = host_free
+                        c = copy_done[x]
+                        if c > s0:
+                            s0 = c
+                        host_free = s0 + dur[x]
+                        stall += host_free - t
+                        t = host_free
+                else:
+                    lx = land.get(x)
+                    if lx is not None and lx > t:
+                        stall += lx - t
+                        t = lx
+                    if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
+                        s0 = t
+                        if host_free > s0:
+                            s0 = host_free
+                        c = copy_done[x - 1]
+                        if c > s0:
+                            s0 = c
+                        host_free = s0 + dur[x - 1]
+                        land[x - 1] = host_free
+                t += btn[x]
+                phase_end[twom - 1 - x] = t
+                node_end[x] = t - tb0
+        else:
+            t = 0.0
+            for x in range(m - 1, -1, -1):
+                t += btn[x]
+                node_end[x] = t
+        # ---- memory: swap the all-keep contribution of each touched group for its actual one
+        R = K.R
+        groups = K.groups
         for i in touched:
-            nb, la, lf0 = gb[i], ga[i], gf[i]
-            # remove the all-keep contribution
-            if la + 1 < lf0:
-                d[la + 1 if la >= 0 else 0] -= nb
-                d[min(lf0, P)] += nb
-            if ge[i]:
-                trans[lf0] -= nb
-            if not gl[i] and la <= m - 1 and lf0 >= m:
-                R -= nb
-            x = gx[i]
+            nb, la, lf, extra, late, x, fusers, lo, hi, dnb, xi, xnb, rnb = groups[i]
             act = actions[x] if x >= 0 else KEEP
+            lf0 = lf
+            if has_rec:  # inputs of recomputed nodes stay until their backward
+                for u in fusers:
+                    if actions[u] == RECOMPUTE and lf < twom - 1 - u:
+                        lf = twom - 1 - u
+                        extra = False
+            if act == KEEP and lf == lf0:
+                continue  # unchanged
+            d[lo] -= dnb
+            d[hi] += dnb
+            trans[xi] -= xnb
+            R -= rnb
             if act == RECOMPUTE:
-                continue
-            lf, extra = lf0, ge[i]
-            for u in gfu[i]:
-                if actions[u] == RECOMPUTE and lf < 2 * m - 1 - u:
-                    lf = 2 * m - 1 - u
-                    extra = False
+                continue  # freed at the end of F_x, re-made inside B_x
             if act == SWAP and x in copy_done:
                 c = copy_done[x]
                 if c <= end_f[x]:
                     f1 = la
                 else:
                     j = x + 1
-                    while j < 2 * m and phase_end[j] < c:
+                    while j < twom and phase_end[j] < c:
                         j += 1
                     f1 = j + 1
-                a2 = lf - 2 if (x < m - 1 and getattr(L, 'prefetch_ahead', True)) else lf - 1
-                if f1 < a2 + 1:
-                    if f1 == m:
+                # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
+                a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
+                if f1 < a2 + 1:  # else the copy-out is not done before the prefetch: stays
+                    if f1 == m:  # completes in the last F phase: counted there, not retained
                         f1 = m - 1
                         if la < m - 1:
                             trans[m - 1] += nb
@@ -494,41 +538,13 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     continue
             if la + 1 < lf:
                 d[la + 1 if la >= 0 else 0] += nb
-                d[min(lf, P)] -= nb
+                d[lf if lf < P else P] -= nb
             if extra:
                 trans[lf] += nb
-            if not gl[i] and la <= m - 1 and lf >= m:
+            if not late and la <= m - 1 and lf >= m:
                 R += nb
-        c2, acc = [], 0
-        for p in range(2 * m):
-            acc += d[p]
-            c2.append(carried[p] + acc)
-        carried = c2
-    maxF0 = maxF = -1
-    argF0 = argF = 0
-    for p in range(m):
-        v = carried[p] + trans[p]
-        if v > maxF:
-            maxF, argF = v, p
-        v += step[p]
-        if v > maxF0:
-            maxF0, argF0 = v, p
-    maxB0 = maxB = -1
-    argB0 = argB = m
-    for p in range(m, 2 * m):
-        v = carried[p] + trans[p]
-        if v > maxB:
-            maxB, argB = v, p
-        v += step[p]
-        if v > maxB0:
-            maxB0, argB0 = v, p
-    if node_end is None:
-        node_end = [0.0] * m
-        t = 0.0
-        bt, ft = L.bwd_time, L.fwd_time
-        for x in range(m - 1, -1, -1):
-            t += bt[x] + (ft[x] if actions[x] == RECOMPUTE else 0.0)
-            node_end[x] = t
+        carried = map(add, K.carried, accumulate(d))
+        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, carried, trans, K.step)
     params = L.P_sum
     opt = L.O_sum
     if shard and dp > 1:
@@ -540,7 +556,7 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         fwd_s=fwd_s, bwd_s=bwd_s + stall, bwd_compute_s=bwd_s, stall_s=stall, bwd_node_end=node_end,
         host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt, R=R,
         maxF0=maxF0, maxB0=maxB0, maxF=maxF, maxB=maxB, argF0=argF0, argB0=argB0, argF=argF, argB=argB,
-        S_fwd=S_fwd, S_after=S_after, opt_mem=step[2 * m] + trans[2 * m],
+        S_fwd=K.S_fwd, S_after=K.S_after, opt_mem=K.step[2 * m] + (0 if opt_host else opt_trans),
     )
 
 

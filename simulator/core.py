@@ -349,22 +349,20 @@ class Simulator:
             cf.append(lat + fb / bw if fb else 0.0)
             cb.append(lat + bb / bw if bb else 0.0)
         ag = [0.0] * pp  # ZeRO-1: broadcast of the updated parameter shards after the step
-        f_ready = [0.0] * pp
-        b_ready = [0.0] * pp
         if dp > 1 and any(st.shard_state):
             for s, (a, b) in enumerate(ranges):
                 if st.shard_state[s]:
                     bw, lat = self._ring(s, dp)
                     ag[s] = (dp - 1) / dp * layouts[(a, b)].P / bw + (dp - 1) * lat
         if detail:
-            end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready, record=True)
+            end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, record=True)
         else:  # the schedule's timing depends only on these numbers: memoise it across moves
             pkey = (tuple(fwd), tuple(bwd), tuple(cf), tuple(cb), m, sched)
             hit = self._pipe_cache.get(pkey)
             if hit is None:
                 if len(self._pipe_cache) > self.cache_size:
                     self._pipe_cache.clear()
-                hit = self._pipe_cache[pkey] = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready)
+                hit = self._pipe_cache[pkey] = run_pipeline(fwd, bwd, cf, cb, m, sched)
             end, last_b, ops = hit
         stage_end = []
         ar_end = []

@@ -303,6 +303,11 @@ def _first_max(vals: list, off: int, none_arg: int) -> tuple:
     return (mx, off + vals.index(mx)) if mx > -1 else (-1, none_arg)
 
 
+def _suffix_sums(times: list) -> list:
+    """Per node x, times[m-1] + ... + times[x], added from the end (as the backward runs)."""
+    return list(accumulate(reversed(times), initial=0.0))[:0:-1]
+
+
 def _peaks(m: int, carried, trans: list, step: list) -> tuple:
     """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest
     carried + transient bytes, with the per-step buffers (…0) and without."""
@@ -365,8 +370,10 @@ def _prepare(L: StageLayout) -> _Keep:
         step.append(acc)
     K.carried, K.trans, K.R, K.groups = carried, trans0, R, groups
     K.step, K.S_fwd, K.S_after = step, S_fwd, S_after
+    # the groups a node's action changes: its saved-for-backward buffers; if recomputed, also the
+    # inputs its forward reads that would otherwise be freed before its backward
     K.touch_swap = [tuple(g) for g in xg]
-    K.touch_rec = [tuple(xg[x] + fg[x]) for x in range(m)]
+    K.touch_rec = [tuple(xg[x] + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
     # B_x's transient when x is recomputed: its forward's transient runs there again, and the
     # outputs it saves itself are re-made beside the originals
     K.rec_trans = [0] * m
@@ -384,11 +391,7 @@ def _prepare(L: StageLayout) -> _Keep:
     K.bt_rec = [bt[x] + ft[x] for x in range(m)]
     K.fwd_s, K.bwd_s = sum(ft), sum(bt)
     K.keep_peaks = _peaks(m, carried, trans0, step)
-    node_end, t = [0.0] * m, 0.0
-    for x in range(m - 1, -1, -1):
-        t += K.bt_keep[x]
-        node_end[x] = t
-    K.keep_node_end = node_end
+    K.keep_node_end = _suffix_sums(K.bt_keep)
     L._keep = K
     return K
 
@@ -448,17 +451,11 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 btn[x] = K.bt_rec[x]
                 touched.update(K.touch_rec[x])
         # ---- backward: prefetches (GPU: one node ahead; CPU: on demand) and the stalls they cause
-        node_end = [0.0] * m  # offset from the B op's start at which B_x ends
         if has_swap:
             tb0 = t = end_f[-1]
-            phase_end = end_f + [0.0] * m
-            land = {}
-            if not cpu and (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
-                s0 = host_free if host_free > t else t
-                host_free = s0 + dur[m - 1]
-                land[m - 1] = host_free
-            for x in range(m - 1, -1, -1):
-                if cpu:
+            be = []  # end of each backward phase, B_{m-1} first
+            if cpu:
+                for x in range(m - 1, -1, -1):
                     if x in dur:
                         s0 = t
                         if host_free > s0:
@@ -469,9 +466,17 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                         host_free = s0 + dur[x]
                         stall += host_free - t
                         t = host_free
-                else:
-                    lx = land.get(x)
-                    if lx is not None and lx > t:
+                    t += btn[x]
+                    be.append(t)
+            else:
+                land = [-1.0] * m  # when a node's prefetch lands (-1: none)
+                if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
+                    s0 = host_free if host_free > t else t
+                    host_free = s0 + dur[m - 1]
+                    land[m - 1] = host_free
+                for x in range(m - 1, -1, -1):
+                    lx = land[x]
+                    if lx > t:
                         stall += lx - t
                         t = lx
                     if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
@@ -483,34 +488,29 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                             s0 = c
                         host_free = s0 + dur[x - 1]
                         land[x - 1] = host_free
-                t += btn[x]
-                phase_end[twom - 1 - x] = t
-                node_end[x] = t - tb0
+                    t += btn[x]
+                    be.append(t)
+            phase_end = end_f + be
+            node_end = list(map(tb0.__rsub__, reversed(be)))  # offset from the B op's start at which B_x ends
         else:
-            t = 0.0
-            for x in range(m - 1, -1, -1):
-                t += btn[x]
-                node_end[x] = t
+            node_end = _suffix_sums(btn)
         # ---- memory: swap the all-keep contribution of each touched group for its actual one
         R = K.R
         groups = K.groups
         for i in touched:
             nb, la, lf, extra, late, x, fusers, lo, hi, dnb, xi, xnb, rnb = groups[i]
+            d[lo] -= dnb
+            d[hi] += dnb
+            trans[xi] -= xnb
+            R -= rnb
             act = actions[x] if x >= 0 else KEEP
-            lf0 = lf
+            if act == RECOMPUTE:
+                continue  # freed at the end of F_x, re-made inside B_x
             if has_rec:  # inputs of recomputed nodes stay until their backward
                 for u in fusers:
                     if actions[u] == RECOMPUTE and lf < twom - 1 - u:
                         lf = twom - 1 - u
                         extra = False
-            if act == KEEP and lf == lf0:
-                continue  # unchanged
-            d[lo] -= dnb
-            d[hi] += dnb
-            trans[xi] -= xnb
-            R -= rnb
-            if act == RECOMPUTE:
-                continue  # freed at the end of F_x, re-made inside B_x
             if act == SWAP and x in copy_done:
                 c = copy_done[x]
                 if c <= end_f[x]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import accumulate
-from operator import add
 
 from memflow.graph.record import KIND_GRAD, TaskGraph
 
@@ -297,24 +296,37 @@ class _Keep:
                  "keep_node_end")
 
 
-def _first_max(vals: list, off: int, none_arg: int) -> tuple:
-    """(largest value, its first index + off), or (-1, none_arg) when none exceeds -1."""
-    mx = max(vals)
-    return (mx, off + vals.index(mx)) if mx > -1 else (-1, none_arg)
-
-
 def _suffix_sums(times: list) -> list:
     """Per node x, times[m-1] + ... + times[x], added from the end (as the backward runs)."""
     return list(accumulate(reversed(times), initial=0.0))[:0:-1]
 
 
-def _peaks(m: int, carried, trans: list, step: list) -> tuple:
+def _peaks(m: int, carried: list, d: list, trans: list, step: list) -> tuple:
     """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest
-    carried + transient bytes, with the per-step buffers (…0) and without."""
-    v = list(map(add, carried, trans))
-    w = list(map(add, v, step))
-    return (*_first_max(w[:m], 0, 0), *_first_max(v[:m], 0, 0), *_first_max(w[m:], m, m),
-            *_first_max(v[m:], m, m))
+    carried (+ the running sum of ``d``) + transient bytes, with the per-step buffers (…0) and
+    without."""
+    acc = 0
+    maxF0 = maxF = -1
+    argF0 = argF = 0
+    for p in range(m):
+        acc += d[p]
+        v = carried[p] + acc + trans[p]
+        if v > maxF:
+            maxF, argF = v, p
+        v += step[p]
+        if v > maxF0:
+            maxF0, argF0 = v, p
+    maxB0 = maxB = -1
+    argB0 = argB = m
+    for p in range(m, 2 * m):
+        acc += d[p]
+        v = carried[p] + acc + trans[p]
+        if v > maxB:
+            maxB, argB = v, p
+        v += step[p]
+        if v > maxB0:
+            maxB0, argB0 = v, p
+    return maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB
 
 
 def _prepare(L: StageLayout) -> _Keep:
@@ -390,7 +402,7 @@ def _prepare(L: StageLayout) -> _Keep:
     K.bt_keep = [bt[x] + 0.0 for x in range(m)]  # as the full path adds them (bit for bit)
     K.bt_rec = [bt[x] + ft[x] for x in range(m)]
     K.fwd_s, K.bwd_s = sum(ft), sum(bt)
-    K.keep_peaks = _peaks(m, carried, trans0, step)
+    K.keep_peaks = _peaks(m, carried, [0] * (2 * m), trans0, step)
     K.keep_node_end = _suffix_sums(K.bt_keep)
     L._keep = K
     return K
@@ -543,8 +555,7 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 trans[lf] += nb
             if not late and la <= m - 1 and lf >= m:
                 R += nb
-        carried = map(add, K.carried, accumulate(d))
-        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, carried, trans, K.step)
+        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.carried, d, trans, K.step)
     params = L.P_sum
     opt = L.O_sum
     if shard and dp > 1:

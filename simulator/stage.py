@@ -291,7 +291,7 @@ class _Keep:
     """A layout's all-keep figures and the per-node / per-group tables the fast path corrects
     them with (action-independent; built once per layout by :func:`_prepare`)."""
 
-    __slots__ = ("carried", "trans", "R", "groups", "touch_swap", "touch_rec", "rec_trans", "cpu_swap_trans",
+    __slots__ = ("kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "rec_dtrans", "cpu_swap_dtrans",
                  "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step", "S_fwd", "S_after", "keep_peaks",
                  "keep_node_end")
 
@@ -301,29 +301,29 @@ def _suffix_sums(times: list) -> list:
     return list(accumulate(reversed(times), initial=0.0))[:0:-1]
 
 
-def _peaks(m: int, carried: list, d: list, trans: list, step: list) -> tuple:
-    """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest
-    carried (+ the running sum of ``d``) + transient bytes, with the per-step buffers (…0) and
-    without."""
+def _peaks(m: int, kv: list, kv0: list, d: list) -> tuple:
+    """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest bytes
+    and first phase — all-keep carried + transient bytes ``kv`` (``kv0``: with the per-step
+    buffers) plus the running sum of the corrections ``d``."""
     acc = 0
     maxF0 = maxF = -1
     argF0 = argF = 0
     for p in range(m):
         acc += d[p]
-        v = carried[p] + acc + trans[p]
+        v = kv[p] + acc
         if v > maxF:
             maxF, argF = v, p
-        v += step[p]
+        v = kv0[p] + acc
         if v > maxF0:
             maxF0, argF0 = v, p
     maxB0 = maxB = -1
     argB0 = argB = m
     for p in range(m, 2 * m):
         acc += d[p]
-        v = carried[p] + acc + trans[p]
+        v = kv[p] + acc
         if v > maxB:
             maxB, argB = v, p
-        v += step[p]
+        v = kv0[p] + acc
         if v > maxB0:
             maxB0, argB0 = v, p
     return maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB
@@ -380,19 +380,22 @@ def _prepare(L: StageLayout) -> _Keep:
     for p in range(2 * m + 1):
         acc += dst[p]
         step.append(acc)
-    K.carried, K.trans, K.R, K.groups = carried, trans0, R, groups
+    K.kv = [carried[p] + trans0[p] for p in range(2 * m)]
+    K.kv0 = [K.kv[p] + step[p] for p in range(2 * m)]
+    K.R, K.groups = R, groups
     K.step, K.S_fwd, K.S_after = step, S_fwd, S_after
     # the groups a node's action changes: its saved-for-backward buffers; if recomputed, also the
     # inputs its forward reads that would otherwise be freed before its backward
     K.touch_swap = [tuple(g) for g in xg]
     K.touch_rec = [tuple(xg[x] + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
-    # B_x's transient when x is recomputed: its forward's transient runs there again, and the
-    # outputs it saves itself are re-made beside the originals
-    K.rec_trans = [0] * m
+    # the change of B_x's transient when x is recomputed: its forward's transient runs there
+    # again, and the outputs it saves itself are re-made beside the originals
+    K.rec_dtrans = [0] * m
     for x in range(m):
         j = 2 * m - 1 - x
-        K.rec_trans[x] = max(trans0[j], L.fwd_trans[x] + (trans0[j] - L.trans[j])) + L.redo_out[x]
-    K.cpu_swap_trans = [max(0, trans0[x] - L.x_bytes[x]) for x in range(m)]  # CPU: packed to host as saved
+        K.rec_dtrans[x] = max(trans0[j], L.fwd_trans[x] + (trans0[j] - L.trans[j])) + L.redo_out[x] - trans0[j]
+    # ... and of F_x's when x is swapped on the CPU (packed to host as saved)
+    K.cpu_swap_dtrans = [max(0, trans0[x] - L.x_bytes[x]) - trans0[x] for x in range(m)]
     ft, bt = L.fwd_time, L.bwd_time
     end_f, t = [], 0.0
     for x in range(m):
@@ -402,7 +405,7 @@ def _prepare(L: StageLayout) -> _Keep:
     K.bt_keep = [bt[x] + 0.0 for x in range(m)]  # as the full path adds them (bit for bit)
     K.bt_rec = [bt[x] + ft[x] for x in range(m)]
     K.fwd_s, K.bwd_s = sum(ft), sum(bt)
-    K.keep_peaks = _peaks(m, carried, [0] * (2 * m), trans0, step)
+    K.keep_peaks = _peaks(m, K.kv, K.kv0, [0] * (2 * m))
     K.keep_node_end = _suffix_sums(K.bt_keep)
     L._keep = K
     return K
@@ -430,9 +433,8 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     else:
         twom = 2 * m
         P = twom + 2
-        trans = list(K.trans)
-        d = [0] * (P + 1)
-        touched = set()
+        d = [0] * (P + 1)  # corrections of the bytes in each phase, as differences (running sum)
+        touched = []  # groups to correct (deduplicated below)
         btn = list(K.bt_keep)  # backward time of each node, with its recompute
         cpu = not getattr(L, "prefetch_ahead", True)
         end_f = K.end_f
@@ -443,9 +445,11 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         for x in range(m):
             act = actions[x]
             if act == SWAP:
-                touched.update(K.touch_swap[x])
+                touched += K.touch_swap[x]
                 if cpu:
-                    trans[x] = K.cpu_swap_trans[x]
+                    dt = K.cpu_swap_dtrans[x]
+                    d[x] += dt
+                    d[x + 1] -= dt
                 nb = L.x_bytes[x]
                 if nb > 0:
                     du = nb / host_bw + host_lat if host_bw != _INF else host_lat
@@ -458,14 +462,18 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     host_s += 2 * du
                     swap_bytes += nb
             elif act == RECOMPUTE:
-                trans[twom - 1 - x] = K.rec_trans[x]
+                j = twom - 1 - x
+                dt = K.rec_dtrans[x]
+                d[j] += dt
+                d[j + 1] -= dt
                 bwd_s += ft[x]
                 btn[x] = K.bt_rec[x]
-                touched.update(K.touch_rec[x])
+                touched += K.touch_rec[x]
         # ---- backward: prefetches (GPU: one node ahead; CPU: on demand) and the stalls they cause
         if has_swap:
             tb0 = t = end_f[-1]
-            be = []  # end of each backward phase, B_{m-1} first
+            phase_end = end_f + [0.0] * m
+            node_end = [0.0] * m  # offset from the B op's start at which B_x ends
             if cpu:
                 for x in range(m - 1, -1, -1):
                     if x in dur:
@@ -479,7 +487,8 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                         stall += host_free - t
                         t = host_free
                     t += btn[x]
-                    be.append(t)
+                    phase_end[twom - 1 - x] = t
+                    node_end[x] = t - tb0
             else:
                 land = [-1.0] * m  # when a node's prefetch lands (-1: none)
                 if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
@@ -501,19 +510,20 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                         host_free = s0 + dur[x - 1]
                         land[x - 1] = host_free
                     t += btn[x]
-                    be.append(t)
-            phase_end = end_f + be
-            node_end = list(map(tb0.__rsub__, reversed(be)))  # offset from the B op's start at which B_x ends
+                    phase_end[twom - 1 - x] = t
+                    node_end[x] = t - tb0
         else:
             node_end = _suffix_sums(btn)
         # ---- memory: swap the all-keep contribution of each touched group for its actual one
         R = K.R
         groups = K.groups
-        for i in touched:
+        for i in set(touched):
             nb, la, lf, extra, late, x, fusers, lo, hi, dnb, xi, xnb, rnb = groups[i]
             d[lo] -= dnb
             d[hi] += dnb
-            trans[xi] -= xnb
+            if xnb:
+                d[xi] -= xnb
+                d[xi + 1] += xnb
             R -= rnb
             act = actions[x] if x >= 0 else KEEP
             if act == RECOMPUTE:
@@ -538,7 +548,8 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     if f1 == m:  # completes in the last F phase: counted there, not retained
                         f1 = m - 1
                         if la < m - 1:
-                            trans[m - 1] += nb
+                            d[m - 1] += nb
+                            d[m] -= nb
                     if la + 1 < f1:
                         d[la + 1] += nb
                         d[f1] -= nb
@@ -552,10 +563,11 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 d[la + 1 if la >= 0 else 0] += nb
                 d[lf if lf < P else P] -= nb
             if extra:
-                trans[lf] += nb
+                d[lf] += nb
+                d[lf + 1] -= nb
             if not late and la <= m - 1 and lf >= m:
                 R += nb
-        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.carried, d, trans, K.step)
+        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
     params = L.P_sum
     opt = L.O_sum
     if shard and dp > 1:

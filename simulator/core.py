@@ -238,7 +238,7 @@ class Simulator:
                 self.stats["stage_hits"] += 1
                 return ev
         a, b, acts, shard, ohost, dp, bw = key
-        L = self.layout(a, b)
+        L = self._layouts.get((a, b)) or self.layout(a, b)
         ev = eval_stage(
             L, acts, dp=dp, shard=shard, opt_host=ohost, input_bytes=self.graph.input_bytes,
             opt_trans=L.opt_trans, host_bw=bw, host_lat=self.host_link.latency, detail=detail,
@@ -434,8 +434,8 @@ class Simulator:
         fwd = [e.fwd_s for e in evals]
         bwd = [e.bwd_s for e in evals]
         cf, cb, ag = sh.cf, sh.cb, sh.ag
-        if detail:
-            end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, record=True)
+        if detail or pp == 1:  # (one stage: a closed form, cheaper than the memo)
+            end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, record=detail)
         else:  # the schedule's timing depends only on these numbers: memoise it across moves
             pkey = (tuple(fwd), tuple(bwd), sh.pipe_key)
             hit = self._pipe_cache.get(pkey)
@@ -448,6 +448,7 @@ class Simulator:
         ar_end = []
         opt_s = stg.opt_s
         buckets_rec = [] if detail else None
+        step = -math.inf
         for s in range(pp):
             ev = evals[s]
             t_ar = end[s]
@@ -464,13 +465,16 @@ class Simulator:
                         buckets_rec.append((s, st0, free - st0, acc))
                 if free > t_ar:
                     t_ar = free
-            ar_end.append(t_ar)
             e = t_ar
             hfloor = m * ev.host_s
             if hfloor > e:
                 e = hfloor
-            stage_end.append(e + opt_s[s] + ag[s])
-        step = max(stage_end)
+            e = e + opt_s[s] + ag[s]
+            if e > step:
+                step = e
+            if detail:
+                ar_end.append(t_ar)
+                stage_end.append(e)
         if not detail:
             if dp == 1:
                 peak_dev = list(peaks)

@@ -457,10 +457,10 @@ class Simulator:
                 free = 0.0
                 t0 = last_b[s]
                 ne = ev.bwd_node_end
-                for x, dur, acc in sh.buckets[s]:
+                for x, xfer, acc in sh.buckets[s]:
                     ready = t0 + ne[x]
                     st0 = ready if ready > free else free
-                    free = st0 + dur + lfac
+                    free = st0 + xfer + lfac
                     if detail:
                         buckets_rec.append((s, st0, free - st0, acc))
                 if free > t_ar:

@@ -490,7 +490,7 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     phase_end[twom - 1 - x] = t
                     node_end[x] = t - tb0
             else:
-                land = [-1.0] * m  # when a node's prefetch lands (-1: none)
+                land = [-_INF] * m  # when a node's prefetch lands (-inf: none)
                 if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
                     s0 = host_free if host_free > t else t
                     host_free = s0 + dur[m - 1]

@@ -25,6 +25,7 @@ __all__ = ["Simulator", "simulate", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket (bytes), as DDP's 25 MB default
 HOST_MEM_BANDWIDTH = 20e9  # bytes/s a host optimizer step streams through (CPU Adam)
 GiB = 2**30
+SHAPE_CACHE_SIZE = 4096  # _Shapes kept (a few KiB each; rebuilt on a miss for about one stage evaluation's cost)
 
 
 _ACTION_SET = frozenset(ACTIONS)
@@ -293,7 +294,7 @@ class Simulator:
             host_share.append(tuple(share.items()))
         sh = _Shape(pp, dp, m, sched, ranges, layouts, shard, ohost, ks, cf, cb, (tuple(cf), tuple(cb), m, sched),
                     ag, lfac, buckets, host_opt, tuple(host_share))
-        if len(self._shapes) >= self.cache_size:
+        if len(self._shapes) >= SHAPE_CACHE_SIZE:
             self._shapes.clear()
         self._shapes[key] = sh
         return sh

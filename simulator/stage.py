@@ -31,7 +31,7 @@ of floats that :mod:`simulator.pipeline` combines with the schedule.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import accumulate
 
 from memflow.graph.record import KIND_GRAD, TaskGraph
@@ -74,9 +74,10 @@ class StageLayout:
     last: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class StageEval:
-    """Action-dependent figures of one stage, per micro-batch unless noted."""
+    """Action-dependent figures of one stage, per micro-batch unless noted (the search makes
+    one per stage it evaluates: slots, and the detail-only fields default to an empty tuple)."""
 
     fwd_s: float  # compute time of one micro-batch's forward
     bwd_s: float  # of its backward, incl. recompute and swap stalls
@@ -100,12 +101,13 @@ class StageEval:
     S_fwd: int
     S_after: int
     opt_mem: int
-    carried: list = field(default_factory=list)  # per local phase (mb buffers), detail only
-    step: list = field(default_factory=list)
-    trans: list = field(default_factory=list)
-    swap_live: list = field(default_factory=list)  # prefetched swap bytes carried per phase
-    copy_out: list = field(default_factory=list)  # (start, end) offsets from F op start, per swapped node
-    prefetch: list = field(default_factory=list)  # (start, end) offsets from B op start
+    # detail only:
+    carried: list = ()  # per local phase (mb buffers)
+    step: list = ()
+    trans: list = ()
+    swap_live: list = ()  # prefetched swap bytes carried per phase
+    copy_out: list = ()  # (start, end) offsets from F op start, per swapped node
+    prefetch: list = ()  # (start, end) offsets from B op start
 
 
 def _loc(p: int, n: int, a: int, b: int, m: int):

@@ -273,22 +273,6 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     )
 
 
-def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
-               input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
-               detail: bool = False) -> StageEval:
-    """Apply per-node actions and the stage's options to a layout.
-
-    The fast path (``detail=False``) starts from the layout's precomputed
-    all-keep liveness and corrects only the buffer groups the non-keep nodes
-    touch; ``detail=True`` walks every group (and also returns the curves).
-    Both give the same figures (tested)."""
-    if detail:
-        return _eval_stage_full(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
-                                opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat, detail=detail)
-    return _eval_stage_fast(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
-                            opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat)
-
-
 class _Keep:
     """A layout's all-keep figures and the per-node / per-group tables the fast path corrects
     them with (action-independent; built once per layout by :func:`_prepare`)."""
@@ -413,11 +397,19 @@ def _prepare(L: StageLayout) -> _Keep:
     return K
 
 
-def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
-                     input_bytes: int, opt_trans: int, host_bw: float, host_lat: float) -> StageEval:
-    """The layout's all-keep figures, corrected for the non-keep nodes only: their transients,
-    their swap copies' timeline, and the buffer groups they touch. Equal to
-    :func:`_eval_stage_full` (times to rounding: the backward sum adds the recomputes last)."""
+def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
+               input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
+               detail: bool = False) -> StageEval:
+    """Apply per-node actions and the stage's options to a layout.
+
+    The fast path (``detail=False``) takes the layout's precomputed all-keep figures and
+    corrects them for the non-keep nodes only: their transients, their swap copies' timeline,
+    and the buffer groups they touch. ``detail=True`` walks every group (and also returns the
+    curves). Both give the same figures (tested; times to rounding: the fast backward sum adds
+    the recomputes last)."""
+    if detail:
+        return _eval_stage_full(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
+                                opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat, detail=detail)
     try:
         K = L._keep
     except AttributeError:

@@ -72,9 +72,9 @@ def _timing_plan(pp: int, m: int, schedule: str) -> tuple:
 def _unrolled(pp: int, m: int, schedule: str):
     """``(fwd, bwd, cf, cb) -> (end per stage, start of each stage's last backward)`` for one
     (pp, m, schedule): :func:`_timing_plan` unrolled into straight-line code on local
-    variables (one statement per op), compiled once. It does run_pipeline's comparisons and
-    additions in the same order, without the loop's per-op indexing — the search times the
-    same few shapes many times over (the untimed calls)."""
+    variables (one statement per op), compiled once. It does the recorded loop's comparisons
+    and additions in the same order (equal to the bit; tested), without its per-op indexing —
+    the search times the same few shapes many times over."""
     plan = _timing_plan(pp, m, schedule)
     n_ops = 2 * m
     none = pp * n_ops
@@ -118,18 +118,18 @@ def run_pipeline(fwd: list, bwd: list, cf: list, cb: list, m: int, schedule: str
                 t = fs + bs + (m - 1) * (fs + bs)
             return [t], [t - bs], None
         return (*_unrolled(pp, m, schedule)(fwd, bwd, cf, cb), None)
+    # recorded (and the reference for the above): the plan's ops one by one
     end = [0.0] * (2 * m * pp + 1)
     free = [0.0] * pp
     comm = [*cf, *cb, 0.0]
     dur = [*fwd, *bwd]
-    ops_rec = [[] for _ in range(pp)] if record else None
+    ops_rec = [[] for _ in range(pp)]
     for s, op, me, dep, c, d in _timing_plan(pp, m, schedule):
         t = free[s]
         r = end[dep] + comm[c]  # its input's arrival
         if r > t:
             t = r
         e = end[me] = free[s] = t + dur[d]
-        if record:
-            ops_rec[s].append((op, t, e))
+        ops_rec[s].append((op, t, e))
     last_b = [end[(s + 1) * 2 * m - 1] - bwd[s] for s in range(pp)]
     return free, last_b, ops_rec

@@ -25,16 +25,57 @@ __all__ = ["Simulator", "simulate", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket (bytes), as DDP's 25 MB default
 HOST_MEM_BANDWIDTH = 20e9  # bytes/s a host optimizer step streams through (CPU Adam)
 GiB = 2**30
+SHAPE_CACHE_SIZE = 4096  # _Shapes kept (a few KiB each; rebuilt on a miss for about one stage evaluation's cost)
+
+
+_ACTION_SET = frozenset(ACTIONS)
+
+
+@dataclass(eq=False)
+class _Shape:
+    """What combining a strategy's stages needs besides their actions: mesh, stage ranges and
+    layouts, options, in-flight micro-batches, transfers, ZeRO-1 broadcasts, all-reduce buckets
+    and host-memory shares (cached per simulator by everything but the actions)."""
+
+    pp: int
+    dp: int
+    m: int  # micro-batches
+    sched: str
+    ranges: list
+    layouts: list
+    shard: list  # per stage: bool(shard_state)
+    ohost: list  # per stage: bool(optimizer_on_host)
+    ks: list  # per stage: micro-batches in flight
+    cf: list  # per cut: activation transfer (s)
+    cb: list  # per cut: gradient transfer (s)
+    pipe_key: tuple  # (cf, cb, m, schedule): with the op times, the pipeline timing's memo key
+    ag: list  # per stage: ZeRO-1 parameter broadcast after the step (s)
+    lfac: list  # per stage: all-reduce latency term per bucket (s)
+    buckets: list  # per stage: (local node completing it, bytes-term seconds, bytes) per all-reduce bucket
+    host_opt: list  # per stage: host bytes per device of an optimizer state kept on the host
+    host_share: tuple  # per stage: ((machine, devices of the stage on it), ...)
 
 
 @dataclass
 class _Stages:
-    """Per-strategy intermediate results (what evaluate_delta re-uses)."""
+    """Per-strategy intermediate results (what evaluate_delta re-uses): per stage its cache
+    key, StageEval, host-link bandwidth, and the figures combined from them."""
 
-    ranges: list
+    shape: _Shape
     keys: list
     evals: list
     bw: list
+    peaks: list  # bytes per device
+    opt_s: list  # optimizer step (s)
+    host_b: list  # host bytes per device
+
+    @property
+    def ranges(self) -> list:
+        return self.shape.ranges
+
+    def copy(self, bw: list) -> "_Stages":
+        return _Stages(self.shape, list(self.keys), list(self.evals), bw, list(self.peaks), list(self.opt_s),
+                       list(self.host_b))
 
 
 class Simulator:
@@ -63,6 +104,7 @@ class Simulator:
         self._stage_cache: dict = {}
         self._pipe_cache: dict = {}  # pipeline schedule timings by (times, m, schedule)
         self._links: dict = {}
+        self._shapes: dict = {}  # _Shape by everything but the actions
         self._opt_total = graph.optimizer_bytes
         self._param_total = graph.param_bytes
         self._cut_bytes()
@@ -104,6 +146,7 @@ class Simulator:
             L.G = sum(L.grad_bytes)
             L.O = sum(L.opt_bytes)
             L.buckets = self._bucket_plan(L)
+            L.opt_trans = self._opt_trans(a, b)
             L.opt_s = self._opt_time(L)
             L.input_bytes = self.graph.stage_input_bytes(a, b)
             L.n_tensors = sum(len(nd.param_names) for nd in self.graph.nodes[a:b])
@@ -210,9 +253,10 @@ class Simulator:
                 self.stats["stage_hits"] += 1
                 return ev
         a, b, acts, shard, ohost, dp, bw = key
+        L = self._layouts.get((a, b)) or self.layout(a, b)
         ev = eval_stage(
-            self.layout(a, b), acts, dp=dp, shard=shard, opt_host=ohost, input_bytes=self.layout(a, b).input_bytes,
-            opt_trans=self._opt_trans(a, b), host_bw=bw, host_lat=self.host_link.latency, detail=detail,
+            L, acts, dp=dp, shard=shard, opt_host=ohost, input_bytes=L.input_bytes,
+            opt_trans=L.opt_trans, host_bw=bw, host_lat=self.host_link.latency, detail=detail,
         )
         self.stats["stage_evals"] += 1
         if not detail:
@@ -221,16 +265,102 @@ class Simulator:
             self._stage_cache[key] = ev
         return ev
 
-    def _stages(self, st: Strategy) -> _Stages:
+    def _shape(self, st: Strategy) -> _Shape:
+        """The strategy's :class:`_Shape` (cached by everything but the actions)."""
+        key = (st.dp, st.pp, st.microbatches, st.schedule, tuple(st.stage_of), tuple(st.shard_state),
+               tuple(st.optimizer_on_host))
+        sh = self._shapes.get(key)
+        if sh is not None:
+            return sh
+        pp, dp, m, sched = st.pp, st.dp, st.microbatches, st.schedule
         ranges = self._stage_ranges(st)
-        bw = self._host_bw(st, ranges)
-        keys, evals = [], []
+        layouts = [self.layout(a, b) for a, b in ranges]
+        shard = [bool(st.shard_state[s]) for s in range(pp)]
+        ohost = [bool(st.optimizer_on_host[s]) for s in range(pp)]
+        ks = [m if sched == "gpipe" else min(m, pp - s) for s in range(pp)]
+        cf, cb = [], []
+        for s in range(pp - 1):
+            c = ranges[s][1]
+            bw, lat = self._p2p(s, dp)
+            fb, bb = self.cut_fwd_bytes[c], self.cut_bwd_bytes[c]
+            cf.append(lat + fb / bw if fb else 0.0)
+            cb.append(lat + bb / bw if bb else 0.0)
+        ag = [0.0] * pp  # ZeRO-1: broadcast of the updated parameter shards after the step
+        lfac = [0.0] * pp
+        buckets = [()] * pp
+        if dp > 1:
+            for s in range(pp):
+                bw, lat = self._ring(s, dp)
+                if shard[s]:  # ZeroRedundancyOptimizer broadcasts each parameter tensor from its owner
+                    ag[s] = (dp - 1) / dp * layouts[s].P / bw + max(layouts[s].n_tensors, dp - 1) * lat
+                fac, lfac[s] = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
+                buckets[s] = tuple((x, acc * fac, acc) for x, acc in layouts[s].buckets)
+        host_opt = [0] * pp
+        host_share = []
+        for s in range(pp):
+            if ohost[s]:
+                o = layouts[s].O
+                host_opt[s] = -(-o // dp) if shard[s] and dp > 1 else o
+            share: dict = {}
+            for r in range(dp):
+                mch = self._node_of[s * dp + r]
+                share[mch] = share.get(mch, 0) + 1
+            host_share.append(tuple(share.items()))
+        sh = _Shape(pp, dp, m, sched, ranges, layouts, shard, ohost, ks, cf, cb, (tuple(cf), tuple(cb), m, sched),
+                    ag, lfac, buckets, host_opt, tuple(host_share))
+        if len(self._shapes) >= SHAPE_CACHE_SIZE:
+            self._shapes.clear()
+        self._shapes[key] = sh
+        return sh
+
+    def _figures(self, sh: _Shape, s: int, ev: StageEval, hbw: float) -> tuple:
+        """Stage s's (peak bytes, optimizer-step seconds, host bytes per device)."""
+        m, k = sh.m, sh.ks[s]
+        R = ev.R
+        v = ev.maxF0
+        w = (k - 1) * R + ev.maxB0
+        if w > v:
+            v = w
+        if ev.opt_mem > v:
+            v = ev.opt_mem
+        if k >= 2:
+            w = (k - 1) * R + ev.maxF + ev.S_fwd
+            if w > v:
+                v = w
+        if m > k:
+            w = (k - 1) * R + ev.maxF + ev.S_after
+            if w > v:
+                v = w
+        if m >= 2:
+            w = ((k - 1) if m > k else (k - 2)) * R + ev.maxB + ev.S_after
+            if w > v:
+                v = w
+        L = sh.layouts[s]
+        P, G, O = L.P, L.G, L.O
+        o = L.opt_s
+        if sh.dp > 1 and sh.shard[s]:  # each rank steps its 1/dp of the parameters, then broadcasts them
+            dp = sh.dp
+            P, G, O, o = P / dp, G / dp, O / dp, o / dp
+        if sh.ohost[s]:
+            hl = self.host_link
+            o = (G / hbw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / hbw + hl.latency)
+        return ev.base + v, o, ev.swap_bytes * k + sh.host_opt[s]
+
+    def _stages(self, st: Strategy) -> _Stages:
+        sh = self._shape(st)
+        bw = self._host_bw(st, sh.ranges)
         acts, dp = st.actions, st.dp
-        for s, (a, b) in enumerate(ranges):
-            key = (a, b, tuple(acts[a:b]), bool(st.shard_state[s]), bool(st.optimizer_on_host[s]), dp, bw[s])
-            keys.append(key)
-            evals.append(self._stage_eval(key))
-        return _Stages(ranges, keys, evals, bw)
+        stg = _Stages(sh, [], [], bw, [], [], [])
+        for s, (a, b) in enumerate(sh.ranges):
+            key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s])
+            ev = self._stage_eval(key)
+            peak, opt_s, host_b = self._figures(sh, s, ev, bw[s])
+            stg.keys.append(key)
+            stg.evals.append(ev)
+            stg.peaks.append(peak)
+            stg.opt_s.append(opt_s)
+            stg.host_b.append(host_b)
+        return stg
 
     def validate(self, st: Strategy) -> None:
         """Raise StrategyError (with the arithmetic) for an invalid strategy."""
@@ -246,39 +376,33 @@ class Simulator:
         return self._combine(strategy, stg)
 
     def evaluate_delta(self, base: Strategy, new: Strategy, base_stages: _Stages | None = None):
-        """Evaluate ``new`` re-using ``base``'s per-stage results for every stage whose
-        node range, actions and options are unchanged; only the touched stage(s)
-        are recomputed, then the schedule is re-combined. Returns (Evaluation, stages)
-        so a chain of deltas can pass the stages along."""
-        same_shape = (new.dp == base.dp and new.pp == base.pp and new.microbatches == base.microbatches
-                      and new.schedule == base.schedule and new.stage_of == base.stage_of
-                      and new.shard_state == base.shard_state and new.optimizer_on_host == base.optimizer_on_host)
-        if same_shape and base_stages is not None:
-            # only actions changed: the (validated) base's mesh and placement still hold
-            bad = [a for a in new.actions if a not in ACTIONS]
-            if bad or len(new.actions) != self.n:
-                self.validate(new)
-            ranges = base_stages.ranges
-        else:
+        """Evaluate ``new`` re-using ``base``'s per-stage results (``base_stages``, from
+        :meth:`stages` or an earlier delta) for every stage whose actions and host-link share are
+        unchanged; only the touched stage(s) are recomputed, then the schedule is re-combined.
+        A ``new`` with other stages, options, micro-batches or schedule is evaluated in full (its
+        unchanged stages still come from the stage cache). Returns (Evaluation, stages) so a
+        chain of deltas can pass the stages along."""
+        if (base_stages is None or new.dp != base.dp or new.pp != base.pp or new.microbatches != base.microbatches
+                or new.schedule != base.schedule or new.stage_of != base.stage_of
+                or new.shard_state != base.shard_state or new.optimizer_on_host != base.optimizer_on_host):
             self.validate(new)
-            if base_stages is None:
-                base_stages = self._stages(base)
-            if (new.dp != base.dp or new.pp != base.pp or new.shard_state != base.shard_state
-                    or new.optimizer_on_host != base.optimizer_on_host):
-                stg = self._stages(new)
-                return self._combine(new, stg), stg
-            ranges = self._stage_ranges(new)
-        bw = self._host_bw(new, ranges)
-        keys = list(base_stages.keys)
-        evals = list(base_stages.evals)
+            stg = self._stages(new)
+            return self._combine(new, stg), stg
+        # only actions changed: the (validated) base's mesh and placement still hold
         na, ba = new.actions, base.actions
-        for s, (a, b) in enumerate(ranges):
-            if (a, b) == base_stages.ranges[s] and bw[s] == base_stages.bw[s] and na[a:b] == ba[a:b]:
+        if len(na) != self.n or not _ACTION_SET.issuperset(na):
+            self.validate(new)
+        sh = base_stages.shape
+        bw = self._host_bw(new, sh.ranges)
+        stg = base_stages.copy(bw)
+        for s, (a, b) in enumerate(sh.ranges):
+            if bw[s] == base_stages.bw[s] and na[a:b] == ba[a:b]:
                 continue
-            key = (a, b, tuple(na[a:b]), bool(new.shard_state[s]), bool(new.optimizer_on_host[s]), new.dp, bw[s])
-            keys[s] = key
-            evals[s] = self._stage_eval(key)
-        stg = _Stages(ranges, keys, evals, bw)
+            key = (a, b, tuple(na[a:b]), sh.shard[s], sh.ohost[s], sh.dp, bw[s])
+            ev = self._stage_eval(key)
+            stg.keys[s] = key
+            stg.evals[s] = ev
+            stg.peaks[s], stg.opt_s[s], stg.host_b[s] = self._figures(sh, s, ev, bw[s])
         return self._combine(new, stg), stg
 
     def stages(self, strategy: Strategy) -> _Stages:
@@ -302,52 +426,20 @@ class Simulator:
         return ev.base + best[0]
 
     def _combine(self, st: Strategy, stg: _Stages, detail: bool = False):
-        pp, dp, m, sched = st.pp, st.dp, st.microbatches, st.schedule
+        sh = stg.shape
+        pp, dp, m, sched = sh.pp, sh.dp, sh.m, sh.sched
         evals = stg.evals
-        ranges = stg.ranges
         cl = self.cluster
         # ---- memory
-        peaks = []
-        ks = []
-        for s in range(pp):
-            ev = evals[s]
-            k = m if sched == "gpipe" else min(m, pp - s)
-            ks.append(k)
-            R = ev.R
-            v = ev.maxF0
-            w = (k - 1) * R + ev.maxB0
-            if w > v:
-                v = w
-            if ev.opt_mem > v:
-                v = ev.opt_mem
-            if k >= 2:
-                w = (k - 1) * R + ev.maxF + ev.S_fwd
-                if w > v:
-                    v = w
-            if m > k:
-                w = (k - 1) * R + ev.maxF + ev.S_after
-                if w > v:
-                    v = w
-            if m >= 2:
-                w = ((k - 1) if m > k else (k - 2)) * R + ev.maxB + ev.S_after
-                if w > v:
-                    v = w
-            peaks.append(ev.base + v)
-        # host memory per machine
+        peaks = stg.peaks
         host_machine = None
         host_fits = True
-        layouts = self._layouts
-        if SWAP in st.actions or any(st.optimizer_on_host):
-            host_dev = []
-            for s, (a, b) in enumerate(ranges):
-                hb = evals[s].swap_bytes * ks[s]
-                if st.optimizer_on_host[s]:
-                    o = layouts[(a, b)].O
-                    hb += -(-o // dp) if st.shard_state[s] and dp > 1 else o
-                host_dev.append(hb)
+        if SWAP in st.actions or any(sh.ohost):
             host_machine = [0] * cl.num_nodes
-            for d in range(pp * dp):
-                host_machine[self._node_of[d]] += host_dev[d // dp]
+            for s in range(pp):
+                hb = stg.host_b[s]
+                for mch, cnt in sh.host_share[s]:
+                    host_machine[mch] += cnt * hb
             host_fits = max(host_machine) <= cl.host_memory_bytes
         cap = self.capacity
         fits = host_fits and max(peaks) <= cap
@@ -355,77 +447,58 @@ class Simulator:
         # ---- time
         fwd = [e.fwd_s for e in evals]
         bwd = [e.bwd_s for e in evals]
-        cf, cb = [], []
-        for s in range(pp - 1):
-            c = ranges[s][1]
-            bw, lat = self._p2p(s, dp)
-            fb, bb = self.cut_fwd_bytes[c], self.cut_bwd_bytes[c]
-            cf.append(lat + fb / bw if fb else 0.0)
-            cb.append(lat + bb / bw if bb else 0.0)
-        ag = [0.0] * pp  # ZeRO-1: broadcast of the updated parameter shards after the step
-        f_ready = [0.0] * pp
-        b_ready = [0.0] * pp
-        if dp > 1 and any(st.shard_state):
-            for s, (a, b) in enumerate(ranges):
-                if st.shard_state[s]:
-                    bw, lat = self._ring(s, dp)
-                    # ZeroRedundancyOptimizer broadcasts each parameter tensor from its owner
-                    L = layouts[(a, b)]
-                    ag[s] = (dp - 1) / dp * L.P / bw + max(L.n_tensors, dp - 1) * lat
-        if detail:
-            end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready, record=True)
+        cf, cb, ag = sh.cf, sh.cb, sh.ag
+        if detail or pp == 1:  # (one stage: a closed form, cheaper than the memo)
+            end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, record=detail)
         else:  # the schedule's timing depends only on these numbers: memoise it across moves
-            pkey = (tuple(fwd), tuple(bwd), tuple(cf), tuple(cb), m, sched)
+            pkey = (tuple(fwd), tuple(bwd), sh.pipe_key)
             hit = self._pipe_cache.get(pkey)
             if hit is None:
                 if len(self._pipe_cache) > self.cache_size:
                     self._pipe_cache.clear()
-                hit = self._pipe_cache[pkey] = run_pipeline(fwd, bwd, cf, cb, m, sched, f_ready, b_ready)
+                hit = self._pipe_cache[pkey] = run_pipeline(fwd, bwd, cf, cb, m, sched)
             end, last_b, ops = hit
         stage_end = []
         ar_end = []
-        opt_s = []
+        opt_s = stg.opt_s
         buckets_rec = [] if detail else None
-        hl = self.host_link
+        step = -math.inf
         for s in range(pp):
-            L = layouts[ranges[s]]
             ev = evals[s]
-            shard = dp > 1 and st.shard_state[s]
             t_ar = end[s]
-            if dp > 1:
-                bw, lat = self._ring(s, dp)
-                fac, lfac = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
+            if dp > 1:  # gradient all-reduce, bucket by bucket as the last backward completes them
+                lfac = sh.lfac[s]
                 free = 0.0
                 t0 = last_b[s]
                 ne = ev.bwd_node_end
-                for x, acc in L.buckets:
+                for x, xfer, acc in sh.buckets[s]:
                     ready = t0 + ne[x]
                     st0 = ready if ready > free else free
-                    free = st0 + acc * fac + lfac
+                    free = st0 + xfer + lfac
                     if detail:
                         buckets_rec.append((s, st0, free - st0, acc))
                 if free > t_ar:
                     t_ar = free
-            ar_end.append(t_ar)
-            P, G, O = L.P, L.G, L.O
-            if shard:  # each rank steps its 1/dp of the parameters, then broadcasts them
-                P, G, O = P / dp, G / dp, O / dp
-            if st.optimizer_on_host[s]:
-                hbw = stg.bw[s]
-                o = (G / hbw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / hbw + hl.latency)
-            else:
-                o = L.opt_s / dp if shard else L.opt_s
-            opt_s.append(o)
             e = t_ar
             hfloor = m * ev.host_s
             if hfloor > e:
                 e = hfloor
-            stage_end.append(e + o + ag[s])
-        step = max(stage_end)
+            e = e + opt_s[s] + ag[s]
+            if e > step:
+                step = e
+            if detail:
+                ar_end.append(t_ar)
+                stage_end.append(e)
         if not detail:
-            return Evaluation(step_time_s=step, peak_bytes=[peaks[d // dp] for d in range(pp * dp)], fits=fits,
-                              capacity_bytes=cap, host_fits=host_fits)
-        return self._detail(st, stg, peaks, ks, host_machine, fits, step, end, ar_end, opt_s, stage_end,
+            if dp == 1:
+                peak_dev = list(peaks)
+            else:
+                peak_dev = []
+                for p in peaks:
+                    peak_dev += [p] * dp
+            return Evaluation(step_time_s=step, peak_bytes=peak_dev, fits=fits, capacity_bytes=cap,
+                              host_fits=host_fits)
+        return self._detail(st, stg, peaks, sh.ks, host_machine, fits, step, end, ar_end, opt_s, stage_end,
                             ops, cf, cb, ag, buckets_rec)
 
     # --------------------------------------------------------------- detail

@@ -34,79 +34,102 @@ def inflight(pp: int, s: int, m: int, schedule: str) -> int:
     return m if schedule == "gpipe" else min(m, pp - s)
 
 
-def run_pipeline(fwd: list, bwd: list, cf: list, cb: list, m: int, schedule: str,
-                 f_ready: list, b_ready: list, record: bool = False):
+@lru_cache(maxsize=1024)
+def _timing_plan(pp: int, m: int, schedule: str) -> tuple:
+    """Every op once, each after its stage's previous op and after the op whose output it
+    needs (stages swept in turn, each as far as its inputs allow): per op
+    ``(stage, op, slot, dep, comm, dur)`` indexing run_pipeline's flat lists — end times
+    (F then B of each stage; the last slot a constant 0.0 for ops with no input to wait for),
+    transfers (cf then cb, then 0.0) and durations (fwd then bwd)."""
+    orders = [stage_order(pp, s, m, schedule) for s in range(pp)]
+    n_ops = 2 * m
+    none = pp * n_ops
+
+    def slot(s, op):
+        return s * n_ops + (op if op >= 0 else m - op - 1)
+
+    done = [False] * (none + 1)
+    done[none] = True
+    pos = [0] * pp
+    plan = []
+    while len(plan) < none:
+        for s in range(pp):
+            while pos[s] < n_ops:
+                op = orders[s][pos[s]]
+                if op >= 0:
+                    dep, comm, dur = (slot(s - 1, op), s - 1, s) if s > 0 else (none, 2 * pp - 2, s)
+                else:
+                    dep, comm, dur = (slot(s + 1, op), pp - 1 + s, pp + s) if s < pp - 1 else (none, 2 * pp - 2, pp + s)
+                if not done[dep]:
+                    break
+                plan.append((s, op, slot(s, op), dep, comm, dur))
+                done[slot(s, op)] = True
+                pos[s] += 1
+    return tuple(plan)
+
+
+@lru_cache(maxsize=256)
+def _unrolled(pp: int, m: int, schedule: str):
+    """``(fwd, bwd, cf, cb) -> (end per stage, start of each stage's last backward)`` for one
+    (pp, m, schedule): :func:`_timing_plan` unrolled into straight-line code on local
+    variables (one statement per op), compiled once. It does the recorded loop's comparisons
+    and additions in the same order (equal to the bit; tested), without its per-op indexing —
+    the search times the same few shapes many times over."""
+    plan = _timing_plan(pp, m, schedule)
+    n_ops = 2 * m
+    none = pp * n_ops
+    comm = [f"cf{s}" for s in range(pp - 1)] + [f"cb{s}" for s in range(pp - 1)] + ["0.0"]
+    dur = [f"f{s}" for s in range(pp)] + [f"b{s}" for s in range(pp)]
+    last = [(s + 1) * n_ops - 1 for s in range(pp)]  # each stage's last backward
+    kept = {dep for _, _, _, dep, _, _ in plan} | set(last)
+    src = ["def timing(fwd, bwd, cf, cb):",
+           f"    {', '.join(dur[:pp])}, = fwd",
+           f"    {', '.join(dur[pp:])}, = bwd",
+           f"    {', '.join(comm[:pp - 1])}, = cf" if pp > 1 else "",
+           f"    {', '.join(comm[pp - 1:-1])}, = cb" if pp > 1 else "",
+           f"    {' = '.join(f't{s}' for s in range(pp))} = 0.0"]
+    for s, _, me, dep, c, d in plan:
+        r = "0.0" if dep == none else "r"
+        if dep != none:
+            src.append(f"    r = e{dep} + {comm[c]}")
+        src.append(f"    {f'e{me} = ' if me in kept else ''}t{s} = ({r} if {r} > t{s} else t{s}) + {dur[d]}")
+    src.append(f"    return [{', '.join(f't{s}' for s in range(pp))}], "
+               f"[{', '.join(f'e{last[s]} - b{s}' for s in range(pp))}]")
+    namespace: dict = {}
+    exec(compile("\n".join(src), f"<pipeline pp={pp} m={m} {schedule}>", "exec"), namespace)
+    return namespace["timing"]
+
+
+def run_pipeline(fwd: list, bwd: list, cf: list, cb: list, m: int, schedule: str, record: bool = False):
     """Time the schedule.
 
     fwd[s], bwd[s]: seconds of one micro-batch's forward / backward op on stage s;
-    cf[s]: activation transfer s -> s+1, cb[s]: gradient transfer s+1 -> s (per micro-batch);
-    f_ready[s], b_ready[s]: earliest start of the stage's first forward / backward
-    (parameter all-gathers). Returns (end per stage, start/end of each stage's last
-    backward, ops) where ops (if record) lists per stage (op, start, end).
+    cf[s]: activation transfer s -> s+1, cb[s]: gradient transfer s+1 -> s (per micro-batch).
+    Returns (end per stage, start of each stage's last backward, ops) where ops (if record)
+    lists per stage (op, start, end).
     """
     pp = len(fwd)
-    if pp == 1 and not record:  # one stage: F/B pairs back to back (gpipe: all F then all B)
-        fs, bs = fwd[0], bwd[0]
-        if schedule == "gpipe":
-            t = f_ready[0] + m * fs
-            t = (t if t > b_ready[0] else b_ready[0]) + m * bs
-        else:
-            t = f_ready[0] + fs
-            t = (t if t > b_ready[0] else b_ready[0]) + bs + (m - 1) * (fs + bs)
-        return [t], [t - bs], None
-    orders = [stage_order(pp, s, m, schedule) for s in range(pp)]
-    fend = [[-1.0] * m for _ in range(pp)]
-    bend = [[-1.0] * m for _ in range(pp)]
+    if not record:
+        if pp == 1:  # one stage: F/B pairs back to back (gpipe: all F then all B)
+            fs, bs = fwd[0], bwd[0]
+            if schedule == "gpipe":
+                t = m * fs + m * bs
+            else:
+                t = fs + bs + (m - 1) * (fs + bs)
+            return [t], [t - bs], None
+        return (*_unrolled(pp, m, schedule)(fwd, bwd, cf, cb), None)
+    # recorded (and the reference for the above): the plan's ops one by one
+    end = [0.0] * (2 * m * pp + 1)
     free = [0.0] * pp
-    pos = [0] * pp
-    n_ops = 2 * m
-    remaining = pp * n_ops
-    ops_rec = [[] for _ in range(pp)] if record else None
-    while remaining:
-        for s in range(pp):
-            order = orders[s]
-            p = pos[s]
-            if p >= n_ops:
-                continue
-            fs, bs = fwd[s], bwd[s]
-            t = free[s]
-            fe_prev = fend[s - 1] if s > 0 else None
-            be_next = bend[s + 1] if s < pp - 1 else None
-            fe, be = fend[s], bend[s]
-            while p < n_ops:
-                op = order[p]
-                if op >= 0:
-                    if fe_prev is not None:
-                        d = fe_prev[op]
-                        if d < 0:
-                            break
-                        r = d + cf[s - 1]
-                    else:
-                        r = f_ready[s]
-                    st = t if t > r else r
-                    if op == 0 and st < f_ready[s]:
-                        st = f_ready[s]
-                    t = st + fs
-                    fe[op] = t
-                else:
-                    j = -op - 1
-                    if be_next is not None:
-                        d = be_next[j]
-                        if d < 0:
-                            break
-                        r = d + cb[s]
-                    else:
-                        r = b_ready[s]
-                    st = t if t > r else r
-                    if j == 0 and st < b_ready[s]:
-                        st = b_ready[s]
-                    t = st + bs
-                    be[j] = t
-                if record:
-                    ops_rec[s].append((op, st, t))
-                p += 1
-            remaining -= p - pos[s]
-            pos[s] = p
-            free[s] = t
-    last_b = [bend[s][m - 1] - bwd[s] for s in range(pp)]
+    comm = [*cf, *cb, 0.0]
+    dur = [*fwd, *bwd]
+    ops_rec = [[] for _ in range(pp)]
+    for s, op, me, dep, c, d in _timing_plan(pp, m, schedule):
+        t = free[s]
+        r = end[dep] + comm[c]  # its input's arrival
+        if r > t:
+            t = r
+        e = end[me] = free[s] = t + dur[d]
+        ops_rec[s].append((op, t, e))
+    last_b = [end[(s + 1) * 2 * m - 1] - bwd[s] for s in range(pp)]
     return free, last_b, ops_rec

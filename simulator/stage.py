@@ -31,13 +31,15 @@ of floats that :mod:`simulator.pipeline` combines with the schedule.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import accumulate
 
 from memflow.graph.record import KIND_GRAD, TaskGraph
 
 __all__ = ["StageLayout", "StageEval", "build_layout", "eval_stage"]
 
 KEEP, RECOMPUTE, SWAP = "keep", "recompute", "swap"
+_INF = float("inf")
 
 
 @dataclass
@@ -72,9 +74,10 @@ class StageLayout:
     last: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class StageEval:
-    """Action-dependent figures of one stage, per micro-batch unless noted."""
+    """Action-dependent figures of one stage, per micro-batch unless noted (the search makes
+    one per stage it evaluates: slots, and the detail-only fields default to an empty tuple)."""
 
     fwd_s: float  # compute time of one micro-batch's forward
     bwd_s: float  # of its backward, incl. recompute and swap stalls
@@ -98,12 +101,13 @@ class StageEval:
     S_fwd: int
     S_after: int
     opt_mem: int
-    carried: list = field(default_factory=list)  # per local phase (mb buffers), detail only
-    step: list = field(default_factory=list)
-    trans: list = field(default_factory=list)
-    swap_live: list = field(default_factory=list)  # prefetched swap bytes carried per phase
-    copy_out: list = field(default_factory=list)  # (start, end) offsets from F op start, per swapped node
-    prefetch: list = field(default_factory=list)  # (start, end) offsets from B op start
+    # detail only:
+    carried: list = ()  # per local phase (mb buffers)
+    step: list = ()
+    trans: list = ()
+    swap_live: list = ()  # prefetched swap bytes carried per phase
+    copy_out: list = ()  # (start, end) offsets from F op start, per swapped node
+    prefetch: list = ()  # (start, end) offsets from B op start
 
 
 def _loc(p: int, n: int, a: int, b: int, m: int):
@@ -279,28 +283,52 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     )
 
 
-def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
-               input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
-               detail: bool = False) -> StageEval:
-    """Apply per-node actions and the stage's options to a layout (``input_bytes``: the batch
-    inputs the stage's nodes read, per micro-batch).
+class _Keep:
+    """A layout's all-keep figures and the per-node / per-group tables the fast path corrects
+    them with (action-independent; built once per layout by :func:`_prepare`)."""
 
-    The fast path (``detail=False``) starts from the layout's precomputed
-    all-keep liveness and corrects only the buffer groups the non-keep nodes
-    touch; ``detail=True`` walks every group (and also returns the curves).
-    Both give the same figures (tested)."""
-    if detail:
-        ev = _eval_stage_full(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
-                              opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat, detail=detail)
-    else:
-        ev = _eval_stage_fast(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
-                              opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat)
-    ev.R += input_bytes  # every in-flight micro-batch holds its own inputs (one copy is in base)
-    return ev
+    __slots__ = ("kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "rec_dtrans", "cpu_swap_dtrans",
+                 "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step", "S_fwd", "S_after", "keep_peaks",
+                 "keep_node_end")
 
 
-def _prepare(L: StageLayout) -> None:
-    """All-keep liveness of the per-micro-batch groups and per-node group indices."""
+def _suffix_sums(times: list) -> list:
+    """Per node x, times[m-1] + ... + times[x], added from the end (as the backward runs)."""
+    return list(accumulate(reversed(times), initial=0.0))[:0:-1]
+
+
+def _peaks(m: int, kv: list, kv0: list, d: list) -> tuple:
+    """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest bytes
+    and first phase — all-keep carried + transient bytes ``kv`` (``kv0``: with the per-step
+    buffers) plus the running sum of the corrections ``d``."""
+    acc = 0
+    maxF0 = maxF = -1
+    argF0 = argF = 0
+    for p in range(m):
+        acc += d[p]
+        v = kv[p] + acc
+        if v > maxF:
+            maxF, argF = v, p
+        v = kv0[p] + acc
+        if v > maxF0:
+            maxF0, argF0 = v, p
+    maxB0 = maxB = -1
+    argB0 = argB = m
+    for p in range(m, 2 * m):
+        acc += d[p]
+        v = kv[p] + acc
+        if v > maxB:
+            maxB, argB = v, p
+        v = kv0[p] + acc
+        if v > maxB0:
+            maxB0, argB0 = v, p
+    return maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB
+
+
+def _prepare(L: StageLayout) -> _Keep:
+    """All-keep liveness of the per-micro-batch groups, the per-step part, and per node the
+    groups its action touches and the transient it sets (cached on the layout as ``L._keep``)."""
+    K = _Keep()
     m = L.m
     P = 2 * m + 2
     d = [0] * (P + 1)
@@ -308,47 +336,12 @@ def _prepare(L: StageLayout) -> None:
     R = 0
     xg = [[] for _ in range(m)]
     fg = [[] for _ in range(m)]
+    groups = [None] * len(L.g_bytes)
+    dst = [0] * (P + 1)
+    S_fwd = S_after = 0
     for i in range(len(L.g_bytes)):
-        if L.g_step[i]:
-            continue
         nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
-        if la + 1 < lf:
-            d[la + 1 if la >= 0 else 0] += nb
-            d[min(lf, P)] -= nb
-        if L.g_extra[i]:
-            trans0[lf] += nb
-        if not L.g_late[i] and la <= m - 1 and lf >= m:
-            R += nb
-        if L.g_xnode[i] >= 0:
-            xg[L.g_xnode[i]].append(i)
-        for u in L.g_fusers[i]:
-            fg[u].append(i)
-    carried, acc = [], 0
-    for p in range(2 * m):
-        acc += d[p]
-        carried.append(acc)
-    L._keep_carried = carried
-    L._keep_trans = trans0
-    L._keep_R = R
-    L._xg = xg
-    L._fg = fg
-    L._step = {}
-    L._tsum = (sum(L.fwd_time), sum(L.bwd_time))
-
-
-def _step_part(L: StageLayout):
-    """Per-step buffers (gradients, buffers outliving the backward) — action-independent, cached."""
-    key = 0
-    v = L._step.get(key)
-    if v is None:
-        m = L.m
-        P = 2 * m + 2
-        dst = [0] * (P + 1)
-        S_fwd = S_after = 0
-        for i in range(len(L.g_bytes)):
-            if not L.g_step[i]:
-                continue
-            nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
+        if L.g_step[i]:  # one copy per step: action-independent
             if la + 1 < lf:
                 dst[la + 1] += nb
                 dst[min(lf, P)] -= nb
@@ -356,147 +349,212 @@ def _step_part(L: StageLayout):
                 S_fwd += nb
             if la <= 2 * m - 1 and lf >= 2 * m:
                 S_after += nb
-        step, acc = [], 0
-        for p in range(2 * m + 1):
-            acc += dst[p]
-            step.append(acc)
-        v = L._step[key] = (step, S_fwd, S_after)
-    return v
-
-
-def _swap_timeline(L: StageLayout, actions: tuple, host_bw: float, host_lat: float):
-    """One micro-batch's host-copy stream: copy-outs after F_x, prefetches when the
-    previous backward starts; returns completion times, phase ends, stall, busy."""
-    m = L.m
-    ft = L.fwd_time
-    bt_node = [L.bwd_time[x] + (ft[x] if actions[x] == RECOMPUTE else 0.0) for x in range(m)]
-    end_f = []
-    t = 0.0
+            continue
+        # the group's all-keep contribution, as the fast path removes it: interval [lo, hi) of
+        # dnb bytes, xnb bytes counted in phase xi, rnb retained bytes
+        lo, hi = (la + 1 if la >= 0 else 0), min(lf, P)
+        dnb = nb if la + 1 < lf else 0
+        extra = L.g_extra[i]
+        xi, xnb = (lf, nb) if extra else (0, 0)
+        late = L.g_late[i]
+        rnb = nb if (not late and la <= m - 1 and lf >= m) else 0
+        d[lo] += dnb
+        d[hi] -= dnb
+        trans0[xi] += xnb
+        R += rnb
+        x = L.g_xnode[i]
+        groups[i] = (nb, la, lf, extra, late, x, L.g_fusers[i], lo, hi, dnb, xi, xnb, rnb)
+        if x >= 0:
+            xg[x].append(i)
+        for u in L.g_fusers[i]:
+            fg[u].append(i)
+    carried, acc = [], 0
+    for p in range(2 * m):
+        acc += d[p]
+        carried.append(acc)
+    step, acc = [], 0
+    for p in range(2 * m + 1):
+        acc += dst[p]
+        step.append(acc)
+    K.kv = [carried[p] + trans0[p] for p in range(2 * m)]
+    K.kv0 = [K.kv[p] + step[p] for p in range(2 * m)]
+    K.R, K.groups = R, groups
+    K.step, K.S_fwd, K.S_after = step, S_fwd, S_after
+    # the groups a node's action changes: its saved-for-backward buffers; if recomputed, also the
+    # inputs its forward reads that would otherwise be freed before its backward
+    K.touch_swap = [tuple(g) for g in xg]
+    K.touch_rec = [tuple(xg[x] + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
+    # the change of B_x's transient when x is recomputed: its forward's transient runs there
+    # again, and the outputs it saves itself are re-made beside the originals
+    K.rec_dtrans = [0] * m
+    for x in range(m):
+        j = 2 * m - 1 - x
+        K.rec_dtrans[x] = max(trans0[j], L.fwd_trans[x] + (trans0[j] - L.trans[j])) + L.redo_out[x] - trans0[j]
+    # ... and of F_x's when x is swapped on the CPU (packed to host as saved)
+    K.cpu_swap_dtrans = [max(0, trans0[x] - L.x_bytes[x]) - trans0[x] for x in range(m)]
+    ft, bt = L.fwd_time, L.bwd_time
+    end_f, t = [], 0.0
     for x in range(m):
         t += ft[x]
         end_f.append(t)
-    fwd_s = t
-    phase_end = end_f + [0.0] * m
-    stall = host_s = 0.0
-    swap_bytes = 0
-    copy_done, dur = {}, {}
-    copy_out, prefetch = [], []
-    node_end = [0.0] * m
-    host_free = 0.0
-    for x in range(m):
-        if actions[x] == SWAP and L.x_bytes[x] > 0:
-            d = L.x_bytes[x] / host_bw + host_lat if host_bw != float("inf") else host_lat
-            dur[x] = d
-            s0 = max(end_f[x], host_free)
-            host_free = s0 + d
-            # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
-            copy_done[x] = host_free if getattr(L, "prefetch_ahead", True) else end_f[x]
-            copy_out.append((x, s0, host_free))
-            host_s += 2 * d
-            swap_bytes += L.x_bytes[x]
-    tb0 = fwd_s
-    t = tb0
-    land = {}
-    if not getattr(L, "prefetch_ahead", True):  # copy back on demand, when each backward starts
-        for x in range(m - 1, -1, -1):
-            if x in dur:
-                s0 = max(t, host_free, copy_done[x])
-                host_free = s0 + dur[x]
-                prefetch.append((x, s0 - tb0, host_free - tb0))
-                stall += host_free - t
-                t = host_free
-            t += bt_node[x]
-            phase_end[2 * m - 1 - x] = t
-            node_end[x] = t - tb0
-        return copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, copy_out, prefetch
-    if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
-        s0 = max(t, host_free)
-        host_free = s0 + dur[m - 1]
-        land[m - 1] = host_free
-        prefetch.append((m - 1, s0 - tb0, host_free - tb0))
-    for x in range(m - 1, -1, -1):
-        start = max(t, land.get(x, t))
-        stall += start - t
-        if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
-            s0 = max(start, host_free, copy_done[x - 1])
-            host_free = s0 + dur[x - 1]
-            land[x - 1] = host_free
-            prefetch.append((x - 1, s0 - tb0, host_free - tb0))
-        t = start + bt_node[x]
-        phase_end[2 * m - 1 - x] = t
-        node_end[x] = t - tb0
-    return copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, copy_out, prefetch
+    K.end_f = end_f
+    K.bt_keep = [bt[x] + 0.0 for x in range(m)]  # as the full path adds them (bit for bit)
+    K.bt_rec = [bt[x] + ft[x] for x in range(m)]
+    K.fwd_s, K.bwd_s = sum(ft), sum(bt)
+    K.keep_peaks = _peaks(m, K.kv, K.kv0, [0] * (2 * m))
+    K.keep_node_end = _suffix_sums(K.bt_keep)
+    L._keep = K
+    return K
 
 
-def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
-                     input_bytes: int, opt_trans: int, host_bw: float, host_lat: float) -> StageEval:
-    if not hasattr(L, "_keep_R"):
-        _prepare(L)
+def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
+               input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
+               detail: bool = False) -> StageEval:
+    """Apply per-node actions and the stage's options to a layout (``input_bytes``: the batch
+    inputs the stage's nodes read, per micro-batch).
+
+    The fast path (``detail=False``) takes the layout's precomputed all-keep figures and
+    corrects them for the non-keep nodes only: their transients, their swap copies' timeline,
+    and the buffer groups they touch. ``detail=True`` walks every group (and also returns the
+    curves). Both give the same figures (tested; times to rounding: the fast backward sum adds
+    the recomputes last)."""
+    if detail:
+        return _eval_stage_full(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
+                                opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat, detail=detail)
+    try:
+        K = L._keep
+    except AttributeError:
+        K = _prepare(L)
     m = L.m
-    P = 2 * m + 2
-    # ZeRO-1: parameters and gradients stay whole on every rank (only optimizer state is sharded)
-    step, S_fwd, S_after = _step_part(L)
-    trans = list(L._keep_trans)
-    trans[2 * m] = 0 if opt_host else opt_trans
-    R = L._keep_R
-    fwd_s, bwd_s = L._tsum
-    carried = L._keep_carried
-    has_swap = SWAP in actions
+    fwd_s, bwd_s = K.fwd_s, K.bwd_s
     stall = host_s = 0.0
     swap_bytes = 0
-    node_end = None
-    if has_swap:
-        copy_done, end_f, phase_end, stall, host_s, swap_bytes, node_end, _, _ = _swap_timeline(
-            L, actions, host_bw, host_lat)
-    if RECOMPUTE in actions or has_swap:
-        d = [0] * (P + 1)
-        touched = set()
+    has_swap = SWAP in actions
+    has_rec = RECOMPUTE in actions
+    if not (has_swap or has_rec):
+        R = K.R
+        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
+        node_end = list(K.keep_node_end)
+    else:
+        twom = 2 * m
+        P = twom + 2
+        d = [0] * (P + 1)  # corrections of the bytes in each phase, as differences (running sum)
+        touched = []  # groups to correct (deduplicated below)
+        btn = list(K.bt_keep)  # backward time of each node, with its recompute
+        cpu = not getattr(L, "prefetch_ahead", True)
+        end_f = K.end_f
+        ft = L.fwd_time
+        # ---- forward scan: per-node transients and touched groups; swap copy-outs after F_x
+        dur, copy_done = {}, {}
+        host_free = 0.0
         for x in range(m):
-            if actions[x] == SWAP:
-                touched.update(L._xg[x])
-                if not getattr(L, "prefetch_ahead", True):  # CPU: packed to host as saved
-                    trans[x] = max(0, trans[x] - L.x_bytes[x])
-            elif actions[x] == RECOMPUTE:
-                j = 2 * m - 1 - x
-                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j])) + L.redo_out[x]
-                bwd_s += L.fwd_time[x]
-                touched.update(L._xg[x])
-                touched.update(L._fg[x])
-        gb, ga, gf, gx, gl, ge, gfu = L.g_bytes, L.g_alloc, L.g_free, L.g_xnode, L.g_late, L.g_extra, L.g_fusers
-        for i in touched:
-            nb, la, lf0 = gb[i], ga[i], gf[i]
-            # remove the all-keep contribution
-            if la + 1 < lf0:
-                d[la + 1 if la >= 0 else 0] -= nb
-                d[min(lf0, P)] += nb
-            if ge[i]:
-                trans[lf0] -= nb
-            if not gl[i] and la <= m - 1 and lf0 >= m:
-                R -= nb
-            x = gx[i]
+            act = actions[x]
+            if act == SWAP:
+                touched += K.touch_swap[x]
+                if cpu:
+                    dt = K.cpu_swap_dtrans[x]
+                    d[x] += dt
+                    d[x + 1] -= dt
+                nb = L.x_bytes[x]
+                if nb > 0:
+                    du = nb / host_bw + host_lat if host_bw != _INF else host_lat
+                    dur[x] = du
+                    e = end_f[x]
+                    s0 = host_free if host_free > e else e
+                    host_free = s0 + du
+                    # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
+                    copy_done[x] = e if cpu else host_free
+                    host_s += 2 * du
+                    swap_bytes += nb
+            elif act == RECOMPUTE:
+                j = twom - 1 - x
+                dt = K.rec_dtrans[x]
+                d[j] += dt
+                d[j + 1] -= dt
+                bwd_s += ft[x]
+                btn[x] = K.bt_rec[x]
+                touched += K.touch_rec[x]
+        # ---- backward: prefetches (GPU: one node ahead; CPU: on demand) and the stalls they cause
+        if has_swap:
+            tb0 = t = end_f[-1]
+            phase_end = end_f + [0.0] * m
+            node_end = [0.0] * m  # offset from the B op's start at which B_x ends
+            if cpu:
+                for x in range(m - 1, -1, -1):
+                    if x in dur:
+                        s0 = t
+                        if host_free > s0:
+                            s0 = host_free
+                        c = copy_done[x]
+                        if c > s0:
+                            s0 = c
+                        host_free = s0 + dur[x]
+                        stall += host_free - t
+                        t = host_free
+                    t += btn[x]
+                    phase_end[twom - 1 - x] = t
+                    node_end[x] = t - tb0
+            else:
+                land = [-_INF] * m  # when a node's prefetch lands (-inf: none)
+                if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
+                    s0 = host_free if host_free > t else t
+                    host_free = s0 + dur[m - 1]
+                    land[m - 1] = host_free
+                for x in range(m - 1, -1, -1):
+                    lx = land[x]
+                    if lx > t:
+                        stall += lx - t
+                        t = lx
+                    if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
+                        s0 = t
+                        if host_free > s0:
+                            s0 = host_free
+                        c = copy_done[x - 1]
+                        if c > s0:
+                            s0 = c
+                        host_free = s0 + dur[x - 1]
+                        land[x - 1] = host_free
+                    t += btn[x]
+                    phase_end[twom - 1 - x] = t
+                    node_end[x] = t - tb0
+        else:
+            node_end = _suffix_sums(btn)
+        # ---- memory: swap the all-keep contribution of each touched group for its actual one
+        R = K.R
+        groups = K.groups
+        for i in set(touched):
+            nb, la, lf, extra, late, x, fusers, lo, hi, dnb, xi, xnb, rnb = groups[i]
+            d[lo] -= dnb
+            d[hi] += dnb
+            if xnb:
+                d[xi] -= xnb
+                d[xi + 1] += xnb
+            R -= rnb
             act = actions[x] if x >= 0 else KEEP
             if act == RECOMPUTE:
-                continue
-            lf, extra = lf0, ge[i]
-            for u in gfu[i]:
-                if actions[u] == RECOMPUTE and lf < 2 * m - 1 - u:
-                    lf = 2 * m - 1 - u
-                    extra = False
+                continue  # freed at the end of F_x, re-made inside B_x
+            if has_rec:  # inputs of recomputed nodes stay until their backward
+                for u in fusers:
+                    if actions[u] == RECOMPUTE and lf < twom - 1 - u:
+                        lf = twom - 1 - u
+                        extra = False
             if act == SWAP and x in copy_done:
                 c = copy_done[x]
                 if c <= end_f[x]:
                     f1 = la
                 else:
                     j = x + 1
-                    while j < 2 * m and phase_end[j] < c:
+                    while j < twom and phase_end[j] < c:
                         j += 1
                     f1 = j + 1
-                a2 = lf - 2 if (x < m - 1 and getattr(L, 'prefetch_ahead', True)) else lf - 1
-                if f1 < a2 + 1:
-                    if f1 == m:
+                # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
+                a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
+                if f1 < a2 + 1:  # else the copy-out is not done before the prefetch: stays
+                    if f1 == m:  # completes in the last F phase: counted there, not retained
                         f1 = m - 1
                         if la < m - 1:
-                            trans[m - 1] += nb
+                            d[m - 1] += nb
+                            d[m] -= nb
                     if la + 1 < f1:
                         d[la + 1] += nb
                         d[f1] -= nb
@@ -508,41 +566,13 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     continue
             if la + 1 < lf:
                 d[la + 1 if la >= 0 else 0] += nb
-                d[min(lf, P)] -= nb
+                d[lf if lf < P else P] -= nb
             if extra:
-                trans[lf] += nb
-            if not gl[i] and la <= m - 1 and lf >= m:
+                d[lf] += nb
+                d[lf + 1] -= nb
+            if not late and la <= m - 1 and lf >= m:
                 R += nb
-        c2, acc = [], 0
-        for p in range(2 * m):
-            acc += d[p]
-            c2.append(carried[p] + acc)
-        carried = c2
-    maxF0 = maxF = -1
-    argF0 = argF = 0
-    for p in range(m):
-        v = carried[p] + trans[p]
-        if v > maxF:
-            maxF, argF = v, p
-        v += step[p]
-        if v > maxF0:
-            maxF0, argF0 = v, p
-    maxB0 = maxB = -1
-    argB0 = argB = m
-    for p in range(m, 2 * m):
-        v = carried[p] + trans[p]
-        if v > maxB:
-            maxB, argB = v, p
-        v += step[p]
-        if v > maxB0:
-            maxB0, argB0 = v, p
-    if node_end is None:
-        node_end = [0.0] * m
-        t = 0.0
-        bt, ft = L.bwd_time, L.fwd_time
-        for x in range(m - 1, -1, -1):
-            t += bt[x] + (ft[x] if actions[x] == RECOMPUTE else 0.0)
-            node_end[x] = t
+        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
     params = L.P_sum
     opt = L.O_sum
     if shard and dp > 1:
@@ -552,9 +582,10 @@ def _eval_stage_fast(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     base = params + opt + input_bytes
     return StageEval(
         fwd_s=fwd_s, bwd_s=bwd_s + stall, bwd_compute_s=bwd_s, stall_s=stall, bwd_node_end=node_end,
-        host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt, R=R,
+        host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt,
+        R=R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
         maxF0=maxF0, maxB0=maxB0, maxF=maxF, maxB=maxB, argF0=argF0, argB0=argB0, argF=argF, argB=argB,
-        S_fwd=S_fwd, S_after=S_after, opt_mem=step[2 * m] + trans[2 * m],
+        S_fwd=K.S_fwd, S_after=K.S_after, opt_mem=K.step[2 * m] + (0 if opt_host else opt_trans),
     )
 
 
@@ -743,7 +774,8 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     base = params + opt + input_bytes
     ev = StageEval(
         fwd_s=fwd_s, bwd_s=bwd_s, bwd_compute_s=bwd_compute, stall_s=stall, bwd_node_end=node_end,
-        host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt, R=R,
+        host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt,
+        R=R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
         maxF0=maxF0, maxB0=maxB0, maxF=maxF, maxB=maxB, argF0=argF0, argB0=argB0, argF=argF, argB=argB,
         S_fwd=S_fwd, S_after=S_after, opt_mem=step[2 * m] + trans[2 * m],
     )

@@ -160,6 +160,23 @@ def test_delta_equals_full():
             st = new
 
 
+def test_evaluate_equals_detail():
+    """The search's evaluation (fast stage path, per-shape constants, unrolled schedule timing,
+    memo) agrees with the detailed one (full stage path, the schedule loop) on random strategies."""
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        g = random_graph(rng.randint(1, 12), seed)
+        n_dev = rng.choice([1, 2, 4, 8])
+        cl = cluster(n_dev, host_bw=rng.choice([12e9, 1e9]), shared=rng.random() < 0.5,
+                     per_node=rng.choice([1, 2, n_dev]) if n_dev % 2 == 0 else n_dev)
+        sim = Simulator(g, cl)
+        for _ in range(4):
+            st = random_strategy(rng, g.n, n_dev)
+            fast, full = sim.evaluate(st), sim.evaluate(st, detail=True)
+            assert fast.peak_bytes == full.peak_bytes and fast.fits == full.fits, seed
+            assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-12), seed
+
+
 def test_fast_stage_path_equals_full_path():
     from simulator.stage import build_layout, eval_stage
 

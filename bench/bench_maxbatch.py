@@ -408,18 +408,20 @@ def sim_model(name: str, example: str, extra: dict, plan_budget: float, max_batc
         spec = load_model_file(mf)
         src = GraphSource(spec, cl)
 
-        def plain_fits(b):
+        def plain_probe(b):
             g = src(b)
             ev = Simulator(g, cl).evaluate(Strategy.single(g.n))
             log(f"sim {name}: plain batch {b}: peak {max(ev.peak_bytes) / 2**30:.2f} GiB")
-            return ev.fits
+            return ev.fits, max(ev.peak_bytes)
 
-        # plain: powers of two, then bisection (each new batch is one fake-mode capture)
+        # plain: each new batch is one fake-mode capture; its peak is linear in the batch, so steps of ×8 and
+        # probes at the interpolated crossing with the capacity find the bracket in a few captures
         lo = 1
-        if not plain_fits(1):
+        if not plain_probe(1)[0]:
             bp = 0
         else:
-            bp, _ = largest_true(plain_fits, 1, limit=max_batch, rel=1 / 8)
+            bp, _, _ = largest_fitting(plain_probe, 1, cl.device.memory_bytes, limit=max_batch, rel=1 / 8,
+                                            growth=8)  # batch 1 again: its graph is cached in src
         plans = {}
 
         def mf_fits(b):
@@ -554,7 +556,8 @@ def main(quick: bool = False) -> None:
                           f"{s['secs']:.0f}"])
         body += ["", "**Simulated: one Titan X (Pascal) 12 GB, full-scale models, fp32** (fake-mode graphs, roofline "
                  "times; `Cluster.for_gpus(1, \"titan-x-12gb\")`). Plain = the largest batch whose single-device "
-                 "all-keep strategy fits (doubling, then bisection to 1/8); MemFlow = the largest power-of-two batch "
+                 "all-keep strategy fits (steps of ×8 from batch 1, then probes at the interpolated crossing of "
+                 "its peak with the 12 GiB, until a fitting and a non-fitting batch are within 1/8); MemFlow = the largest power-of-two batch "
                  "with a plan predicted to fit (search budget 3 s). Per-sample overhead = predicted step / batch "
                  "vs plain's at its maximum.", "",
                  md_table(["model", "plain max batch", "MemFlow max batch", "gain", "MemFlow plan", "predicted peak GiB",

@@ -36,3 +36,40 @@ def test_largest_true_coarse_gap():
 
     lo, hi = largest_true(lambda x: x <= 200, 16, rel=1 / 8)
     assert lo <= 200 < hi and hi - lo <= max(1, lo // 8)
+
+
+@pytest.mark.parametrize("a,b,thr,lo,limit,growth", [(0.2, 0.04, 11.2, 8, 1024, 8), (10, 1, 40, 8, 512, 2),
+                                                     (10, 1, 18.5, 8, 512, 2)])
+def test_largest_fitting_brackets_the_crossing(a, b, thr, lo, limit, growth):
+    from bench.bench_maxbatch import largest_fitting
+
+    calls = []
+
+    def probe(x):
+        calls.append(x)
+        return a + b * x <= thr, a + b * x
+
+    ok, fail, vals = largest_fitting(probe, lo, thr, limit=limit, rel=1 / 8, growth=growth)
+    assert a + b * ok <= thr < a + b * fail  # both ends were probed: ok fits, fail does not
+    assert fail - ok <= max(1, int(ok / 8)) and ok in vals and fail in vals
+    assert len(calls) <= 6
+
+
+def test_largest_fitting_stops_at_the_limit_and_skips_a_known_start():
+    from bench.bench_maxbatch import largest_fitting
+
+    calls = []
+    ok, fail, _ = largest_fitting(lambda x: (calls.append(x), (True, x))[1], 4, 1e9, limit=64, rel=1 / 8,
+                                  probe_lo=False)
+    assert (ok, fail) == (64, 0) and 4 not in calls
+
+
+def test_plain_peak_in_process_under_a_cap(monkeypatch):
+    from bench.bench_maxbatch import ROOT, plain_peak
+
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    mf = ROOT / "examples" / "lstm.py"
+    peak = plain_peak(mf, 4, None)
+    assert peak and peak > 0
+    assert plain_peak(mf, 4, peak) == peak  # exactly at its own peak: fits
+    assert plain_peak(mf, 4, peak - 1) is None  # one byte less: DeviceOutOfMemoryError

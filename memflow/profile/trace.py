@@ -101,6 +101,21 @@ def _state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> li
     return ts
 
 
+def _data_reads(call, inputs: dict) -> list[str]:
+    """The batch inputs a node reads as data: a symbolic-batch program also hands a node an
+    input only to read its size (the same node of a fixed-size program does not read it)."""
+    phs = [x for x in call.module.graph.nodes if x.op == "placeholder"]
+    out = []
+    for i, name in enumerate(call.arg_names):
+        if name not in inputs:
+            continue
+        users = phs[i].users if len(phs) == len(call.arg_names) else [None]
+        if any(u is None or not isinstance(u.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool))
+               for u in users):
+            out.append(name)
+    return out
+
+
 def trace_step(
     program: StepProgram,
     inputs: list[torch.Tensor],
@@ -199,7 +214,7 @@ def trace_step(
             fwd_bytes_accessed=cost.bytes.get(fp, 0.0), bwd_bytes_accessed=cost.bytes.get(bp, 0.0),
             out_bytes=out_b, saved_bytes=saved,
             fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
-            read_inputs=[x for x in program.calls[k].arg_names if x in input_of],
+            read_inputs=_data_reads(program.calls[k], input_of),
             **states[k],
         ))
     graph = TaskGraph(

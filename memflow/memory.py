@@ -90,6 +90,10 @@ class LiveBytes(TorchDispatchMode):
     :class:`BufferEvent` per storage and per-phase peaks (profiling).
     ``after(func, args, kwargs, out)``: called after every op is counted (the
     profiler counts FLOPs there: one dispatch mode per op instead of two).
+    ``device_type`` (e.g. ``"cuda"``): only storages on that kind of device are
+    device bytes; the others (pinned swap buffers, a host optimizer's copies)
+    count as host bytes. None: every storage is a device byte (the CPU executor,
+    the profiler).
     """
 
     @classmethod
@@ -98,8 +102,9 @@ class LiveBytes(TorchDispatchMode):
         return False
 
     def __init__(self, cap_bytes: int | None = None, record: bool = False, describe: Callable[[], str] | None = None,
-                 after: Callable[..., None] | None = None):
+                 after: Callable[..., None] | None = None, device_type: str | None = None):
         super().__init__()
+        self.device_type = None if device_type == "cpu" else device_type
         self.cap_bytes = cap_bytes
         self.record = record
         self.describe = describe
@@ -172,7 +177,7 @@ class LiveBytes(TorchDispatchMode):
                 return
             self._on_free(key)
         nbytes = st.nbytes()
-        if self._host:
+        if self._host or (self.device_type is not None and st.device.type != self.device_type):
             self._refs[key] = (weakref.ref(st, lambda r, k=key: self._on_free(k)), nbytes, None, True)
             self.host_live += nbytes
             self.host_peak = max(self.host_peak, self.host_live)

@@ -19,7 +19,11 @@ def run_plan_file(plan: Plan, steps: int = 5, *, check: bool = True, force: bool
                   nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
                   out_json: str | None = None, timeout_s: float = 1800.0, fail_rank: int | None = None,
                   fail_step: int | None = None) -> dict[str, Any]:
-    """Execute ``plan`` for ``steps`` steps; returns the executor's report (per-rank measured vs predicted)."""
+    """Execute ``plan`` for ``steps`` steps; returns the executor's report (per-rank measured vs predicted).
+
+    A plan for ``cpu-N`` runs on the CPU (gloo) even where there are GPUs; a plan for
+    named GPUs runs on CUDA (NCCL) where there is one, else on the CPU under the
+    same accounted cap."""
     from .executor import RunConfig, run_plan
     from .model_file import load_model_file
     from .units import format_bytes
@@ -44,6 +48,7 @@ def run_plan_file(plan: Plan, steps: int = 5, *, check: bool = True, force: bool
                    "step_time_s": plan.predicted.get("rank_step_time_s") or plan.predicted.get("step_time_s")},
         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume, out_json=out_json,
         fail_rank=fail_rank, fail_step=fail_step,
+        device="cpu" if plan.get_cluster().device.kind == "cpu" else "auto",
     )
     world = plan.strategy.num_devices
     if world % nnodes:

@@ -5,17 +5,21 @@
 forward is replayed right before the node's backward.
 
 ``swap`` runs the node's forward under ``saved_tensors_hooks``: every
-tensor autograd saves (except parameters) is copied to host memory when it
-is saved and copied back when the backward needs it. On the CPU the host
-copy is made inside :meth:`LiveBytes.host`, so it no longer counts as device
-memory and the device storage dies when nothing else holds it; the copy back
-is an accounted device allocation. On CUDA the copy goes to a pinned buffer
-on a side stream and comes back on a side stream (guarded; untested without
-a GPU).
+tensor autograd saves that the node itself made is copied to host memory
+when it is saved and copied back when the backward needs it (parameters and
+the node's inputs stay on the device whatever happens, so copying them would
+only cost link time and a second device copy; a tensor saved twice is copied
+once). On the CPU the host copy is made inside :meth:`LiveBytes.host`, so it
+no longer counts as device memory and the device storage dies when nothing
+else holds it; the copy back is an accounted device allocation. On CUDA the
+copy goes to a pinned buffer on a side stream; the device tensor is held
+until that copy has finished (as the GPU must: its memory cannot be reused
+before), and the copy back is started one node ahead on the side stream.
 """
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Callable
 
 import torch
@@ -38,13 +42,41 @@ class HostSwap:
     backward; CPU: the copy back happens on demand in ``unpack``).
     """
 
-    def __init__(self, live: LiveBytes | None, param_ptrs: set[int]):
+    def __init__(self, live: LiveBytes | None, param_ptrs: set[int], device: torch.device | None = None):
         self.live = live
         self.param_ptrs = param_ptrs
-        self.cuda = torch.cuda.is_available()
-        self._stream = torch.cuda.Stream() if self.cuda else None
+        self.cuda = device is not None and device.type == "cuda"
+        self._stream = torch.cuda.Stream(device) if self.cuda else None
         self.key: tuple[int, int] = (0, 0)  # (micro-batch, node) being packed
+        self.inputs: set[int] = set()  # storages the node being packed received (never copied)
+        self._packed: dict[tuple, tuple] = {}  # this node's (weakref, record) by tensor identity
         self.records: dict[tuple[int, int], list[list]] = {}
+        self._copying: list[list] = []  # CUDA records whose copy-out may still be running
+
+    def begin_node(self, key: tuple[int, int], args) -> None:
+        """Node ``key`` = (micro-batch, node) is about to run its forward on ``args``."""
+        self.key = key
+        self.inputs = {t.untyped_storage().data_ptr() for t in args if isinstance(t, torch.Tensor)}
+        self._packed = {}
+        self.reap()
+
+    def reap(self) -> None:
+        """Release the device tensors whose copy to the host has finished (CUDA).
+
+        While copies are pending the host first waits for the compute stream, so it
+        never runs more than a node ahead of the GPU: otherwise the kernels it has
+        launched hold memory (and prefetches allocate) long before the GPU reaches
+        them, while the swapped-out tensors wait for copies the GPU has not started,
+        and a plan that fits in the GPU's own order would not fit."""
+        if self._copying:  # pragma: no cover - needs a GPU
+            torch.cuda.current_stream(self._stream.device).synchronize()
+            still = []
+            for rec in self._copying:
+                if rec[3].query():
+                    rec[5] = None
+                else:
+                    still.append(rec)
+            self._copying = still
 
     def _host_ctx(self):
         return self.live.host() if self.live is not None else contextlib.nullcontext()
@@ -54,38 +86,43 @@ class HostSwap:
             ptr = t.untyped_storage().data_ptr()
         except (RuntimeError, NotImplementedError):
             return t
-        if ptr in self.param_ptrs or t.numel() * t.element_size() < MIN_SWAP_BYTES:
+        if ptr in self.param_ptrs or ptr in self.inputs or t.numel() * t.element_size() < MIN_SWAP_BYTES:
             return t
+        # the same tensor at the same version (an in-place op in between makes it another tensor),
+        # still alive: a dead tensor's memory may hold a new one with the same address and shape
+        ident = (ptr, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
+        seen = self._packed.get(ident)
+        if seen is not None and seen[0]() is not None:
+            return seen[1]
+        src, view = _copy_source(t)
         if t.is_cuda:  # pragma: no cover - needs a GPU
-            host = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=True)
+            with self._host_ctx():
+                host = torch.empty(src.shape, dtype=t.dtype, device="cpu", pin_memory=True)
             self._stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self._stream):
-                host.copy_(t, non_blocking=True)
-            t.record_stream(self._stream)
+                host.copy_(src, non_blocking=True)
             ev = torch.cuda.Event()
             ev.record(self._stream)
-            rec = ["cuda", t.device, host, ev, None]
+            rec = ["cuda", t.device, host, ev, None, t, view]  # t held until the copy is done (reap)
+            self._copying.append(rec)
         else:
             with self._host_ctx():
-                host = t.clone()
-            rec = ["cpu", t.device, host, None, None]
+                host = src.clone()
+            rec = ["cpu", t.device, host, None, None, None, view]
+        self._packed[ident] = (weakref.ref(t), rec)
         self.records.setdefault(self.key, []).append(rec)
         return rec
 
     def prefetch(self, mb: int, k: int) -> None:
         """Start copying node k's swapped tensors (micro-batch mb) back to the device."""
+        self.reap()
         recs = self.records.pop((mb, k), None)
         if not recs or not self.cuda:
             return
+        torch.cuda.current_stream(self._stream.device).synchronize()  # pragma: no cover - see reap
         for rec in recs:  # pragma: no cover - needs a GPU
-            if rec[0] != "cuda" or rec[4] is not None:
-                continue
-            self._stream.wait_event(rec[3])
-            with torch.cuda.stream(self._stream):
-                dev = rec[2].to(rec[1], non_blocking=True)
-            ev = torch.cuda.Event()
-            ev.record(self._stream)
-            rec[4] = (dev, ev)
+            if rec[0] == "cuda" and rec[4] is None:
+                self.prefetch_one(rec)
 
     def drop(self, mb: int) -> None:
         for key in [key for key in self.records if key[0] == mb]:
@@ -94,7 +131,7 @@ class HostSwap:
     def unpack(self, packed):
         if isinstance(packed, torch.Tensor):
             return packed
-        kind, device, host, ev, fetched = packed
+        kind, device, host, ev, fetched, _, view = packed
         if kind == "cuda":  # pragma: no cover - needs a GPU
             if fetched is None:
                 self.prefetch_one(packed)
@@ -102,8 +139,9 @@ class HostSwap:
             dev, done = fetched
             torch.cuda.current_stream().wait_event(done)
             dev.record_stream(torch.cuda.current_stream())
-            return dev
-        return host.clone()  # back into (accounted) device memory
+        else:
+            dev = host.clone()  # back into (accounted) device memory
+        return dev if view is None else dev.as_strided(*view)
 
     def prefetch_one(self, rec) -> None:  # pragma: no cover - needs a GPU
         self._stream.wait_event(rec[3])
@@ -115,6 +153,17 @@ class HostSwap:
 
     def hooks(self):
         return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+
+def _copy_source(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
+    """What a swap copies for ``t``: ``t`` itself, or, for a view that overlaps itself (a
+    broadcast made by ``expand`` has stride 0 and may be far larger than its memory), its
+    whole storage once, with the (shape, stride, offset) that rebuild the view after."""
+    st = t.untyped_storage()
+    if st.nbytes() >= t.numel() * t.element_size():
+        return t, None
+    flat = t.new_empty(0).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
+    return flat, (tuple(t.shape), t.stride(), t.storage_offset())
 
 
 def _recompute(fn: Callable) -> Callable:
@@ -150,7 +199,7 @@ def make_wrap(actions: list[str], swapper: HostSwap) -> Callable[[int, Callable]
             return _recompute(fn)
         if a == SWAP:
             def swapped(*args):
-                swapper.key = (swapper.key[0], k)
+                swapper.begin_node((swapper.key[0], k), args)
                 with swapper.hooks():
                     return fn(*args)
             return swapped

@@ -8,7 +8,9 @@ from typing import Any
 from ..errors import ConfigError
 from ..strategy import Strategy
 
-__all__ = ["RunConfig", "error_path"]
+__all__ = ["RunConfig", "error_path", "DEVICES"]
+
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def error_path(out_json: str, rank: int) -> str:
@@ -25,8 +27,11 @@ class RunConfig:
     is the accounted device memory per rank (None: no cap). ``predicted``
     may hold ``peak_bytes`` (a per-rank list) and ``step_time_s``.
     ``node_names`` (when given) must equal the captured nodes, or the run
-    is refused. ``fail_rank`` / ``fail_step`` are a test hook: that rank
-    calls ``os._exit(1)`` at the start of that step.
+    is refused. ``device``: ``"cpu"`` (gloo; memory is the accounted live
+    bytes), ``"cuda"`` (NCCL, one GPU per rank; fails when a rank has none)
+    or ``"auto"`` (CUDA where there is a GPU, else the CPU). ``fail_rank`` /
+    ``fail_step`` are a test hook: that rank calls ``os._exit(1)`` at the
+    start of that step.
     """
 
     model_file: str
@@ -43,6 +48,7 @@ class RunConfig:
     resume: bool = False
     out_json: str | None = None
     warmup: int = 1
+    device: str = "auto"
     bucket_cap_bytes: int = 25 * 2**20
     comm_timeout_s: float = 30.0
     fail_rank: int | None = None
@@ -55,6 +61,8 @@ class RunConfig:
             raise ConfigError(f"batch_size must be a positive int, got {self.batch_size!r}")
         if not isinstance(self.steps, int) or self.steps < 1:
             raise ConfigError(f"steps must be a positive int, got {self.steps!r}")
+        if self.device not in DEVICES:
+            raise ConfigError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
         if self.warmup < 0:
             raise ConfigError(f"warmup must be >= 0, got {self.warmup}")
         if self.checkpoint_every < 0:

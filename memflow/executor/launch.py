@@ -152,8 +152,9 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
     return {"node_rank": node_rank, "ok": True}
 
 
-def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0) -> list[float]:
-    """The reference: plain single-process eager training, same init and batches as a planned run."""
+def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, device: str = "cpu") -> list[float]:
+    """The reference: plain single-process eager training, same init and batches as a planned run
+    (built and batched on the CPU, then moved to ``device``, as the executor does)."""
     import torch
 
     from ..model_file import load_model_file
@@ -162,11 +163,13 @@ def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0) ->
     torch.manual_seed(seed)
     model = spec.build()
     model.train()
+    model.to(device)
     opt = spec.make_optimizer(model.parameters())
     losses = []
     for t in range(steps):
         torch.manual_seed(seed + 1000 + t)
-        batch = spec.batch(batch_size)
+        batch = torch.utils._pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x,
+                                             spec.batch(batch_size))
         opt.zero_grad(set_to_none=True)
         loss = spec.loss(model, batch)
         loss.backward()

@@ -104,10 +104,6 @@ class Stage:
         self.tensors = list(seen.values())
         self.params = [t for t in self.tensors if isinstance(t, torch.nn.Parameter) and t.requires_grad]
         self.buffers = [t for t in self.tensors if not (isinstance(t, torch.nn.Parameter) and t.requires_grad)]
-        if device.type != "cpu":  # pragma: no cover - needs a GPU
-            with torch.no_grad():
-                for t in self.tensors:
-                    t.data = t.data.to(device)
         self.attr_env = {a: program.attr_value(a) for a in self.attr_names}
         read = {a for k in range(self.lo, self.hi) for a in program.calls[k].arg_names}
         self.reads_input = [p in read for p in program.placeholders]  # batch inputs this stage reads
@@ -132,7 +128,7 @@ class Stage:
         self.keep = set(self.next.names) if self.next else set()
 
         self.live = None
-        self.swapper = HostSwap(None, set())
+        self.swapper = HostSwap(None, set(), device)
         self.wrap = make_wrap(actions, self.swapper)
         self.states: dict[int, tuple[list, Any]] = {}
         self.losses: list[torch.Tensor] = []
@@ -157,6 +153,7 @@ class Stage:
         for k in range(self.lo, self.hi):
             self.current.update(phase="forward", node=k)
             self.swapper.key = (i, k)
+            self.swapper.reap()
             sts.append(prog.forward_node(k, env, wrap=self.wrap))
             prog.drop_dead(env, k, self.keep)
         loss = None

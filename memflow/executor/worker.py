@@ -31,7 +31,7 @@ from .optim import StageOptimizer
 from .schedule import FORWARD, stage_schedule
 from .stage import Stage
 
-__all__ = ["main", "run_worker", "error_path"]
+__all__ = ["main", "run_worker", "run_device", "error_path"]
 
 
 def _check_names(expected: list[str], got: list[str], model_file: str) -> None:
@@ -66,14 +66,25 @@ def _to_device(inputs: list[torch.Tensor], device: torch.device, wanted: list[bo
     return [t.to(device, copy=True) if w else None for t, w in zip(inputs, wanted)]
 
 
+def run_device(kind: str, local_rank: int) -> torch.device:
+    """This rank's device: ``cpu``, ``cuda`` (GPU ``local_rank``, which must exist) or ``auto``."""
+    if kind == "cpu" or (kind == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if local_rank >= n:
+        raise ConfigError(f"local rank {local_rank} needs GPU {local_rank}, this node has {n} GPU(s); "
+                          "launch at most one rank per GPU")
+    return torch.device("cuda", local_rank)
+
+
 def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[str, Any] | None:
     from ..graph.build import capture_program
 
     strat = cfg.get_strategy()
     if world != strat.dp * strat.pp:
         raise ConfigError(f"dp {strat.dp} × pp {strat.pp} = {strat.dp * strat.pp} ranks, launched {world}")
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    device = run_device(cfg.device, local_rank)
+    cuda = device.type == "cuda"
     if cuda:  # pragma: no cover - needs a GPU
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=cfg.comm_timeout_s)
@@ -81,8 +92,9 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
 
     spec = load_model_file(cfg.model_file)
     mb = strat.microbatch_size(cfg.batch_size)
+    # captured on the device it runs on: the export bakes device constants (masks, positions) in
     captured, program, _, _model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,
-                                                   seed=cfg.seed)
+                                                   seed=cfg.seed, device=device)
     _check_names(cfg.node_names, captured.names, cfg.model_file)
     strat.validate(program.n, world, cfg.batch_size)
 
@@ -104,7 +116,8 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
         pred = f"predicted peak {pred_peak} bytes" if pred_peak is not None else "no predicted peak"
         return f"rank {rank} (stage {stage.stage}, dp rank {stage.dp_rank}), {where()}, {pred}"
 
-    live = LiveBytes(cap_bytes=cfg.capacity_bytes, describe=describe)
+    # device memory is what lives on the run's device; host copies (swap, host optimizer) are host bytes
+    live = LiveBytes(cap_bytes=cfg.capacity_bytes, describe=describe, device_type=device.type)
     live.locate = where
     stage.attach_memory(live)
     opt.live = live
@@ -129,6 +142,8 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
             os._exit(1)
         if t - start == cfg.warmup:
             live.reset_peak()
+            if cuda:  # pragma: no cover - needs a GPU
+                torch.cuda.reset_peak_memory_stats(device)
         with live:
             stage.current.update(phase="data", node=None, mb=None)
             with live.host():
@@ -184,6 +199,10 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
         predicted_step_time_s=pred_time, step_times_s=times, losses=step_losses,
         measured_parts_s={k: statistics.median(v[cfg.warmup:] or v) for k, v in parts.items() if v},
     )
+    if cuda:  # pragma: no cover - needs a GPU
+        # the caching allocator's view beside the accounted one (allocated: tensors; reserved: its pool)
+        rec["cuda_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+        rec["cuda_peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
     recs: list[Any] = [None] * world
     dist.all_gather_object(recs, rec)
     result = None

@@ -28,18 +28,23 @@ __all__ = ["capture_graph", "capture_graphs", "capture_program", "fingerprint", 
 DTYPES = ("fp32", "bf16")
 
 
-def _autocast(dtype: str):
+def _autocast(dtype: str, device_type: str = "cpu"):
+    """The training precision's autocast on ``device_type`` (the export bakes its casts in)."""
     if dtype == "fp32":
         return contextlib.nullcontext()
     if dtype == "bf16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(device_type, dtype=torch.bfloat16)
     raise CaptureError(f"unknown training precision {dtype!r}; valid: {list(DTYPES)}")
 
 
 def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "auto", fake: bool = True,
-                    dtype: str = "fp32", seed: int = 0) -> tuple[Captured, StepProgram, Any, torch.nn.Module]:
+                    dtype: str = "fp32", seed: int = 0,
+                    device: Any = None) -> tuple[Captured, StepProgram, Any, torch.nn.Module]:
     """Build the model and a batch (fake or real), capture and split the step.
 
+    ``device`` (real tensors only): the model and batch are moved there before the
+    export, which bakes device constants (masks, position ids) into the program;
+    they are built on the CPU first, so every device starts from the same weights.
     Returns (captured, program, fake mode or None, model).
     """
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
@@ -49,7 +54,12 @@ def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "aut
         model = spec.build()
         model.train()
         batch = spec.batch(batch_size)
-    with _autocast(dtype):
+    on = torch.device(device).type if device is not None and not fake else "cpu"
+    if on != "cpu":  # pragma: no cover - needs a GPU
+        model.to(device)
+        batch = torch.utils._pytree.tree_map(
+            lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, batch)
+    with _autocast(dtype, on):
         captured = split_step(spec, model, batch, granularity)
     return captured, StepProgram(captured.split), mode, model
 
@@ -73,7 +83,7 @@ def fingerprint(model: torch.nn.Module, captured: Captured, batch_size: int, dty
 
 def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp32",
                   granularity: str | int = "auto", measure: bool = False, repeats: int = 5,
-                  seed: int = 0, accounted: bool = False) -> TaskGraph:
+                  seed: int = 0, accounted: bool = False, device: Any = None) -> TaskGraph:
     """The TaskGraph of one training step of ``spec``'s model at ``batch_size``.
 
     ``measure=False`` (default): everything runs under ``FakeTensorMode``; no
@@ -81,7 +91,8 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     FLOPs and bytes but no times (see :mod:`memflow.profile.roofline`).
     ``measure=True``: the step runs on real tensors on this host; memory is
     the accounted live bytes of that run and every node's forward/backward
-    time is measured (median of ``repeats``).
+    time is measured (median of ``repeats``), on ``device`` when given (``"cuda"``:
+    the GPU at hand, timed with CUDA events; memory is its live tensor bytes).
     """
     from ..profile.timing import apply_measured_times, measure_phase_times
     from ..profile.trace import trace_step, unique_params
@@ -90,18 +101,18 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     if batch_size < 1:
         raise CaptureError(f"batch size must be >= 1, got {batch_size}")
     captured, program, mode, model = capture_program(spec, batch_size, granularity=granularity, dtype=dtype,
-                                                     fake=not measure, seed=seed)
+                                                     fake=not measure, seed=seed, device=device if measure else None)
     ctx = mode if mode is not None else contextlib.nullcontext()
     try:
         with ctx:
             opt = spec.make_optimizer(unique_params(captured.split))
-            with _autocast(dtype):
+            with _autocast(dtype, torch.device(device).type if device is not None and measure else "cpu"):
                 graph = trace_step(program, captured.flat_inputs, opt, captured.names, captured.module_paths,
                                    model_name=spec.name, batch_size=batch_size, dtype=dtype)
                 if measure and repeats > 0:
                     times = measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats,
                                                accounted=accounted)
-                    apply_measured_times(graph, times, device="cpu")
+                    apply_measured_times(graph, times, device=torch.device(device or "cpu").type)
     except MemflowError:
         raise
     except Exception as e:  # noqa: BLE001

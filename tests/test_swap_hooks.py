@@ -1,0 +1,91 @@
+"""The swap action's saved-tensor hooks, in one process on the CPU.
+
+A swapped node copies to the host exactly what it made and saved for its
+backward: once per tensor, never its inputs or parameters (they stay on the
+device anyway). Swapping every node changes no loss, also where a node
+mutates a tensor in place (BatchNorm's batch counter) or frees one whose
+memory a later tensor of the same shape takes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from memflow.executor.actions import HostSwap, make_wrap
+from memflow.executor.launch import plain_losses
+from memflow.graph.build import capture_program
+from memflow.memory import LiveBytes
+from memflow.model_file import flatten, load_model_file
+from memflow.profile.trace import unique_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _tiny(monkeypatch):
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.mark.parametrize("model", ["resnet", "gpt2", "lstm"])
+def test_swapping_every_node_changes_no_loss(model):
+    path = str(ROOT / "examples" / f"{model}.py")
+    spec = load_model_file(path)
+    cap, prog, _, _ = capture_program(spec, 8, fake=False, seed=0)
+    params = unique_params(cap.split)
+    opt = spec.make_optimizer(params)
+    swap = HostSwap(None, {t.untyped_storage().data_ptr() for t in params})
+    wrap = make_wrap(["swap"] * prog.n, swap)
+    got = []
+    for t in range(3):
+        torch.manual_seed(1000 + t)
+        flat, _ = flatten(spec.batch(8))
+        got.append(float(prog.run_step(flat, wrap=wrap)))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    assert got == plain_losses(path, 8, 3)
+
+
+def test_swap_copies_what_the_node_made_once():
+    w = torch.nn.Parameter(torch.randn(64, 64))
+    x = torch.randn(32, 64, requires_grad=True)
+
+    def node(x, w):
+        h = x @ w  # saves x (an input) and w (a parameter): neither is copied
+        return (h.sin() + h.cos()).sum()  # sin and cos both save h: one copy
+
+    live = LiveBytes()
+    swap = HostSwap(live, {w.untyped_storage().data_ptr()})
+    fn = make_wrap(["swap"], swap)(0, node)
+    with live:
+        out = fn(x, w)
+        copied = live.host_live
+        out.backward()
+    h = x.detach() @ w.detach()
+    assert copied == h.numel() * h.element_size()
+    ref_x = x.detach().clone().requires_grad_(True)
+    ref_w = w.detach().clone().requires_grad_(True)
+    node(ref_x, ref_w).backward()  # the same computation without the hooks
+    assert torch.equal(x.grad, ref_x.grad) and torch.equal(w.grad, ref_w.grad)
+
+
+def test_a_broadcast_view_is_copied_as_its_memory():
+    bias = torch.randn(1, 1, 64, 64)
+    x = torch.randn(8, 4, 64, 64, requires_grad=True)
+
+    def node(x, bias):
+        b = (bias * 2).expand(8, 4, 64, 64)  # 16 KiB of memory seen as 512 KiB
+        return (x * b).sum()  # mul saves b (the broadcast view) for x's gradient
+
+    live = LiveBytes()
+    swap = HostSwap(live, set())
+    with live:
+        out = make_wrap(["swap"], swap)(0, node)(x, bias)
+        copied = live.host_live
+        out.backward()
+    assert copied == bias.numel() * bias.element_size()
+    ref = x.detach().clone().requires_grad_(True)
+    node(ref, bias).backward()
+    assert torch.equal(x.grad, ref.grad)

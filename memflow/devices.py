@@ -49,6 +49,7 @@ __all__ = [
     "load_device",
     "list_devices",
     "measure_cpu",
+    "measure_cuda_host_link",
     "host_memory_bytes",
     "cache_dir",
     "read_yaml_mapping",
@@ -324,6 +325,29 @@ def _median_seconds(fn, repeats: int, budget_s: float, warmup_s: float = 0.1) ->
         if len(times) >= 3 and time.perf_counter() - start > budget_s:
             break
     return statistics.median(times)
+
+
+def measure_cuda_host_link(nbytes: int = 256 * 2**20, repeats: int = 5) -> tuple[float, float]:
+    """Pinned host <-> this GPU copy rates in bytes/s: (device to host, host to device),
+    medians of ``repeats`` copies of ``nbytes`` timed with CUDA events (what a swap moves)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("measuring the host link needs a CUDA GPU, and torch sees none")
+    dev = torch.empty(nbytes // 4, device="cuda")  # pragma: no cover - needs a GPU
+    host = torch.empty(nbytes // 4, pin_memory=True)
+    rates = []
+    for dst, src in ((host, dev), (dev, host)):
+        times = []
+        for _ in range(repeats + 1):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            dst.copy_(src, non_blocking=True)
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+        rates.append(nbytes / statistics.median(times[1:]))
+    return rates[0], rates[1]
 
 
 def measure_cpu(*, matmul_size: int = 1024, copy_bytes: int = 128 * 2**20, repeats: int = 7) -> DeviceSpec:

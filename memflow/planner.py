@@ -90,9 +90,11 @@ class GraphSource:
     """Costed task graphs per micro-batch size for one model, precision and device (cached)."""
 
     def __init__(self, spec: ModelSpec, cluster: Cluster, *, dtype: str = "fp32", granularity: Any = "auto",
-                 progress: Callable[[str], None] | None = None, cache: bool = True):
+                 progress: Callable[[str], None] | None = None, cache: bool = True, measure: bool | None = None):
         self.spec, self.cluster, self.dtype, self.granularity = spec, cluster, dtype, granularity
         self.progress, self.cache = progress, cache
+        # None: measured on cpu-N, predicted for a named GPU; True: measured on this host's GPU too
+        self.measure = measure
         self.graphs: dict[int, TaskGraph] = {}
         # on cpu-N, N processes share this host's cores: measure with each rank's share
         self.threads = max(1, (os.cpu_count() or 1) // max(1, cluster.devices_per_node))
@@ -110,14 +112,14 @@ class GraphSource:
             with ctx:
                 self.graphs[micro_batch] = profile_model(
                     self.spec, micro_batch, device=self.cluster.device, dtype=self.dtype,
-                    granularity=self.granularity, cache=self.cache)
+                    granularity=self.granularity, cache=self.cache, measure=self.measure)
         return self.graphs[micro_batch]
 
     def all(self, sizes: list[int]) -> dict[int, TaskGraph]:
         if self._concurrent():
             self._cpu_concurrent([b for b in sizes if b not in self.graphs], self.cluster.devices_per_node)
         todo = [b for b in sizes if b not in self.graphs]
-        if len(todo) > 1 and self.cluster.device.kind != "cpu":
+        if len(todo) > 1 and self.cluster.device.kind != "cpu" and not self.measure:
             # predicted costs: the sizes share one model and one export (profile_models)
             from .profile import profile_models
 
@@ -181,7 +183,7 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
          gpu_type: str | None = None, gpu_memory: Any = None, batch_size: int | None = None, dtype: str = "fp32",
          granularity: Any = "auto", seed: int = 0, time_budget_s: float | None = None,
          iterations: int | None = None, progress: Callable[[str], None] | bool | None = None,
-         cache: bool = True, headroom: float = DEFAULT_HEADROOM) -> Plan:
+         cache: bool = True, headroom: float = DEFAULT_HEADROOM, measure: bool = False) -> Plan:
     """Find the fastest strategy that fits, and return it as an executable :class:`Plan`.
 
     ``model``: a model file path (``build_model``/``example_batch``), or an
@@ -189,7 +191,9 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
     name (``"v100-4-pcie"``, ``"cpu-2"``), a YAML path or a Cluster; or give
     ``gpus``/``gpu_type``/``gpu_memory`` (``"16GiB"``). Times in seconds,
     memory in bytes. ``headroom``: the fraction of each device's memory the plan
-    leaves free (predictions are not exact: see BENCHMARKS.md, fidelity). Example::
+    leaves free (predictions are not exact: see BENCHMARKS.md, fidelity). ``measure``: for a
+    named GPU, time every node on this host's GPU instead of predicting from FLOPs
+    and bytes (``cpu`` costs are always measured). Example::
 
         p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")
         print(p.predicted["step_time_s"], p.strategy.summary())
@@ -202,11 +206,20 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
         raise ConfigError(f"batch size must be >= 1, got {B}")
     if not 0.0 <= headroom < 1.0:
         raise ConfigError(f"headroom must be a fraction in [0, 1), got {headroom}")
+    if measure and cl.device.kind == "gpu" and torch.cuda.is_available():
+        # what a swap moves here: the pinned copy rate of this host's GPU, the slower direction
+        import dataclasses
+
+        from .cluster import Link
+        from .devices import measure_cuda_host_link
+
+        cl = dataclasses.replace(cl, host_link=Link(min(measure_cuda_host_link()), cl.host_link.latency))
     usable = cl.with_memory(int(cl.device.memory_bytes * (1.0 - headroom))) if headroom else cl
     from search import search
     from simulator import Simulator
 
-    source = GraphSource(spec, cl, dtype=dtype, granularity=granularity, progress=report, cache=cache)
+    source = GraphSource(spec, cl, dtype=dtype, granularity=granularity, progress=report, cache=cache,
+                         measure=measure or None)
     sizes = micro_batch_sizes(B, cl.num_devices)
     graphs = source.all(sizes)
     if report:
@@ -248,7 +261,7 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
         pareto=pareto,
         settings={
             "seed": seed, "dtype": dtype, "granularity": granularity, "time_budget_s": time_budget_s,
-            "headroom": headroom,
+            "headroom": headroom, "measure": bool(measure),
             "iterations": int(res.iterations), "search_seconds": float(res.seconds),
             "cost_source": graph.time_source, "torch": torch.__version__,
         },
@@ -261,7 +274,8 @@ def plan_graph(p: Plan, cache: bool = True) -> TaskGraph:
         raise ModelLoadError("this plan was made from an in-memory module; save the model as a model file to "
                              "simulate or run it")
     spec = load_model_file(p.model_file)
-    source = GraphSource(spec, p.get_cluster(), dtype=p.dtype, granularity=p.granularity, cache=cache)
+    source = GraphSource(spec, p.get_cluster(), dtype=p.dtype, granularity=p.granularity, cache=cache,
+                         measure=p.settings.get("measure") or None)
     return source(p.micro_batch_size)
 
 

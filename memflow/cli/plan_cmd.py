@@ -25,6 +25,8 @@ def build_parser() -> ArgParser:
     p.add_argument("--granularity", default="auto", help="node cut: 'auto' or a module depth")
     p.add_argument("--time-budget", type=float, default=None, help="search budget in seconds")
     p.add_argument("--iterations", type=int, default=None, help="search budget in MCMC iterations")
+    p.add_argument("--measure", action="store_true",
+                   help="time every node on this host's GPU (CUDA) instead of predicting from FLOPs and bytes")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--headroom", type=float, default=0.1,
                    help="fraction of device memory the plan leaves free (default 0.1)")
@@ -136,7 +138,7 @@ def main(argv: list[str]) -> int:
     p = make_plan(a.model, cluster=a.cluster, gpus=a.gpus, gpu_type=a.gpu_type, gpu_memory=a.gpu_memory,
                   batch_size=a.batch_size, dtype=a.dtype, granularity=a.granularity, seed=a.seed,
                   time_budget_s=a.time_budget, iterations=a.iterations, progress=not a.quiet,
-                  headroom=a.headroom)
+                  headroom=a.headroom, measure=a.measure)
     out = Path(a.output) if a.output else Path(a.model).with_suffix(".plan.yaml")
     p.save(out)
     if a.json:

@@ -47,20 +47,28 @@ def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cp
     ``cpu`` device costs are measured by default (``measure=True``: real
     tensors on this host); otherwise memory comes from a fake-tensor trace
     and times from the roofline model. ``measure=False`` on ``cpu`` predicts
-    CPU times by roofline instead.
+    CPU times by roofline instead. ``measure=True`` on a GPU device measures on
+    this host's GPU (CUDA events; memory as its live tensor bytes).
     """
     from ..devices import load_device
+    from ..errors import ConfigError
 
     dev = load_device(device) if isinstance(device, str) else device
     batch_size = batch_size or spec.batch_size
     if measure is None:
         measure = dev.kind == "cpu"
+    run_on = None
+    if measure and dev.kind == "gpu":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"measuring costs for {dev.name} needs a CUDA GPU on this host, and torch sees none; "
+                              "drop --measure to predict them from FLOPs and bytes")
+        run_on = "cuda"
     store = cache if isinstance(cache, ProfileCache) else (ProfileCache() if cache else None)
     key = cache_key(spec, batch_size, dtype, granularity, dev.name, measure)
 
     def compute() -> TaskGraph:
         g = capture_graph(spec, batch_size, dtype=dtype, granularity=granularity, measure=measure,
-                          accounted=measure and dev.kind == "cpu")
+                          accounted=measure and dev.kind == "cpu", device=run_on)
         if not measure:
             g = predict_times(g, dev, dtype)
         return g

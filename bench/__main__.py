@@ -1,6 +1,6 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
-Names: profile, simulator, search, suite, fidelity, maxbatch, deeper, unaware, quick
+Names: profile, simulator, search, suite, fidelity, maxbatch, deeper, unaware, gpu, quick
 (a small version of several for CI), all.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ BENCHES = {  # ``all`` runs them in this order: the short ones first
     "unaware": "bench.bench_unaware",
     "maxbatch": "bench.bench_maxbatch",
     "deeper": "bench.bench_deeper",
+    "gpu": "bench.bench_gpu",  # only where torch sees CUDA; elsewhere it leaves its section alone
 }
 QUICK = ["profile", "simulator", "search", "fidelity"]
 

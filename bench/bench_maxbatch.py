@@ -95,7 +95,7 @@ def run_strategy(model_file, strategy: Strategy, batch: int, cap: int | None, st
     from memflow.executor import RunConfig, run_plan
 
     cfg = RunConfig(model_file=str(model_file), batch_size=batch, strategy=strategy.to_dict(), steps=steps,
-                    capacity_bytes=cap, warmup=warmup)
+                    capacity_bytes=cap, warmup=warmup, device="cpu")
     try:
         return run_plan(cfg, nproc=strategy.num_devices, timeout_s=600)
     except DeviceOutOfMemoryError:
@@ -109,7 +109,7 @@ def run_memflow(p, steps: int = 2, warmup: int = 1) -> dict | None:
     caps = p.predicted.get("capacity_bytes") or []
     cfg = RunConfig(model_file=p.model_file, batch_size=p.batch_size, strategy=p.strategy.to_dict(), steps=steps,
                     seed=p.seed, granularity=p.granularity, node_names=list(p.node_names),
-                    capacity_bytes=int(max(caps)) if caps else None, warmup=warmup,
+                    capacity_bytes=int(max(caps)) if caps else None, warmup=warmup, device="cpu",
                     predicted={"peak_bytes": p.predicted.get("peak_bytes", []),
                                "step_time_s": p.predicted.get("step_time_s")})
     try:

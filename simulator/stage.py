@@ -72,6 +72,9 @@ class StageLayout:
     O_sum: int
     first: bool
     last: bool
+    # swap's copy back: a GPU executor prefetches one node ahead on a side stream; the CPU one copies
+    # each tensor back when the backward asks for it (set per cluster by the simulator)
+    prefetch_ahead: bool = True
 
 
 @dataclass(slots=True)
@@ -441,7 +444,7 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
         d = [0] * (P + 1)  # corrections of the bytes in each phase, as differences (running sum)
         touched = []  # groups to correct (deduplicated below)
         btn = list(K.bt_keep)  # backward time of each node, with its recompute
-        cpu = not getattr(L, "prefetch_ahead", True)
+        cpu = not L.prefetch_ahead
         end_f = K.end_f
         ft = L.fwd_time
         # ---- forward scan: per-node transients and touched groups; swap copy-outs after F_x
@@ -615,6 +618,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     copy_done = {}
     copy_out, prefetch = [], []
     node_end = [0.0] * m  # offset from B-op start at which B_x ends
+    cpu = not L.prefetch_ahead
     if has_swap:
         dur = {}
         host_free = 0.0
@@ -624,29 +628,42 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 dur[x] = d
                 s0 = max(end_f[x], host_free)
                 host_free = s0 + d
-                copy_done[x] = host_free
+                # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
+                copy_done[x] = end_f[x] if cpu else host_free
                 copy_out.append((x, s0, host_free))
                 host_s += 2 * d
                 swap_bytes += L.x_bytes[x]
         tb0 = fwd_s
         t = tb0
-        land = {}
-        if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
-            s0 = max(t, host_free)
-            host_free = s0 + dur[m - 1]
-            land[m - 1] = host_free
-            prefetch.append((m - 1, s0 - tb0, host_free - tb0))
-        for x in range(m - 1, -1, -1):
-            start = max(t, land.get(x, t))
-            stall += start - t
-            if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
-                s0 = max(start, host_free, copy_done[x - 1])
-                host_free = s0 + dur[x - 1]
-                land[x - 1] = host_free
-                prefetch.append((x - 1, s0 - tb0, host_free - tb0))
-            t = start + bt_node[x]
-            phase_end[bk[x]] = t
-            node_end[x] = t - tb0
+        if cpu:  # each node's tensors are copied back when its backward asks for them
+            for x in range(m - 1, -1, -1):
+                if x in dur:
+                    s0 = max(t, host_free, copy_done[x])
+                    host_free = s0 + dur[x]
+                    prefetch.append((x, s0 - tb0, host_free - tb0))
+                    stall += host_free - t
+                    t = host_free
+                t += bt_node[x]
+                phase_end[bk[x]] = t
+                node_end[x] = t - tb0
+        else:  # prefetched one node ahead on a side stream
+            land = {}
+            if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
+                s0 = max(t, host_free)
+                host_free = s0 + dur[m - 1]
+                land[m - 1] = host_free
+                prefetch.append((m - 1, s0 - tb0, host_free - tb0))
+            for x in range(m - 1, -1, -1):
+                start = max(t, land.get(x, t))
+                stall += start - t
+                if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
+                    s0 = max(start, host_free, copy_done[x - 1])
+                    host_free = s0 + dur[x - 1]
+                    land[x - 1] = host_free
+                    prefetch.append((x - 1, s0 - tb0, host_free - tb0))
+                t = start + bt_node[x]
+                phase_end[bk[x]] = t
+                node_end[x] = t - tb0
     else:
         t = 0.0
         for x in range(m - 1, -1, -1):
@@ -658,7 +675,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     # ---- memory
     trans = list(L.trans)
     trans[2 * m] = 0 if opt_host else opt_trans
-    if not getattr(L, "prefetch_ahead", True):  # CPU: a swapped node's saved tensors go to host as saved
+    if cpu:  # a swapped node's saved tensors go to host as saved
         for x in range(m):
             if actions[x] == SWAP and L.x_bytes[x] > 0:
                 trans[x] = max(0, trans[x] - L.x_bytes[x])
@@ -707,7 +724,8 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 while j < 2 * m and phase_end[j] < c:
                     j += 1
                 f1 = j + 1
-            a2 = lf - 2 if (x < m - 1 and getattr(L, 'prefetch_ahead', True)) else lf - 1  # back from the start of B_{x+1} (B_x if last) until B_x
+            # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
+            a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
             if f1 >= a2 + 1:  # copy-out not done before the prefetch: stays
                 pass
             else:

@@ -189,6 +189,7 @@ def test_fast_stage_path_equals_full_path():
             a = rng.randrange(g.n)
             b = rng.randrange(a + 1, g.n + 1)
             L = build_layout(g, a, b)
+            L.prefetch_ahead = rng.random() < 0.5  # GPU: one node ahead; CPU: on demand
             acts = tuple(rng.choice(ACTIONS) for _ in range(b - a))
             kw = dict(dp=rng.choice([1, 2, 4]), shard=rng.random() < 0.5, opt_host=rng.random() < 0.3,
                       input_bytes=123, opt_trans=456, host_bw=rng.choice([1e9, 1e10, math.inf]), host_lat=1e-5)

@@ -13,6 +13,7 @@ from memflow.strategy import ACTIONS, Strategy
 from simulator import Simulator, random_graph
 
 SEEDS = range(40)
+PRESETS = ("cpu-2", "cpu-4", "v100-4-pcie", "a100-8-nvlink")
 
 
 def cluster(n_dev, *, host_bw=12e9, host_lat=1e-5, lat=1e-5, shared=True, per_node=None) -> Cluster:
@@ -162,19 +163,23 @@ def test_delta_equals_full():
 
 def test_evaluate_equals_detail():
     """The search's evaluation (fast stage path, per-shape constants, unrolled schedule timing,
-    memo) agrees with the detailed one (full stage path, the schedule loop) on random strategies."""
+    memo) agrees with the detailed one (full stage path, the schedule loop) on random strategies,
+    on toy GPU clusters, GPU presets and CPU clusters (where swap copies back on demand instead of
+    prefetching one node ahead)."""
+    presets = [Cluster.load(name) for name in PRESETS]
     for seed in SEEDS:
         rng = random.Random(seed)
         g = random_graph(rng.randint(1, 12), seed)
         n_dev = rng.choice([1, 2, 4, 8])
-        cl = cluster(n_dev, host_bw=rng.choice([12e9, 1e9]), shared=rng.random() < 0.5,
-                     per_node=rng.choice([1, 2, n_dev]) if n_dev % 2 == 0 else n_dev)
-        sim = Simulator(g, cl)
-        for _ in range(4):
-            st = random_strategy(rng, g.n, n_dev)
-            fast, full = sim.evaluate(st), sim.evaluate(st, detail=True)
-            assert fast.peak_bytes == full.peak_bytes and fast.fits == full.fits, seed
-            assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-12), seed
+        toy = cluster(n_dev, host_bw=rng.choice([12e9, 1e9]), shared=rng.random() < 0.5,
+                      per_node=rng.choice([1, 2, n_dev]) if n_dev % 2 == 0 else n_dev)
+        for cl in [toy, *presets]:
+            sim = Simulator(g, cl)
+            for _ in range(4):
+                st = random_strategy(rng, g.n, cl.num_devices)
+                fast, full = sim.evaluate(st), sim.evaluate(st, detail=True)
+                assert fast.peak_bytes == full.peak_bytes and fast.fits == full.fits, (seed, cl.name)
+                assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-12), (seed, cl.name)
 
 
 def test_fast_stage_path_equals_full_path():

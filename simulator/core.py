@@ -534,6 +534,8 @@ class Simulator:
                 "swap_buffers": sw, "transient": ev.trans[ph], "phase": which,
             })
             # ---- timeline: memory curve + events on the compute / comm / host streams
+            # (as the peak counts them: base holds the running micro-batch's inputs, R each other
+            # in-flight one's; between ops, base's copy is one of the in-flight ones' own)
             L = self.layout(a, b)
             pts = [(0.0, ev.base)]
             fdone = bstarted = 0
@@ -549,7 +551,7 @@ class Simulator:
                         pts.append((t, ev.base + others * ev.R + ev.carried[x] + ev.trans[x] + sv))
                         t += ft[x]
                     fdone += 1
-                    pts.append((t1, ev.base + (others + 1) * ev.R + stepc))
+                    pts.append((t1, ev.base + (others + 1) * ev.R - inp + stepc))
                     name = f"F{op}"
                     for x, c0, c1 in ev.copy_out:
                         events.append((s, "host", f"swap-out {self.graph.nodes[a + x].name} mb{op}", t0 + c0, c1 - c0))
@@ -566,7 +568,7 @@ class Simulator:
                         pts.append((prev, ev.base + others * ev.R + ev.carried[p] + ev.trans[p] + sv))
                         prev = t0 + ev.bwd_node_end[x]
                     b0_done = True
-                    pts.append((t1, ev.base + others * ev.R + ev.S_after))
+                    pts.append((t1, ev.base + (others * ev.R - inp if others else 0) + ev.S_after))
                     name = f"B{j}"
                     for x, c0, c1 in ev.prefetch:
                         events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))

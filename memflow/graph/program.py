@@ -215,6 +215,10 @@ class StepProgram:
         :mod:`memflow.graph.record`); ``on_phase(2n)`` marks the end of backward.
         """
         n = self.n
+        # under autocast, as a training loop's `with autocast(): loss = ...` runs it: the forward
+        # casts the parameters afresh (none cached by an earlier step), and its cached casts die
+        # when it ends unless the backward saved them
+        torch.clear_autocast_cache()
         env = self.initial_env(inputs)
         states = []
         for k in range(n):
@@ -222,6 +226,7 @@ class StepProgram:
                 on_phase(k)
             states.append(self.forward_node(k, env, wrap=wrap))
             self.drop_dead(env, k)
+        torch.clear_autocast_cache()
         loss = env[self.loss_name]
         grads: dict[str, torch.Tensor] = {}
         for k in range(n - 1, -1, -1):

@@ -17,7 +17,7 @@ from ..graph.record import TaskGraph
 
 __all__ = ["ProfileCache", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 2  # 2: per-node batch-input reads
+FORMAT_VERSION = 3  # 2: per-node batch-input reads; 3: bf16 steps count their parameter casts
 
 
 def _default_dir() -> Path:

@@ -44,13 +44,15 @@ def test_single_device_plain_equals_replay():
         assert r.peak_bytes[0] == replay(g).peak_bytes, seed
 
 
-def _inputs_kept(g, k, stage_of) -> bool:
+def _inputs_kept(g, k, st) -> bool:
     """Every buffer node k's forward reads (made before F_k) is read again on k's stage
-    at B_k or later (so that stage keeps it for backward anyway)."""
+    at B_k or later by a node that is not swapped (so that stage keeps it on the device for
+    backward anyway; a swapped node's saved tensors go to host)."""
     bk = g.bwd_phase(k)
     for b in g.buffers:
         if k in b.uses and b.alloc_phase < k:
-            if not any(bk <= u < 2 * g.n and stage_of[g.node_of_phase(u)] == stage_of[k] for u in b.uses):
+            if not any(bk <= u < 2 * g.n and st.stage_of[g.node_of_phase(u)] == st.stage_of[k]
+                       and st.actions[g.node_of_phase(u)] != "swap" for u in b.uses):
                 return False
     return True
 
@@ -74,7 +76,7 @@ def test_recompute_with_kept_inputs_never_raises_peak():
         sim = Simulator(g, cluster(n_dev))
         for _ in range(5):
             st = random_strategy(rng, g.n, n_dev, actions=("keep", "recompute", "swap"))
-            cand = [k for k in range(g.n) if st.actions[k] != "recompute" and _inputs_kept(g, k, st.stage_of)
+            cand = [k for k in range(g.n) if st.actions[k] != "recompute" and _inputs_kept(g, k, st)
                     and not _saves_own_output(g, k)]
             if not cand:
                 continue

@@ -410,10 +410,11 @@ def _prepare(L: StageLayout) -> _Keep:
     K.kv0 = [K.kv[p] + step[p] for p in range(2 * m)]
     K.R, K.groups = R, groups
     K.step, K.S_fwd, K.S_after = step, S_fwd, S_after
-    # the groups a node's action changes: its saved-for-backward buffers; if recomputed, also the
-    # inputs its forward reads that would otherwise be freed before its backward
+    # the groups a node's action changes: swapped, the buffers it saves (made or read); recomputed,
+    # those it makes and the inputs its forward reads that would otherwise be freed before its backward
     K.touch_swap = [tuple(g) for g in xg]
-    K.touch_rec = [tuple(xg[x] + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
+    K.touch_rec = [tuple([i for i in xg[x] if groups[i][1] == x] + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x])
+                   for x in range(m)]
     # the change of B_x's transient when x is recomputed: its forward's transient runs there
     # again, and the outputs it saves itself are re-made beside the originals
     K.rec_dtrans = [0] * m
@@ -547,23 +548,33 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
                     t += btn[x]
                     phase_end[twom - 1 - x] = t
                     node_end[x] = t - tb0
+            # per swapped node: the first phase its copy-out lets its saved buffers leave the device
+            # (-1: by the end of its forward), and the last before they are back (from the start of
+            # B_{x+1}; of B_x for the stage's last node or on the CPU)
+            gap = {}
+            for x, c in copy_done.items():
+                f1 = -1
+                if c > end_f[x]:
+                    j = x + 1
+                    while j < twom and phase_end[j] < c:
+                        j += 1
+                    f1 = j + 1
+                gap[x] = (f1, twom - 3 - x if (x < m - 1 and not cpu) else twom - 2 - x)
         else:
             node_end = _suffix_sums(btn)
-        # ---- memory: swap the all-keep contribution of each touched group for its actual one
+        # ---- memory: correct the all-keep contribution of each touched group for its actual one
         R = K.R
         groups = K.groups
-        for i in set(touched):
+        for i in (set(touched) if has_rec else touched):  # (only recompute touches a group twice)
             nb, la, lf, extra, late, x, hold, fusers, lo, hi, dnb, xi, xnb, rnb = groups[i]
-            d[lo] -= dnb
-            d[hi] += dnb
-            if xnb:
-                d[xi] -= xnb
-                d[xi + 1] += xnb
-            R -= rnb
             act = actions[x] if x >= 0 else KEEP
-            if act == RECOMPUTE and la == x:
-                continue  # made by x: freed at the end of F_x, re-made inside B_x
-            if has_rec:  # inputs of recomputed nodes stay until their backward
+            if act == RECOMPUTE and la == x:  # made by x: freed at the end of F_x, re-made inside B_x
+                d[lo] -= dnb
+                d[hi] += dnb
+                R -= rnb
+                continue
+            lf0 = lf
+            if has_rec:  # inputs of recomputed nodes stay until their backward (their checkpoint holds them)
                 for u in fusers:
                     if actions[u] == RECOMPUTE:
                         if lf < twom - 1 - u:
@@ -571,42 +582,28 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
                             extra = False
                         if hold < twom - 1 - u:
                             hold = twom - 1 - u
-            if act == SWAP and x in copy_done:
-                c = copy_done[x]
-                if c <= end_f[x]:
-                    f1 = la
-                else:
-                    j = x + 1
-                    while j < twom and phase_end[j] < c:
-                        j += 1
-                    f1 = j + 1
-                if f1 <= hold:  # the device copy is held until its other uses are done
-                    f1 = hold + 1
-                # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
-                a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
-                if f1 < a2 + 1:  # else the copy-out is not done before the prefetch: stays
-                    if f1 == m:  # completes in the last F phase: counted there, not retained
-                        f1 = m - 1
-                        if la < m - 1:
-                            d[m - 1] += nb
-                            d[m] -= nb
-                    if la + 1 < f1:
-                        d[la + 1] += nb
-                        d[f1] -= nb
-                    if a2 + 1 < lf:
+            if lf == lf0:
+                if act == SWAP:  # all-keep: carried from la + 1 to lf - 1 (lf: B_x) and retained
+                    f1, a2 = gap[x]
+                    if f1 <= hold:  # the device copy is held until its other uses are done
+                        f1 = hold + 1
+                    if f1 <= a2:  # else the copy-out is not done before it is needed back: stays
+                        d[f1] -= nb  # off the device from phase f1 to a2
                         d[a2 + 1] += nb
-                        d[lf] -= nb
-                    if la <= m - 1 < f1:
-                        R += nb
-                    continue
+                        if f1 <= m:  # gone by the end of the F half (at f1 == m: counted in it): not retained
+                            R -= nb
+                continue
+            # held longer by a recomputed reader (swapped or not, it stays): all-keep out, actual in
+            d[lo] -= dnb
+            d[hi] += dnb
+            if xnb:
+                d[xi] -= xnb
+                d[xi + 1] += xnb
             if la + 1 < lf:
-                d[la + 1 if la >= 0 else 0] += nb
-                d[lf if lf < P else P] -= nb
-            if extra:
-                d[lf] += nb
-                d[lf + 1] -= nb
-            if not late and la <= m - 1 and lf >= m:
-                R += nb
+                d[la + 1] += nb
+                d[lf] -= nb
+            if not late and la <= m - 1:
+                R += nb - rnb
         maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
     params = L.P_sum
     opt = L.O_sum

@@ -346,14 +346,14 @@ class Simulator:
             o = (G / hbw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / hbw + hl.latency)
         return ev.base + v, o, ev.swap_bytes * k + sh.host_opt[s]
 
-    def _stages(self, st: Strategy) -> _Stages:
+    def _stages(self, st: Strategy, detail: bool = False) -> _Stages:
         sh = self._shape(st)
         bw = self._host_bw(st, sh.ranges)
         acts, dp = st.actions, st.dp
         stg = _Stages(sh, [], [], bw, [], [], [])
         for s, (a, b) in enumerate(sh.ranges):
             key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s])
-            ev = self._stage_eval(key)
+            ev = self._stage_eval(key, detail)
             peak, opt_s, host_b = self._figures(sh, s, ev, bw[s])
             stg.keys.append(key)
             stg.evals.append(ev)
@@ -368,12 +368,11 @@ class Simulator:
 
     # -------------------------------------------------------------- evaluate
     def evaluate(self, strategy: Strategy, detail: bool = False):
-        """Step time, per-device peaks and fit. ``detail=True`` returns a full SimResult."""
+        """Step time, per-device peaks and fit. ``detail=True`` returns a full SimResult, every figure
+        from the full stage walk and the recorded schedule (the reference the fast path is tested against)."""
         self.validate(strategy)
-        stg = self._stages(strategy)
-        if detail:
-            return self._combine(strategy, stg, detail=True)
-        return self._combine(strategy, stg)
+        stg = self._stages(strategy, detail)
+        return self._combine(strategy, stg, detail)
 
     def evaluate_delta(self, base: Strategy, new: Strategy, base_stages: _Stages | None = None):
         """Evaluate ``new`` re-using ``base``'s per-stage results (``base_stages``, from
@@ -508,7 +507,7 @@ class Simulator:
         cl = self.cluster
         ndev = pp * dp
         cap = self.capacity
-        evals = [self._stage_eval(k, detail=True) for k in stg.keys]
+        evals = stg.evals
         breakdown_s, curves_s, busy_s, events = [], [], [], []
         for s, (a, b) in enumerate(stg.ranges):
             ev = evals[s]
@@ -535,6 +534,8 @@ class Simulator:
                 "swap_buffers": sw, "transient": ev.trans[ph], "phase": which,
             })
             # ---- timeline: memory curve + events on the compute / comm / host streams
+            # (as the peak counts them: base holds the running micro-batch's inputs, R each other
+            # in-flight one's; between ops, base's copy is one of the in-flight ones' own)
             L = self.layout(a, b)
             pts = [(0.0, ev.base)]
             fdone = bstarted = 0
@@ -550,7 +551,7 @@ class Simulator:
                         pts.append((t, ev.base + others * ev.R + ev.carried[x] + ev.trans[x] + sv))
                         t += ft[x]
                     fdone += 1
-                    pts.append((t1, ev.base + (others + 1) * ev.R + stepc))
+                    pts.append((t1, ev.base + (others + 1) * ev.R - inp + stepc))
                     name = f"F{op}"
                     for x, c0, c1 in ev.copy_out:
                         events.append((s, "host", f"swap-out {self.graph.nodes[a + x].name} mb{op}", t0 + c0, c1 - c0))
@@ -567,7 +568,7 @@ class Simulator:
                         pts.append((prev, ev.base + others * ev.R + ev.carried[p] + ev.trans[p] + sv))
                         prev = t0 + ev.bwd_node_end[x]
                     b0_done = True
-                    pts.append((t1, ev.base + others * ev.R + ev.S_after))
+                    pts.append((t1, ev.base + (others * ev.R - inp if others else 0) + ev.S_after))
                     name = f"B{j}"
                     for x, c0, c1 in ev.prefetch:
                         events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))

@@ -57,7 +57,8 @@ class StageLayout:
     g_step: list  # one copy per step (parameter grads, buffers outliving the B half)
     g_grad: list  # kind grad (sharded by shard_state)
     g_late: list  # arrives for the B half (received gradients): not a retained activation
-    g_xnode: list  # local node whose saved-for-backward buffer this is (alloc F_k, free B_k), else -1
+    g_xnode: list  # local node whose swap moves it to host (see _swapped_by), else -1
+    g_hold: list  # ... and the last local phase it is held on the device anyway (besides B_xnode)
     g_fusers: list  # local nodes whose forward reads it (tuple)
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
@@ -66,12 +67,16 @@ class StageLayout:
     param_bytes: list
     grad_bytes: list
     opt_bytes: list
-    x_bytes: list  # per local node: bytes of its saved-for-backward buffers
+    x_bytes: list  # per local node: bytes its swap moves to host (the buffers it saves: made or read)
+    x_made: list  # ... of which made in its forward (part of that phase's transient)
     redo_out: list  # per local node: outputs it saves itself (re-made alongside the originals if recomputed)
     P_sum: int
     O_sum: int
     first: bool
     last: bool
+    # swap's copy back: a GPU executor prefetches one node ahead on a side stream; the CPU one copies
+    # each tensor back when the backward asks for it (set per cluster by the simulator)
+    prefetch_ahead: bool = True
 
 
 @dataclass(slots=True)
@@ -120,13 +125,26 @@ def _loc(p: int, n: int, a: int, b: int, m: int):
     return 2 * m if p == 2 * n else 2 * m + 1
 
 
+def _swapped_by(la: int, lf: int, uses: list, fusers: tuple, m: int, held: int) -> tuple:
+    """``(x, hold)`` for a forward-made buffer that local node x's backward frees (phase ``lf``):
+    x saved it if x made it or its forward read it, so x's swap moves it to host (the pack hook
+    copies every tensor x saves). ``hold``: the last local phase its device copy is held anyway —
+    its other local uses, and at least ``held``. ``(-1, 0)``: no swap moves it."""
+    if not m <= lf < 2 * m:
+        return -1, 0
+    x = 2 * m - 1 - lf
+    if la != x and x not in fusers:
+        return -1, 0
+    return x, max([la, held] + [u for u in uses if u != lf])
+
+
 def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     n = graph.n
     m = b - a
     groups: dict[tuple, int] = {}
 
-    def add(nb, la, lf, extra, step, grad, late, xnode, fusers):
-        key = (la, lf, extra, step, grad, late, xnode, fusers)
+    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0)):
+        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1])
         groups[key] = groups.get(key, 0) + nb
 
     # a parameter read by nodes of several stages (tied weights) has a replica, with its own
@@ -166,7 +184,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             if local and pa < 2 * n:
                 la = _loc(2 * n - 1 - max(local), n, a, b, m)
                 lf = _loc(pf, n, a, b, m) if pf >= 2 * n else 2 * m
-                add(nb, la, lf, False, True, True, False, -1, ())
+                add(nb, la, lf, False, True, True, False, ())
             continue
         if pa >= 2 * n:  # made in the optimizer phase: never carried within the step
             continue
@@ -210,8 +228,12 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                         need = max(need, m - 1 if fwd_alloc else 2 * m - 1)
                     lf, extra = need, need > la
             step = grad or lf >= 2 * m
-            xnode = owner - a if (fwd_alloc and not step and pf == 2 * n - 1 - owner) else -1
-            add(nb, la, lf, extra, step, grad, False, xnode, fusers_t)
+            saver = (-1, 0)
+            if fwd_alloc and not step and lf_native is not None:
+                # sent forward: held until its gradients return
+                held = m if use_remote_after else (lf if use_remote_before else la)
+                saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
+            add(nb, la, lf, extra, step, grad, False, fusers_t, saver)
             continue
         # not owned here: received, relayed, or absent
         if fwd_alloc and owner < a:
@@ -221,7 +243,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             la, late = -1, False
             need = max([la] + use_nodes_local)
             if relay and need <= m - 1:
-                add(nb, la, m, False, False, grad, False, -1, fusers_t)  # relayed: held like a sent value
+                add(nb, la, m, False, False, grad, False, fusers_t)  # relayed: held like a sent value
                 sent_fwd += nb
                 continue
         elif (not fwd_alloc) and owner >= b:
@@ -237,11 +259,14 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 continue
             la, late = m - 1, True
             need = max([la] + use_nodes_local)
+        saver = (-1, 0)
         if lf_native is not None and lf_native >= need and lf_native < 2 * m:
             lf, extra = lf_native, False
+            if not late:  # received (relayed: sent on, held until its gradients return)
+                saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, m if relay else la)
         else:
             lf, extra = need, need > la
-        add(nb, la, lf, extra, False, grad, late, -1, fusers_t)
+        add(nb, la, lf, extra, False, grad, late, fusers_t, saver)
 
     trans = [0] * (2 * m + 1)
     nodes = graph.nodes[a:b]
@@ -252,10 +277,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     # its backward starts: at that moment they are live beside the received gradients
     trans[m] = max(trans[m], sent_fwd)
     keys = list(groups)
-    x_bytes = [0] * m
+    x_bytes, x_made = [0] * m, [0] * m
     for key in keys:
-        if key[6] >= 0:
-            x_bytes[key[6]] += groups[key]
+        x = key[6]
+        if x >= 0:
+            x_bytes[x] += groups[key]
+            if key[0] == x:
+                x_made[x] += groups[key]
     return StageLayout(
         a=a, b=b, m=m,
         g_bytes=[groups[k] for k in keys],
@@ -266,6 +294,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_grad=[k[4] for k in keys],
         g_late=[k[5] for k in keys],
         g_xnode=[k[6] for k in keys],
+        g_hold=[k[8] for k in keys],
         g_fusers=[k[7] for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
@@ -275,6 +304,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
         opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],
         x_bytes=x_bytes,
+        x_made=x_made,
         redo_out=redo_out,
         P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),
         O_sum=sum(int(nd.optimizer_bytes) for nd in nodes) + sum(replica_o),
@@ -363,7 +393,7 @@ def _prepare(L: StageLayout) -> _Keep:
         trans0[xi] += xnb
         R += rnb
         x = L.g_xnode[i]
-        groups[i] = (nb, la, lf, extra, late, x, L.g_fusers[i], lo, hi, dnb, xi, xnb, rnb)
+        groups[i] = (nb, la, lf, extra, late, x, L.g_hold[i], L.g_fusers[i], lo, hi, dnb, xi, xnb, rnb)
         if x >= 0:
             xg[x].append(i)
         for u in L.g_fusers[i]:
@@ -380,10 +410,11 @@ def _prepare(L: StageLayout) -> _Keep:
     K.kv0 = [K.kv[p] + step[p] for p in range(2 * m)]
     K.R, K.groups = R, groups
     K.step, K.S_fwd, K.S_after = step, S_fwd, S_after
-    # the groups a node's action changes: its saved-for-backward buffers; if recomputed, also the
-    # inputs its forward reads that would otherwise be freed before its backward
+    # the groups a node's action changes: swapped, the buffers it saves (made or read); recomputed,
+    # those it makes and the inputs its forward reads that would otherwise be freed before its backward
     K.touch_swap = [tuple(g) for g in xg]
-    K.touch_rec = [tuple(xg[x] + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
+    K.touch_rec = [tuple([i for i in xg[x] if groups[i][1] == x] + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x])
+                   for x in range(m)]
     # the change of B_x's transient when x is recomputed: its forward's transient runs there
     # again, and the outputs it saves itself are re-made beside the originals
     K.rec_dtrans = [0] * m
@@ -391,7 +422,7 @@ def _prepare(L: StageLayout) -> _Keep:
         j = 2 * m - 1 - x
         K.rec_dtrans[x] = max(trans0[j], L.fwd_trans[x] + (trans0[j] - L.trans[j])) + L.redo_out[x] - trans0[j]
     # ... and of F_x's when x is swapped on the CPU (packed to host as saved)
-    K.cpu_swap_dtrans = [max(0, trans0[x] - L.x_bytes[x]) - trans0[x] for x in range(m)]
+    K.cpu_swap_dtrans = [max(0, trans0[x] - L.x_made[x]) - trans0[x] for x in range(m)]
     ft, bt = L.fwd_time, L.bwd_time
     end_f, t = [], 0.0
     for x in range(m):
@@ -441,7 +472,7 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
         d = [0] * (P + 1)  # corrections of the bytes in each phase, as differences (running sum)
         touched = []  # groups to correct (deduplicated below)
         btn = list(K.bt_keep)  # backward time of each node, with its recompute
-        cpu = not getattr(L, "prefetch_ahead", True)
+        cpu = not L.prefetch_ahead
         end_f = K.end_f
         ft = L.fwd_time
         # ---- forward scan: per-node transients and touched groups; swap copy-outs after F_x
@@ -517,61 +548,62 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
                     t += btn[x]
                     phase_end[twom - 1 - x] = t
                     node_end[x] = t - tb0
+            # per swapped node: the first phase its copy-out lets its saved buffers leave the device
+            # (-1: by the end of its forward), and the last before they are back (from the start of
+            # B_{x+1}; of B_x for the stage's last node or on the CPU)
+            gap = {}
+            for x, c in copy_done.items():
+                f1 = -1
+                if c > end_f[x]:
+                    j = x + 1
+                    while j < twom and phase_end[j] < c:
+                        j += 1
+                    f1 = j + 1
+                gap[x] = (f1, twom - 3 - x if (x < m - 1 and not cpu) else twom - 2 - x)
         else:
             node_end = _suffix_sums(btn)
-        # ---- memory: swap the all-keep contribution of each touched group for its actual one
+        # ---- memory: correct the all-keep contribution of each touched group for its actual one
         R = K.R
         groups = K.groups
-        for i in set(touched):
-            nb, la, lf, extra, late, x, fusers, lo, hi, dnb, xi, xnb, rnb = groups[i]
+        for i in (set(touched) if has_rec else touched):  # (only recompute touches a group twice)
+            nb, la, lf, extra, late, x, hold, fusers, lo, hi, dnb, xi, xnb, rnb = groups[i]
+            act = actions[x] if x >= 0 else KEEP
+            if act == RECOMPUTE and la == x:  # made by x: freed at the end of F_x, re-made inside B_x
+                d[lo] -= dnb
+                d[hi] += dnb
+                R -= rnb
+                continue
+            lf0 = lf
+            if has_rec:  # inputs of recomputed nodes stay until their backward (their checkpoint holds them)
+                for u in fusers:
+                    if actions[u] == RECOMPUTE:
+                        if lf < twom - 1 - u:
+                            lf = twom - 1 - u
+                            extra = False
+                        if hold < twom - 1 - u:
+                            hold = twom - 1 - u
+            if lf == lf0:
+                if act == SWAP:  # all-keep: carried from la + 1 to lf - 1 (lf: B_x) and retained
+                    f1, a2 = gap[x]
+                    if f1 <= hold:  # the device copy is held until its other uses are done
+                        f1 = hold + 1
+                    if f1 <= a2:  # else the copy-out is not done before it is needed back: stays
+                        d[f1] -= nb  # off the device from phase f1 to a2
+                        d[a2 + 1] += nb
+                        if f1 <= m:  # gone by the end of the F half (at f1 == m: counted in it): not retained
+                            R -= nb
+                continue
+            # held longer by a recomputed reader (swapped or not, it stays): all-keep out, actual in
             d[lo] -= dnb
             d[hi] += dnb
             if xnb:
                 d[xi] -= xnb
                 d[xi + 1] += xnb
-            R -= rnb
-            act = actions[x] if x >= 0 else KEEP
-            if act == RECOMPUTE:
-                continue  # freed at the end of F_x, re-made inside B_x
-            if has_rec:  # inputs of recomputed nodes stay until their backward
-                for u in fusers:
-                    if actions[u] == RECOMPUTE and lf < twom - 1 - u:
-                        lf = twom - 1 - u
-                        extra = False
-            if act == SWAP and x in copy_done:
-                c = copy_done[x]
-                if c <= end_f[x]:
-                    f1 = la
-                else:
-                    j = x + 1
-                    while j < twom and phase_end[j] < c:
-                        j += 1
-                    f1 = j + 1
-                # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
-                a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
-                if f1 < a2 + 1:  # else the copy-out is not done before the prefetch: stays
-                    if f1 == m:  # completes in the last F phase: counted there, not retained
-                        f1 = m - 1
-                        if la < m - 1:
-                            d[m - 1] += nb
-                            d[m] -= nb
-                    if la + 1 < f1:
-                        d[la + 1] += nb
-                        d[f1] -= nb
-                    if a2 + 1 < lf:
-                        d[a2 + 1] += nb
-                        d[lf] -= nb
-                    if la <= m - 1 < f1:
-                        R += nb
-                    continue
             if la + 1 < lf:
-                d[la + 1 if la >= 0 else 0] += nb
-                d[lf if lf < P else P] -= nb
-            if extra:
-                d[lf] += nb
-                d[lf + 1] -= nb
-            if not late and la <= m - 1 and lf >= m:
-                R += nb
+                d[la + 1] += nb
+                d[lf] -= nb
+            if not late and la <= m - 1:
+                R += nb - rnb
         maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
     params = L.P_sum
     opt = L.O_sum
@@ -615,6 +647,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     copy_done = {}
     copy_out, prefetch = [], []
     node_end = [0.0] * m  # offset from B-op start at which B_x ends
+    cpu = not L.prefetch_ahead
     if has_swap:
         dur = {}
         host_free = 0.0
@@ -624,29 +657,42 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 dur[x] = d
                 s0 = max(end_f[x], host_free)
                 host_free = s0 + d
-                copy_done[x] = host_free
+                # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
+                copy_done[x] = end_f[x] if cpu else host_free
                 copy_out.append((x, s0, host_free))
                 host_s += 2 * d
                 swap_bytes += L.x_bytes[x]
         tb0 = fwd_s
         t = tb0
-        land = {}
-        if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
-            s0 = max(t, host_free)
-            host_free = s0 + dur[m - 1]
-            land[m - 1] = host_free
-            prefetch.append((m - 1, s0 - tb0, host_free - tb0))
-        for x in range(m - 1, -1, -1):
-            start = max(t, land.get(x, t))
-            stall += start - t
-            if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
-                s0 = max(start, host_free, copy_done[x - 1])
-                host_free = s0 + dur[x - 1]
-                land[x - 1] = host_free
-                prefetch.append((x - 1, s0 - tb0, host_free - tb0))
-            t = start + bt_node[x]
-            phase_end[bk[x]] = t
-            node_end[x] = t - tb0
+        if cpu:  # each node's tensors are copied back when its backward asks for them
+            for x in range(m - 1, -1, -1):
+                if x in dur:
+                    s0 = max(t, host_free, copy_done[x])
+                    host_free = s0 + dur[x]
+                    prefetch.append((x, s0 - tb0, host_free - tb0))
+                    stall += host_free - t
+                    t = host_free
+                t += bt_node[x]
+                phase_end[bk[x]] = t
+                node_end[x] = t - tb0
+        else:  # prefetched one node ahead on a side stream
+            land = {}
+            if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
+                s0 = max(t, host_free)
+                host_free = s0 + dur[m - 1]
+                land[m - 1] = host_free
+                prefetch.append((m - 1, s0 - tb0, host_free - tb0))
+            for x in range(m - 1, -1, -1):
+                start = max(t, land.get(x, t))
+                stall += start - t
+                if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
+                    s0 = max(start, host_free, copy_done[x - 1])
+                    host_free = s0 + dur[x - 1]
+                    land[x - 1] = host_free
+                    prefetch.append((x - 1, s0 - tb0, host_free - tb0))
+                t = start + bt_node[x]
+                phase_end[bk[x]] = t
+                node_end[x] = t - tb0
     else:
         t = 0.0
         for x in range(m - 1, -1, -1):
@@ -658,10 +704,10 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     # ---- memory
     trans = list(L.trans)
     trans[2 * m] = 0 if opt_host else opt_trans
-    if not getattr(L, "prefetch_ahead", True):  # CPU: a swapped node's saved tensors go to host as saved
+    if cpu:  # a swapped node's saved tensors go to host as saved
         for x in range(m):
-            if actions[x] == SWAP and L.x_bytes[x] > 0:
-                trans[x] = max(0, trans[x] - L.x_bytes[x])
+            if actions[x] == SWAP and L.x_made[x] > 0:
+                trans[x] = max(0, trans[x] - L.x_made[x])
     if has_rec:
         for x in range(m):
             if actions[x] == RECOMPUTE:
@@ -674,7 +720,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     S_fwd = 0
     S_after = 0
     gb, ga, gf, gx, gs, gl, ge = L.g_bytes, L.g_alloc, L.g_free, L.g_xnode, L.g_step, L.g_late, L.g_extra
-    gfu = L.g_fusers
+    gfu, gh = L.g_fusers, L.g_hold
     for i in range(len(gb)):
         nb = gb[i]
         la = ga[i]
@@ -690,14 +736,17 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
             continue
         extra = ge[i]
         x = gx[i]
+        hold = gh[i]
         act = actions[x] if x >= 0 else KEEP
         if has_rec and gfu[i]:  # inputs of recomputed nodes stay until their backward
             for u in gfu[i]:
-                if actions[u] == RECOMPUTE and lf < bk[u]:
-                    lf = bk[u]
-                    extra = False
-        if act == RECOMPUTE:
-            continue  # freed at the end of F_x, re-made inside B_x
+                if actions[u] == RECOMPUTE:  # (its checkpoint holds them)
+                    if lf < bk[u]:
+                        lf = bk[u]
+                        extra = False
+                    hold = max(hold, bk[u])
+        if act == RECOMPUTE and la == x:
+            continue  # made by x: freed at the end of F_x, re-made inside B_x
         if act == SWAP and x in copy_done:
             c = copy_done[x]
             if c <= end_f[x]:
@@ -707,7 +756,9 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 while j < 2 * m and phase_end[j] < c:
                     j += 1
                 f1 = j + 1
-            a2 = lf - 2 if (x < m - 1 and getattr(L, 'prefetch_ahead', True)) else lf - 1  # back from the start of B_{x+1} (B_x if last) until B_x
+            f1 = max(f1, hold + 1)  # the device copy is held until its other uses are done
+            # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
+            a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
             if f1 >= a2 + 1:  # copy-out not done before the prefetch: stays
                 pass
             else:

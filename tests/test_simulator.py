@@ -18,8 +18,8 @@ MS = 1e-3
 
 
 def make_cluster(n_dev=1, *, host_bw=1e12, host_lat=0.0, intra=Link(1e12, 0.0), mem=1 << 30,
-                 mem_bw=1e15, host_mem=1 << 40, shared=False, per_node=None) -> Cluster:
-    dev = DeviceSpec(name="toy", kind="gpu", memory_bytes=mem, peak_flops={"fp32": 1e12}, mem_bandwidth=mem_bw,
+                 mem_bw=1e15, host_mem=1 << 40, shared=False, per_node=None, kind="gpu") -> Cluster:
+    dev = DeviceSpec(name="toy", kind=kind, memory_bytes=mem, peak_flops={"fp32": 1e12}, mem_bandwidth=mem_bw,
                      memory_efficiency=1.0)
     per = per_node or n_dev
     return Cluster("toy", n_dev // per, per, dev, intra, Link(1e9, 1e-5), Link(host_bw, host_lat), shared, host_mem)
@@ -80,6 +80,27 @@ def test_toy_chain_swap_peak_and_stall_by_hand():
     assert r.step_time_s == pytest.approx(base.step_time_s + 1 * MS)
     assert r.busy[0]["host"] == pytest.approx(6 * MS)
     assert r.host_bytes[0] == S
+
+
+def test_swap_moves_the_buffers_a_node_saves_by_hand():
+    """A swapped node's pack hook copies every tensor it saves, its inputs too: on the device each
+    lives until its other uses are done, and is back for the node's backward (CPU: on demand)."""
+    g = toy()
+    state = 9 * P
+    cl = make_cluster(host_bw=math.inf, kind="cpu")
+    st = Strategy(1, 1, [0, 0, 0], ["keep", "swap", "keep"])
+    # node 1 saves out0 (its input) and s1: out0 stays through F1 (which reads it), s1 leaves with
+    # F1's end (F1's transient loses it); both are back in B1
+    # F1: A+S carried + A ; F2: A+S + A+S ; B2: S + 3A+S+P ; B1: S+P + 3A+S+P
+    r = simulate(g, st, cl)
+    assert r.peak_bytes[0] == state + 3 * A + 2 * S + 2 * P
+    assert r.host_bytes[0] == A + S
+    # s1 also read by F2 (an output node 2 reads, as after a ReLU): held through F2
+    for b in g.buffers:
+        if (b.nbytes, b.alloc_phase, b.free_phase) == (S, 1, 4):
+            b.uses = [2, 4]
+    r = simulate(g, st, cl)
+    assert r.peak_bytes[0] == state + 2 * A + 3 * S
 
 
 def test_two_stage_1f1b_by_hand():

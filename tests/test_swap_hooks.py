@@ -1,8 +1,8 @@
 """The swap action's saved-tensor hooks, in one process on the CPU.
 
-A swapped node copies to the host exactly what it made and saved for its
-backward: once per tensor, never its inputs or parameters (they stay on the
-device anyway). Swapping every node changes no loss, also where a node
+A swapped node copies to the host what it saved for its backward: its saved
+inputs too, never its parameters, once per tensor, a broadcast view as its
+memory. Swapping every node changes no loss, also where a node
 mutates a tensor in place (BatchNorm's batch counter) or frees one whose
 memory a later tensor of the same shape takes.
 """
@@ -48,12 +48,12 @@ def test_swapping_every_node_changes_no_loss(model):
     assert got == plain_losses(path, 8, 3)
 
 
-def test_swap_copies_what_the_node_made_once():
+def test_swap_copies_each_saved_tensor_once_and_no_parameter():
     w = torch.nn.Parameter(torch.randn(64, 64))
     x = torch.randn(32, 64, requires_grad=True)
 
     def node(x, w):
-        h = x @ w  # saves x (an input) and w (a parameter): neither is copied
+        h = x @ w  # saves x (copied) and w (a parameter: stays)
         return (h.sin() + h.cos()).sum()  # sin and cos both save h: one copy
 
     live = LiveBytes()
@@ -64,7 +64,7 @@ def test_swap_copies_what_the_node_made_once():
         copied = live.host_live
         out.backward()
     h = x.detach() @ w.detach()
-    assert copied == h.numel() * h.element_size()
+    assert copied == (h.numel() + x.numel()) * h.element_size()
     ref_x = x.detach().clone().requires_grad_(True)
     ref_w = w.detach().clone().requires_grad_(True)
     node(ref_x, ref_w).backward()  # the same computation without the hooks
@@ -77,7 +77,7 @@ def test_a_broadcast_view_is_copied_as_its_memory():
 
     def node(x, bias):
         b = (bias * 2).expand(8, 4, 64, 64)  # 16 KiB of memory seen as 512 KiB
-        return (x * b).sum()  # mul saves b (the broadcast view) for x's gradient
+        return (x * b).sum()  # mul saves b (the broadcast view) for x's gradient, and x for none
 
     live = LiveBytes()
     swap = HostSwap(live, set())

@@ -5,11 +5,11 @@
 forward is replayed right before the node's backward.
 
 ``swap`` runs the node's forward under ``saved_tensors_hooks``: every
-tensor autograd saves that the node itself made is copied to host memory
-when it is saved and copied back when the backward needs it (parameters and
-the node's inputs stay on the device whatever happens, so copying them would
-only cost link time and a second device copy; a tensor saved twice is copied
-once). On the CPU the host copy is made inside :meth:`LiveBytes.host`, so it
+tensor autograd saves (except parameters) is copied to host memory when it
+is saved and copied back when the backward needs it; the node's saved
+inputs too (the program lets an input die with its last use, so a swapped
+copy frees it once its other readers are done). A tensor saved twice is
+copied once, a broadcast view as its storage. On the CPU the host copy is made inside :meth:`LiveBytes.host`, so it
 no longer counts as device memory and the device storage dies when nothing
 else holds it; the copy back is an accounted device allocation. On CUDA the
 copy goes to a pinned buffer on a side stream; the device tensor is held
@@ -48,15 +48,13 @@ class HostSwap:
         self.cuda = device is not None and device.type == "cuda"
         self._stream = torch.cuda.Stream(device) if self.cuda else None
         self.key: tuple[int, int] = (0, 0)  # (micro-batch, node) being packed
-        self.inputs: set[int] = set()  # storages the node being packed received (never copied)
         self._packed: dict[tuple, tuple] = {}  # this node's (weakref, record) by tensor identity
         self.records: dict[tuple[int, int], list[list]] = {}
         self._copying: list[list] = []  # CUDA records whose copy-out may still be running
 
-    def begin_node(self, key: tuple[int, int], args) -> None:
-        """Node ``key`` = (micro-batch, node) is about to run its forward on ``args``."""
+    def begin_node(self, key: tuple[int, int]) -> None:
+        """Node ``key`` = (micro-batch, node) is about to run its forward."""
         self.key = key
-        self.inputs = {t.untyped_storage().data_ptr() for t in args if isinstance(t, torch.Tensor)}
         self._packed = {}
         self.reap()
 
@@ -86,7 +84,7 @@ class HostSwap:
             ptr = t.untyped_storage().data_ptr()
         except (RuntimeError, NotImplementedError):
             return t
-        if ptr in self.param_ptrs or ptr in self.inputs or t.numel() * t.element_size() < MIN_SWAP_BYTES:
+        if ptr in self.param_ptrs or t.numel() * t.element_size() < MIN_SWAP_BYTES:
             return t
         # the same tensor at the same version (an in-place op in between makes it another tensor),
         # still alive: a dead tensor's memory may hold a new one with the same address and shape
@@ -199,7 +197,7 @@ def make_wrap(actions: list[str], swapper: HostSwap) -> Callable[[int, Callable]
             return _recompute(fn)
         if a == SWAP:
             def swapped(*args):
-                swapper.begin_node((swapper.key[0], k), args)
+                swapper.begin_node((swapper.key[0], k))
                 with swapper.hooks():
                     return fn(*args)
             return swapped

@@ -2,12 +2,20 @@
 
 ``StepProgram`` interprets the top graph produced by
 :func:`memflow.graph.capture.split_step`: it calls ``submod_k`` for node ``k``
-in order. Each node's tensor inputs that need gradients enter through a
-detached leaf, so each node's backward is an explicit call, exactly like a
-pipeline stage boundary. That gives the profiler exact per-node phases
+in order. Each node's tensor inputs that need gradients enter cut from the
+graph that made them, so each node's backward is an explicit call, exactly
+like a pipeline stage boundary. That gives the profiler exact per-node phases
 (forward of node k, backward of node k) and lets the executor run any
 contiguous range of nodes as a pipeline stage, wrap a node in
 ``checkpoint``, or run it under saved-tensor hooks.
+
+They do not enter as detached leaves: a leaf's ``AccumulateGrad`` node, which
+the node's autograd graph references, would hold it, and with it the value's
+storage, until the node's backward. Plain autograd frees a value that no
+backward saved at its last use (e.g. the input of an ``nn.LSTM(batch_first=True)``,
+which the LSTM copies into a contiguous transposed layout), so the input enters
+as a view made by :class:`_Enter`, which keeps nothing of the value and whose
+backward hands the gradient over.
 
 Values are named by the top graph's fx node names. ``forward_range`` runs
 nodes ``[lo, hi)`` given the values they need; ``backward_range`` runs their
@@ -35,11 +43,28 @@ class NodeCall:
     out_items: dict[int, str]  # tuple index -> value name (getitem users); empty = single value
 
 
+class _Enter(torch.autograd.Function):
+    """A node's grad-requiring input as a view of the (detached) value; its backward puts the
+    value's gradient into ``grads[name]`` (summed over reads). ``anchor`` is a grad-requiring
+    empty tensor, so the view requires grad; it gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, anchor, value, grads, name):
+        ctx.grads, ctx.name = grads, name
+        return value.view_as(value)
+
+    @staticmethod
+    def backward(ctx, g):
+        prev = ctx.grads.get(ctx.name)
+        ctx.grads[ctx.name] = g if prev is None else prev + g
+        return None, None, None, None
+
+
 @dataclass
 class ForwardState:
     """What one node's forward left behind for its backward."""
 
-    leaves: dict[str, torch.Tensor] = field(default_factory=dict)  # value name -> detached input leaf
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)  # value name -> its gradient, filled by the backward
     # value name -> GradientEdge of an output needing grad (the loss: the tensor itself);
     # edges, not tensors, so an output's storage dies with its last use as in plain autograd
     outputs: dict[str, Any] = field(default_factory=dict)
@@ -127,19 +152,20 @@ class StepProgram:
     ) -> ForwardState:
         """Run node k's forward, reading ``env`` and writing its outputs into it.
 
-        With ``boundary`` each grad-requiring input enters as a detached leaf so
-        node k's backward can be run on its own. ``wrap(k, fn)`` may wrap the
-        call (checkpoint, saved-tensor hooks).
+        With ``boundary`` each grad-requiring input enters cut from the graph that made
+        it (see :class:`_Enter`) so node k's backward can be run on its own.
+        ``wrap(k, fn)`` may wrap the call (checkpoint, saved-tensor hooks).
         """
         c = self.calls[k]
         st = ForwardState()
         args = []
+        anchor = None
         for a in c.arg_names:
             v = env[a]
             if boundary and _requires_grad(v) and a not in self.attrs:
-                leaf = v.detach().requires_grad_(True)
-                st.leaves[a] = leaf
-                v = leaf
+                if anchor is None:
+                    anchor = torch.empty(0, device=v.device, requires_grad=True)
+                v = _Enter.apply(anchor, v.detach(), st.grads, a)
             args.append(v)
         fn = c.module
         if wrap is not None:
@@ -184,14 +210,10 @@ class StepProgram:
         if outs:
             torch.autograd.backward(outs, gouts)
         del outs, gouts
-        for name, leaf in st.leaves.items():
-            g = leaf.grad
-            if g is None:
-                continue
-            leaf.grad = None
+        for name, g in st.grads.items():
             prev = grads.get(name)
             grads[name] = g if prev is None else prev + g
-        st.leaves.clear()
+        st.grads.clear()
 
     def attr_value(self, name: str) -> Any:
         obj: Any = self.split
@@ -215,6 +237,10 @@ class StepProgram:
         :mod:`memflow.graph.record`); ``on_phase(2n)`` marks the end of backward.
         """
         n = self.n
+        # under autocast, as a training loop's `with autocast(): loss = ...` runs it: the forward
+        # casts the parameters afresh (none cached by an earlier step), and its cached casts die
+        # when it ends unless the backward saved them
+        torch.clear_autocast_cache()
         env = self.initial_env(inputs)
         states = []
         for k in range(n):
@@ -222,6 +248,7 @@ class StepProgram:
                 on_phase(k)
             states.append(self.forward_node(k, env, wrap=wrap))
             self.drop_dead(env, k)
+        torch.clear_autocast_cache()
         loss = env[self.loss_name]
         grads: dict[str, torch.Tensor] = {}
         for k in range(n - 1, -1, -1):

@@ -17,7 +17,8 @@ from ..graph.record import TaskGraph
 
 __all__ = ["ProfileCache", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 2  # 2: per-node batch-input reads
+FORMAT_VERSION = 4  # 2: per-node batch-input reads; 3: bf16 steps count their parameter casts;
+# 4: a node's inputs die with their last use
 
 
 def _default_dir() -> Path:

@@ -48,7 +48,7 @@ def run_plan_file(plan: Plan, steps: int = 5, *, check: bool = True, force: bool
                    "step_time_s": plan.predicted.get("rank_step_time_s") or plan.predicted.get("step_time_s")},
         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume, out_json=out_json,
         fail_rank=fail_rank, fail_step=fail_step,
-        device="cpu" if plan.get_cluster().device.kind == "cpu" else "auto",
+        device="cpu" if plan.get_cluster().device.kind == "cpu" else "auto", dtype=plan.dtype,
     )
     world = plan.strategy.num_devices
     if world % nnodes:

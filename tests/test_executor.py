@@ -247,3 +247,13 @@ def test_two_node_launch_on_localhost(tmp_path, dp2_result):
     assert result["world_size"] == 2
     for a, b in zip(result["losses"], dp2_result["losses"]):
         assert abs(a - b) <= RTOL * abs(b)
+
+
+def test_bf16_plan_trains_in_bf16():
+    """A bf16 plan runs its forwards under autocast: plain bf16 training's losses, not fp32's."""
+    st = strategy("gpt2", cuts=[3], actions=["swap", "keep", "recompute", "keep", "swap", "keep", "keep"])
+    got = run("gpt2", st, steps=3, dtype="bf16")["losses"]
+    bf16 = plain_losses(EX["gpt2"], B, 3, seed=0, dtype="bf16")
+    assert all(abs(a - b) <= RTOL * abs(b) for a, b in zip(got, bf16)), (got, bf16)
+    fp32 = plain("gpt2", 3)
+    assert max(abs(a - b) / abs(b) for a, b in zip(got, fp32)) > 5e-6, (got, fp32)

@@ -29,7 +29,8 @@ class RunConfig:
     ``node_names`` (when given) must equal the captured nodes, or the run
     is refused. ``device``: ``"cpu"`` (gloo; memory is the accounted live
     bytes), ``"cuda"`` (NCCL, one GPU per rank; fails when a rank has none)
-    or ``"auto"`` (CUDA where there is a GPU, else the CPU). ``fail_rank`` /
+    or ``"auto"`` (CUDA where there is a GPU, else the CPU). ``dtype``: the
+    training precision (``bf16``: forward passes under autocast, as profiled). ``fail_rank`` /
     ``fail_step`` are a test hook: that rank calls ``os._exit(1)`` at the
     start of that step.
     """
@@ -49,6 +50,7 @@ class RunConfig:
     out_json: str | None = None
     warmup: int = 1
     device: str = "auto"
+    dtype: str = "fp32"
     bucket_cap_bytes: int = 25 * 2**20
     comm_timeout_s: float = 30.0
     fail_rank: int | None = None
@@ -61,6 +63,8 @@ class RunConfig:
             raise ConfigError(f"batch_size must be a positive int, got {self.batch_size!r}")
         if not isinstance(self.steps, int) or self.steps < 1:
             raise ConfigError(f"steps must be a positive int, got {self.steps!r}")
+        if self.dtype not in ("fp32", "bf16"):
+            raise ConfigError(f"dtype must be fp32 or bf16; got {self.dtype!r}")
         if self.device not in DEVICES:
             raise ConfigError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
         if self.warmup < 0:

@@ -152,11 +152,14 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
     return {"node_rank": node_rank, "ok": True}
 
 
-def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, device: str = "cpu") -> list[float]:
+def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, device: str = "cpu",
+                 dtype: str = "fp32") -> list[float]:
     """The reference: plain single-process eager training, same init and batches as a planned run
-    (built and batched on the CPU, then moved to ``device``, as the executor does)."""
+    (built and batched on the CPU, then moved to ``device``, as the executor does; ``bf16``: the
+    forward under autocast)."""
     import torch
 
+    from ..graph.build import _autocast
     from ..model_file import load_model_file
 
     spec = load_model_file(model_file)
@@ -171,7 +174,8 @@ def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, de
         batch = torch.utils._pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x,
                                              spec.batch(batch_size))
         opt.zero_grad(set_to_none=True)
-        loss = spec.loss(model, batch)
+        with _autocast(dtype, torch.device(device).type):
+            loss = spec.loss(model, batch)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))

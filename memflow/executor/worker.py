@@ -78,7 +78,7 @@ def run_device(kind: str, local_rank: int) -> torch.device:
 
 
 def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[str, Any] | None:
-    from ..graph.build import capture_program
+    from ..graph.build import _autocast, capture_program
 
     strat = cfg.get_strategy()
     if world != strat.dp * strat.pp:
@@ -94,7 +94,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
     mb = strat.microbatch_size(cfg.batch_size)
     # captured on the device it runs on: the export bakes device constants (masks, positions) in
     captured, program, _, _model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,
-                                                   seed=cfg.seed, device=device)
+                                                   seed=cfg.seed, device=device, dtype=cfg.dtype)
     _check_names(cfg.node_names, captured.names, cfg.model_file)
     strat.validate(program.n, world, cfg.batch_size)
 
@@ -160,7 +160,8 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
             for act, i in sched:
                 ta = time.perf_counter()
                 if act == FORWARD:
-                    stage.forward(i, _to_device(mbs[i], device, stage.reads_input))
+                    with _autocast(cfg.dtype, device.type):  # the training precision, as profiled
+                        stage.forward(i, _to_device(mbs[i], device, stage.reads_input))
                     spent["forward"] += time.perf_counter() - ta
                 else:
                     if i == strat.microbatches - 1:

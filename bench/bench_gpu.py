@@ -28,7 +28,7 @@ __all__ = ["main"]
 PRESET = "h100-80gb"
 BATCH = 8
 STEPS = 8  # one warm-up, seven timed
-NOTE = ("\n\nWhere the measured-cost prediction is still off, it is swap on the GPU: while copies to the host are pending the executor paces the host to the GPU at node boundaries (so memory is allocated and freed in the GPU's order, as the simulator assumes), which exposes kernel-launch time the simulator does not model; and the hook copies 24 MiB a block more than the trace counts as the node's own (10,025 MiB against 9,737; one activation-sized tensor, most likely one that another node still holds, not yet pinned down).")
+NOTE = ("\n\nWhere the measured-cost prediction is still off, it is swap on the GPU: while copies to the host are pending the executor paces the host to the GPU at node boundaries (so memory is allocated and freed in the GPU's order, as the simulator assumes), which exposes kernel-launch time the simulator does not model; and the swap hook moves about 3% more than the trace counts as the swapped nodes' saved bytes (swap all: 10,361 MiB to the host against 10,073 in the fake trace; not yet pinned down).")
 
 
 def _strategies(n: int) -> list[tuple[str, Strategy]]:

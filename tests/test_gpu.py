@@ -37,10 +37,10 @@ def _tiny(monkeypatch):
 _PLAIN: dict = {}
 
 
-def plain(model: str, steps: int) -> list[float]:
-    if (model, steps) not in _PLAIN:
-        _PLAIN[(model, steps)] = plain_losses(EX[model], B, steps, seed=0, device="cuda")
-    return _PLAIN[(model, steps)]
+def plain(model: str, steps: int, dtype: str = "fp32") -> list[float]:
+    if (model, steps, dtype) not in _PLAIN:
+        _PLAIN[(model, steps, dtype)] = plain_losses(EX[model], B, steps, seed=0, device="cuda", dtype=dtype)
+    return _PLAIN[(model, steps, dtype)]
 
 
 def run(model: str, st: Strategy, steps: int = 3, batch: int = B, **kw) -> dict:
@@ -54,6 +54,7 @@ CASES = {
     "swap": dict(actions="swap"),
     "swap-m2": dict(actions="swap", microbatches=2),
     "mixed-host-opt": dict(actions="mixed", optimizer_on_host=[True]),
+    "bf16-swap": dict(actions="swap", dtype="bf16"),
 }
 
 
@@ -66,14 +67,15 @@ RUNS = [("gpt2", c) for c in sorted(CASES)] + [("resnet", c) for c in ("keep", "
 def test_cuda_run_equals_plain_training(model, case):
     kw = dict(CASES[case])
     acts = kw.pop("actions", "keep")
+    dtype = kw.pop("dtype", "fp32")
     if acts == "mixed":
         acts = [(SWAP, RECOMPUTE, "keep")[k % 3] for k in range(NODES[model])]
     else:
         acts = [acts] * NODES[model]
     st = Strategy.from_boundaries(NODES[model], [], dp=1, actions=acts, **kw)
-    res = run(model, st)
+    res = run(model, st, dtype=dtype)
     assert res["backend"] == "nccl"
-    ref = plain(model, len(res["losses"]))
+    ref = plain(model, len(res["losses"]), dtype)
     worst = max(abs(a - b) / abs(b) for a, b in zip(res["losses"], ref))
     assert worst <= RTOL, (res["losses"], ref)
     r = res["ranks"][0]

@@ -1,7 +1,8 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
 Names: profile, simulator, search, suite, fidelity, maxbatch, deeper, unaware, gpu, quick
-(a small version of several for CI), all.
+(a small version of several for CI), all. ``python -m bench NAME --quick`` runs NAME's small
+version (where it has one) into its own ``NAME-quick`` section.
 """
 from __future__ import annotations
 
@@ -56,6 +57,10 @@ def main(argv: list[str]) -> int:
     if name not in BENCHES:
         print(f"bench: unknown benchmark {name!r}; valid: {', '.join(BENCHES)}, quick, all", file=sys.stderr)
         return 2
+    if "--quick" in argv[1:]:
+        os.environ["MEMFLOW_BENCH_QUICK"] = "1"
+        run(name, quick=True)
+        return 0
     run(name)
     return 0
 

@@ -52,7 +52,8 @@ def write_section(name: str, title: str, body: str, command: str | None = None) 
     so a quick run never overwrites the full tables)."""
     command = command or f"python -m bench {name}"
     if os.environ.get("MEMFLOW_BENCH_QUICK"):
-        name, title, command = f"{name}-quick", f"{title} (quick)", "python -m bench quick"
+        name, title = f"{name}-quick", f"{title} (quick)"
+        command = command if "--quick" in command else "python -m bench quick"
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     block = (f"<!-- bench:{name} -->\n## {title}\n\n`{command}` — {machine()}, {stamp}\n\n{body.strip()}\n"
              f"<!-- /bench:{name} -->")

@@ -10,8 +10,9 @@ of nodes in topological order, non-decreasing, each stage non-empty, so the
 stage graph is acyclic.
 
 Per node: ``actions[k]`` is ``keep`` | ``recompute`` | ``swap``.
-Per stage: ``shard_state[s]`` shards parameters, gradients and optimizer
-state across the stage's data-parallel ranks (as FSDP does);
+Per stage: ``shard_state[s]`` shards the stage's optimizer state across its
+data-parallel ranks (ZeRO-1: each rank steps its shard, then the parameters
+are broadcast; parameters and gradients stay whole);
 ``optimizer_on_host[s]`` keeps that stage's optimizer state in host memory.
 The global batch is split into ``dp`` shards, each into ``microbatches``.
 """

@@ -2,7 +2,7 @@
 
 * ``dp``: pure data parallel (dp = N), everything kept;
 * ``dp+recompute``: data parallel with every node recomputed;
-* ``dp+shard``: data parallel with sharded state (as FSDP / ZeRO-3);
+* ``dp+shard``: data parallel with ZeRO-1 (optimizer state sharded over the replicas);
 * ``pipeline-pp{p}``: for each pp dividing N (dp = N/pp), time-balanced stages, 1F1B.
 
 Each with a few micro-batch counts (name suffix ``/m{m}``). Where the global

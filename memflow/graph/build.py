@@ -19,6 +19,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..errors import CaptureError, MemflowError
+from ..gcfreeze import freeze, long_lived
 from .capture import Captured, split_step
 from .program import StepProgram
 from .record import TaskGraph
@@ -175,7 +176,14 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
             raise CaptureError(f"batch size must be >= 1, got {b}")
     if len(sizes) < 2:
         return {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in sizes}
+    with long_lived():  # the model and the programs outlive every traced step
+        return _capture_graphs(spec, sizes, dtype=dtype, granularity=granularity, seed=seed, processes=processes)
+
+
+def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str | int, seed: int,
+                    processes: int) -> dict[int, TaskGraph]:
     shared = _SharedCapture(spec, sizes, dtype=dtype, granularity=granularity, seed=seed)
+    freeze()
     general = [b for b in sizes if b >= 2]
     dims = _batch_dims({b: shared.batches[b] for b in general}) if len(general) >= 2 else None
     symbolic = general if dims is not None else []
@@ -193,6 +201,7 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
     state = None
     if symbolic:
         prog = shared.symbolic_program(max(symbolic), dims)
+        freeze()
         if prog is None:  # not exportable with a symbolic batch: one export per size
             fixed = [b for b in sizes if b in fixed or b in symbolic]
         else:

@@ -53,7 +53,9 @@ def balanced_partition(costs, pp: int) -> list[int]:
                 prev = prev_row[c]
                 if prev == INF:
                     continue
-                v = max(prev, pi - pre[c])
+                v = pi - pre[c]
+                if not v > prev:  # v = max(prev, v), as max() picks it
+                    v = prev
                 if v < bv - 1e-15:
                     bv, bc = v, c
             row[i], cut_row[i] = bv, bc

@@ -74,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    code = main()
+    from ..gcfreeze import long_lived
+
+    with long_lived():  # what a command keeps to its end is not walked by every collection
+        code = main()
     # the process ends here: the collector need not walk every object once more on the way out
     # (1-2 s after a cold plan); objects are still released, files were closed by their owners
     gc.freeze()

@@ -25,6 +25,8 @@ from .errors import DeviceOutOfMemoryError
 
 __all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "tensors_in"]
 
+_DEVICE = torch.ops.prim.device.default
+
 
 def tensors_in(x: Any, out: list | None = None) -> list[torch.Tensor]:
     """The tensors in an op's arguments or result, in ``tree_leaves`` order.
@@ -213,6 +215,8 @@ class LiveBytes(TorchDispatchMode):
                     ent = self._refs.get(id(st))
                     if ent is not None and ent[2] is not None:
                         ent[2].uses.add(self.phase)
+        if func is _DEVICE:  # FakeTensor answers every .device through dispatch: ~half the ops of a
+            return func(*args, **kwargs)  # fake step; no tensor out, nothing to count or to call again
         out = func(*args, **kwargs) if self.call is None else self.call(func, args, kwargs)
         for t in tensors_in(out):
             for st in _storages(t):

@@ -1,8 +1,9 @@
 """``search(graphs, global_batch, cluster, ...) -> SearchResult``: the planner's search.
 
 Runs ``chains`` Metropolis–Hastings chains (with ``processes`` > 1: the
-first here and the others in a forked child that inherits the context, or,
-without fork, in a pool of worker processes) from the seed strategies, each with its own RNG spawned
+first, then the memory-unaware search, here and the other chains beside them
+in a forked child that inherits the context, or, without fork, all in a pool
+of worker processes) from the seed strategies, each with its own RNG spawned
 from ``numpy.random.SeedSequence(seed)``, and reports the fastest strategy
 that fits, the baselines beside it, and the Pareto front of (step time, max
 peak memory) over every strategy evaluated. The result does not depend on
@@ -135,17 +136,18 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     def unaware() -> ChainResult:
         return memory_unaware_search(ctx, np.random.default_rng(ss[chains]), up)
 
-    def rest() -> tuple:  # every chain but the first, and the memory-unaware search
-        return [chain(i) for i in range(1, chains)], (unaware() if want_unaware else None)
+    def rest() -> list:  # every chain but the first
+        return [chain(i) for i in range(1, chains)]
 
     child = None
-    if processes > 1 and (chains > 1 or want_unaware) and start_method in (None, "fork"):
-        child = ForkedJobs(rest)  # the first chain here, the rest beside it in a forked child
+    if processes > 1 and chains > 1 and start_method in (None, "fork"):
+        child = ForkedJobs(rest)  # the first chain and the memory-unaware search here, the rest beside them
     if child is not None and child.running:
         results = [chain(0)]
+        if want_unaware:
+            unaware_res = unaware()
         got = child.result()
-        others, unaware_res = got if got is not None else rest()
-        results += others
+        results += got if got is not None else rest()
     elif processes > 1 and (chains > 1 or want_unaware):
         gdict = ctx.graphs_dict()
         tasks = [(gdict, global_batch, cluster, ctx_kw, starts_i[i], ss[i], p, False) for i in range(chains)]

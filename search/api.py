@@ -23,7 +23,7 @@ from memflow.strategy import Strategy
 
 from .baselines import fixed_baselines, memory_unaware_search
 from .context import GraphProvider, SearchContext
-from .forked import ForkedJobs
+from memflow.forking import ForkedJobs
 from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, run_chain
 from .pareto import ParetoFront
 from .seeds import start_pool

@@ -19,6 +19,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..errors import CaptureError, MemflowError
+from ..forking import ForkedJobs
 from ..gcfreeze import freeze, long_lived
 from .capture import Captured, split_step
 from .program import StepProgram
@@ -200,11 +201,11 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
     symbolic = general if dims is not None else []
     fixed = [b for b in sizes if b not in symbolic]
 
-    forked: list[tuple[list[int], _Forked | None]] = []
+    forked: list[tuple[list[int], ForkedJobs]] = []
     if processes > 1 and fixed and (symbolic or len(fixed) > 1):
         theirs = fixed if symbolic else fixed[len(fixed) // 2:]
-        forked.append((theirs, _Forked.start(lambda t=theirs, st=state: shared.trace_fixed(t, st)[0])))
-        if forked[-1][1] is not None:
+        forked.append((theirs, ForkedJobs(lambda t=theirs, st=state: shared.trace_fixed(t, st)[0])))
+        if forked[-1][1].running:
             fixed = [b for b in fixed if b not in theirs]
         else:
             forked.pop()
@@ -218,8 +219,8 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
             mine = symbolic
             if processes > 1 and len(symbolic) >= 2:
                 theirs = symbolic[(len(symbolic) + 1) // 2:]
-                h = _Forked.start(lambda t=theirs, st=state: shared.trace(prog, t, st)[0])
-                if h is not None:
+                h = ForkedJobs(lambda t=theirs, st=state: shared.trace(prog, t, st)[0])
+                if h.running:
                     forked.append((theirs, h))
                     mine = [b for b in symbolic if b not in theirs]
             got, state = shared.trace(prog, mine, state)
@@ -370,55 +371,3 @@ class _SharedCapture:
         graph.meta["memory_source"] = "fake"
         graph.meta["accounted_times"] = False
         return graph, opt
-
-
-class _Forked:
-    """``fn()`` run in a forked process; :meth:`result` is its (pickled) return value, or
-    None when it raised, died or hung. :meth:`start` gives None where fork is unavailable."""
-
-    def __init__(self, proc, conn):
-        import time
-
-        self.proc, self.conn, self.started = proc, conn, time.monotonic()
-
-    @staticmethod
-    def start(fn) -> "_Forked | None":
-        import multiprocessing as mp
-        import sys
-
-        if not sys.platform.startswith("linux"):  # fork is only safe to rely on there
-            return None
-        try:
-            ctx = mp.get_context("fork")
-            recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_forked_main, args=(fn, send), daemon=True)
-            proc.start()
-        except Exception:  # noqa: BLE001 - no fork here (or a daemonic process): the caller does the work
-            return None
-        send.close()
-        return _Forked(proc, recv)
-
-    def result(self) -> Any:
-        import time
-
-        # its work is about as long as what the caller did meanwhile; far longer means it hung
-        wait = max(120.0, 4 * (time.monotonic() - self.started))
-        try:
-            ok, value = self.conn.recv() if self.conn.poll(wait) else (False, None)
-        except (EOFError, OSError):
-            ok, value = False, None
-        self.conn.close()
-        if not ok and self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join()
-        return value if ok else None
-
-
-def _forked_main(fn, conn) -> None:
-    try:
-        value = fn()
-    except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself
-        conn.send((False, None))
-    else:
-        conn.send((True, value))
-    conn.close()

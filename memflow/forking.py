@@ -1,11 +1,12 @@
-"""Run the search's extra chains in forked processes that inherit its context.
+"""Work in a forked child that inherits this process's state.
 
-A worker of a ``multiprocessing`` pool gets its task pickled: every graph, then
-a new context that builds its simulators and stage layouts again. A forked
-child inherits the parent's context as it stands (graphs, simulators, the
-layouts already built), so only its chains' results travel, pickled, back.
-Linux only (fork elsewhere is not safe to rely on); a child that fails or hangs
-gives None and the caller runs its jobs itself.
+A ``multiprocessing`` pool worker gets its task pickled (every graph, then a
+context that builds its simulators and layouts again; a fake model that must be
+exported again); a forked child inherits them as they stand, so only its result
+travels, pickled, back. Used by the profiler (sizes traced beside each other)
+and the search (its extra chains). Linux only (fork elsewhere is not safe to
+rely on); a child that fails or hangs gives None and the caller does the work
+itself. Imports nothing of memflow: the record-level packages may use it.
 """
 from __future__ import annotations
 

@@ -219,12 +219,12 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
     with long_lived():  # what exists now, then the graphs, outlive everything the search makes
         return _plan(spec, cl, usable, B, dtype=dtype, granularity=granularity, seed=seed,
                      time_budget_s=time_budget_s, iterations=iterations, report=report, cache=cache,
-                     headroom=headroom)
+                     headroom=headroom, measure=measure)
 
 
 def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, granularity: Any, seed: int,
           time_budget_s: float | None, iterations: int | None, report: Callable[[str], None] | None,
-          cache: bool, headroom: float) -> Plan:
+          cache: bool, headroom: float, measure: bool) -> Plan:
     from search import search
     from simulator import Simulator
 

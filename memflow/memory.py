@@ -25,6 +25,8 @@ from .errors import DeviceOutOfMemoryError
 
 __all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "tensors_in"]
 
+_DEVICE = torch.ops.prim.device.default
+
 
 def tensors_in(x: Any, out: list | None = None) -> list[torch.Tensor]:
     """The tensors in an op's arguments or result, in ``tree_leaves`` order.
@@ -90,6 +92,8 @@ class LiveBytes(TorchDispatchMode):
     :class:`BufferEvent` per storage and per-phase peaks (profiling).
     ``after(func, args, kwargs, out)``: called after every op is counted (the
     profiler counts FLOPs there: one dispatch mode per op instead of two).
+    ``call(func, args, kwargs)``: runs each op in place of ``func(*args, **kwargs)``
+    (the profiler's :func:`memflow.profile.fakecache.warm_call`).
     ``device_type`` (e.g. ``"cuda"``): only storages on that kind of device are
     device bytes; the others (pinned swap buffers, a host optimizer's copies)
     count as host bytes. None: every storage is a device byte (the CPU executor,
@@ -102,13 +106,15 @@ class LiveBytes(TorchDispatchMode):
         return False
 
     def __init__(self, cap_bytes: int | None = None, record: bool = False, describe: Callable[[], str] | None = None,
-                 after: Callable[..., None] | None = None, device_type: str | None = None):
+                 after: Callable[..., None] | None = None, call: Callable[..., Any] | None = None,
+                 device_type: str | None = None):
         super().__init__()
         self.device_type = None if device_type == "cpu" else device_type
         self.cap_bytes = cap_bytes
         self.record = record
         self.describe = describe
         self.after = after
+        self.call = call
         self.locate: Callable[[], str] | None = None  # where the program is (for peak_at)
         self.peak_at = ""
         self.live = 0
@@ -209,7 +215,9 @@ class LiveBytes(TorchDispatchMode):
                     ent = self._refs.get(id(st))
                     if ent is not None and ent[2] is not None:
                         ent[2].uses.add(self.phase)
-        out = func(*args, **kwargs)
+        if func is _DEVICE:  # FakeTensor answers every .device through dispatch: ~half the ops of a
+            return func(*args, **kwargs)  # fake step; no tensor out, nothing to count or to call again
+        out = func(*args, **kwargs) if self.call is None else self.call(func, args, kwargs)
         for t in tensors_in(out):
             for st in _storages(t):
                 self._add(st, "")

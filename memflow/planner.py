@@ -15,6 +15,7 @@ import torch
 
 from .cluster import Cluster
 from .errors import ConfigError, ModelLoadError
+from .gcfreeze import freeze, long_lived
 from .graph.record import TaskGraph
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
 from .planfile import Plan
@@ -215,6 +216,15 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
 
         cl = dataclasses.replace(cl, host_link=Link(min(measure_cuda_host_link()), cl.host_link.latency))
     usable = cl.with_memory(int(cl.device.memory_bytes * (1.0 - headroom))) if headroom else cl
+    with long_lived():  # what exists now, then the graphs, outlive everything the search makes
+        return _plan(spec, cl, usable, B, dtype=dtype, granularity=granularity, seed=seed,
+                     time_budget_s=time_budget_s, iterations=iterations, report=report, cache=cache,
+                     headroom=headroom, measure=measure)
+
+
+def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, granularity: Any, seed: int,
+          time_budget_s: float | None, iterations: int | None, report: Callable[[str], None] | None,
+          cache: bool, headroom: float, measure: bool) -> Plan:
     from search import search
     from simulator import Simulator
 
@@ -222,11 +232,13 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
                          measure=measure or None)
     sizes = micro_batch_sizes(B, cl.num_devices)
     graphs = source.all(sizes)
+    freeze()
     if report:
         report(f"searching {cl.num_devices} device(s) of {cl.device.name} "
                f"({sum(1 for _ in sizes)} micro-batch sizes, seed {seed})")
+    # two processes where there are two cores: the plan is the same (search/api.py), sooner
     res = search(graphs, B, usable, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
-                 max_microbatches=MAX_MICROBATCHES,
+                 max_microbatches=MAX_MICROBATCHES, processes=min(2, os.cpu_count() or 1),
                  progress=(lambda it, best, feas: None) if report is None else None)
     best: Strategy | None = res.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen

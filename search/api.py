@@ -1,7 +1,9 @@
 """``search(graphs, global_batch, cluster, ...) -> SearchResult``: the planner's search.
 
-Runs ``chains`` Metropolis–Hastings chains (in ``processes`` worker
-processes when > 1) from the seed strategies, each with its own RNG spawned
+Runs ``chains`` Metropolis–Hastings chains (with ``processes`` > 1: the
+first, then the memory-unaware search, here and the other chains beside them
+in a forked child that inherits the context, or, without fork, all in a pool
+of worker processes) from the seed strategies, each with its own RNG spawned
 from ``numpy.random.SeedSequence(seed)``, and reports the fastest strategy
 that fits, the baselines beside it, and the Pareto front of (step time, max
 peak memory) over every strategy evaluated. The result does not depend on
@@ -21,6 +23,7 @@ from memflow.strategy import Strategy
 
 from .baselines import fixed_baselines, memory_unaware_search
 from .context import GraphProvider, SearchContext
+from memflow.forking import ForkedJobs
 from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, run_chain
 from .pareto import ParetoFront
 from .seeds import start_pool
@@ -125,7 +128,27 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
 
     results: list[ChainResult]
     unaware_res: ChainResult | None = None
-    if processes > 1 and (chains > 1 or want_unaware):
+
+    def chain(i: int) -> ChainResult:
+        return run_chain(ctx, starts_i[i], np.random.default_rng(ss[i]), p,
+                         progress=progress if i == 0 else None, evaluator=evaluator if i == 0 else Evaluator(ctx))
+
+    def unaware() -> ChainResult:
+        return memory_unaware_search(ctx, np.random.default_rng(ss[chains]), up)
+
+    def rest() -> list:  # every chain but the first
+        return [chain(i) for i in range(1, chains)]
+
+    child = None
+    if processes > 1 and chains > 1 and start_method in (None, "fork"):
+        child = ForkedJobs(rest)  # the first chain and the memory-unaware search here, the rest beside them
+    if child is not None and child.running:
+        results = [chain(0)]
+        if want_unaware:
+            unaware_res = unaware()
+        got = child.result()
+        results += got if got is not None else rest()
+    elif processes > 1 and (chains > 1 or want_unaware):
         gdict = ctx.graphs_dict()
         tasks = [(gdict, global_batch, cluster, ctx_kw, starts_i[i], ss[i], p, False) for i in range(chains)]
         if want_unaware:
@@ -137,13 +160,9 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
         if want_unaware:
             unaware_res = out[chains]
     else:
-        results = []
-        for i in range(chains):
-            ev_i = evaluator if i == 0 else Evaluator(ctx)
-            results.append(run_chain(ctx, starts_i[i], np.random.default_rng(ss[i]), p,
-                                     progress=progress if i == 0 else None, evaluator=ev_i))
+        results = [chain(i) for i in range(chains)]
         if want_unaware:
-            unaware_res = memory_unaware_search(ctx, np.random.default_rng(ss[chains]), up)
+            unaware_res = unaware()
 
     # ---- merge (in chain order: deterministic)
     best = best_ev = None

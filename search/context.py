@@ -37,23 +37,28 @@ def balanced_partition(costs, pp: int) -> list[int]:
         return [0] * n
     if pp >= n:
         return list(range(n))
-    pre = np.concatenate([[0.0], np.cumsum(np.asarray(costs, dtype=float))])
+    # Python floats: the same float64 values as numpy's, without numpy's per-scalar cost in the loop
+    pre = np.concatenate([[0.0], np.cumsum(np.asarray(costs, dtype=float))]).tolist()
     INF = math.inf
     # best[j][i]: minimal max-sum splitting the first i nodes into j stages
     best = [[INF] * (n + 1) for _ in range(pp + 1)]
     cut = [[0] * (n + 1) for _ in range(pp + 1)]
     best[0][0] = 0.0
     for j in range(1, pp + 1):
+        prev_row, row, cut_row = best[j - 1], best[j], cut[j]
         for i in range(j, n - (pp - j) + 1):
             bv, bc = INF, j - 1
+            pi = pre[i]
             for c in range(j - 1, i):
-                prev = best[j - 1][c]
+                prev = prev_row[c]
                 if prev == INF:
                     continue
-                v = max(prev, pre[i] - pre[c])
+                v = pi - pre[c]
+                if not v > prev:  # v = max(prev, v), as max() picks it
+                    v = prev
                 if v < bv - 1e-15:
                     bv, bc = v, c
-            best[j][i], cut[j][i] = bv, bc
+            row[i], cut_row[i] = bv, bc
     cuts, i = [], n
     for j in range(pp, 0, -1):
         c = cut[j][i]

@@ -19,6 +19,7 @@ from memflow.strategy import ACTIONS, SWAP, Strategy
 from .pipeline import run_pipeline
 from .result import Evaluation, SimResult, curve_arrays
 from .stage import StageEval, StageLayout, build_layout, eval_stage
+from .window import BufferWindow
 
 __all__ = ["Simulator", "simulate", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 
@@ -101,6 +102,7 @@ class Simulator:
         self.mem_bw = cluster.device.mem_bandwidth * cluster.device.memory_efficiency
         self.host_link = cluster.host_link
         self._layouts: dict = {}
+        self._window: BufferWindow | None = None  # the buffers each stage's layout needs
         self._stage_cache: dict = {}
         self._pipe_cache: dict = {}  # pipeline schedule timings by (times, m, schedule)
         self._links: dict = {}
@@ -141,7 +143,9 @@ class Simulator:
     def layout(self, a: int, b: int) -> StageLayout:
         L = self._layouts.get((a, b))
         if L is None:
-            L = self._layouts[(a, b)] = build_layout(self.graph, a, b)
+            if self._window is None:
+                self._window = BufferWindow(self.graph)
+            L = self._layouts[(a, b)] = build_layout(self._window.view(a, b), a, b)
             L.P = sum(L.param_bytes)
             L.G = sum(L.grad_bytes)
             L.O = sum(L.opt_bytes)

@@ -139,9 +139,14 @@ def test_capture_graphs_equal_one_capture_per_size(name, dtype, processes, monke
         raise AssertionError("capture_graphs fell back to one capture per size")
 
     started = []
-    start = build._Forked.start
+
+    class Counted(build.ForkedJobs):
+        def __init__(self, fn):
+            super().__init__(fn)
+            started.append(self.running)
+
     monkeypatch.setattr(build, "capture_graph", no_fallback)
-    monkeypatch.setattr(build._Forked, "start", staticmethod(lambda fn: started.append(start(fn)) or started[-1]))
+    monkeypatch.setattr(build, "ForkedJobs", Counted)
     together = capture_graphs(spec, sizes, dtype=dtype, processes=processes)
     monkeypatch.undo()
     if processes > 1 and sys.platform.startswith("linux"):

@@ -6,6 +6,7 @@ code 2; bad flags too (never a usage dump or a traceback).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -73,4 +74,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    from ..gcfreeze import long_lived
+
+    with long_lived():  # what a command keeps to its end is not walked by every collection
+        code = main()
+    # the process ends here: the collector need not walk every object once more on the way out
+    # (1-2 s after a cold plan); objects are still released, files were closed by their owners
+    gc.freeze()
+    sys.exit(code)

@@ -19,6 +19,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..errors import CaptureError, MemflowError
+from ..forking import ForkedJobs
+from ..gcfreeze import freeze, long_lived
 from .capture import Captured, split_step
 from .program import StepProgram
 from .record import TaskGraph
@@ -28,9 +30,15 @@ __all__ = ["capture_graph", "capture_graphs", "capture_program", "fingerprint", 
 DTYPES = ("fp32", "bf16")
 
 
+def _casts(dtype: str) -> bool:
+    """Whether training at ``dtype`` runs under autocast."""
+    return dtype != "fp32"
+
+
 def _autocast(dtype: str, device_type: str = "cpu"):
-    """The training precision's autocast on ``device_type`` (the export bakes its casts in)."""
-    if dtype == "fp32":
+    """The training precision's autocast on ``device_type`` (the forward runs under it: the
+    export does not bake its casts in)."""
+    if not _casts(dtype):
         return contextlib.nullcontext()
     if dtype == "bf16":
         return torch.autocast(device_type, dtype=torch.bfloat16)
@@ -156,18 +164,22 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
     with a symbolic batch dimension serves every size >= 2 (a size-1 batch gets
     its own export: torch specialises size-1 dimensions, so the general program
     need not be the one exported at size 1; a batch whose shapes do not scale
-    along the leading dimension gets one export per size), and the optimizer
-    state made by the first size's warm-up step serves the other sizes, whose
-    warm-up steps then skip the optimizer step (the traced steps are
-    steady-state steps either way; see :func:`memflow.profile.trace.trace_step`).
-    Where the symbolic export or a trace through it fails, those sizes are
-    captured one by one as before.
+    along the leading dimension gets one export per size), and one optimizer
+    state serves every size, so no size runs a warm-up step (the traced steps
+    are steady-state steps either way, and meet a warm fake-tensor cache; see
+    :func:`memflow.profile.trace.trace_step`; under autocast each size still
+    warms up, forward and backward, for autocast's cache of parameter casts). The state is made before any
+    export by one optimizer step on gradients of the parameters' own layouts
+    (:meth:`_SharedCapture.make_state`); a traced backward whose gradients differ
+    from those has its size traced again after a real warm-up step. Where the
+    symbolic export or a trace through it fails, those sizes are captured one by
+    one as before.
 
     ``processes`` > 1 (and ``fork`` available): the fixed-size exports run in a
     forked process beside the symbolic export, and the symbolic program's sizes
-    are shared with a second one forked after it (each process starts with a
-    full warm-up step). Results come back pickled; a process that fails has its
-    sizes captured here, one by one.
+    are shared with a second one forked after it (both start with the state
+    made here). Results come back pickled; a process that fails has its sizes
+    captured here, one by one.
     """
     sizes = list(dict.fromkeys(sizes))
     for b in sizes:
@@ -175,35 +187,43 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
             raise CaptureError(f"batch size must be >= 1, got {b}")
     if len(sizes) < 2:
         return {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in sizes}
+    with long_lived():  # the model and the programs outlive every traced step
+        return _capture_graphs(spec, sizes, dtype=dtype, granularity=granularity, seed=seed, processes=processes)
+
+
+def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str | int, seed: int,
+                    processes: int) -> dict[int, TaskGraph]:
     shared = _SharedCapture(spec, sizes, dtype=dtype, granularity=granularity, seed=seed)
+    state = shared.make_state()
+    freeze()
     general = [b for b in sizes if b >= 2]
     dims = _batch_dims({b: shared.batches[b] for b in general}) if len(general) >= 2 else None
     symbolic = general if dims is not None else []
     fixed = [b for b in sizes if b not in symbolic]
 
-    forked: list[tuple[list[int], _Forked | None]] = []
+    forked: list[tuple[list[int], ForkedJobs]] = []
     if processes > 1 and fixed and (symbolic or len(fixed) > 1):
         theirs = fixed if symbolic else fixed[len(fixed) // 2:]
-        forked.append((theirs, _Forked.start(lambda t=theirs: shared.trace_fixed(t, None)[0])))
-        if forked[-1][1] is not None:
+        forked.append((theirs, ForkedJobs(lambda t=theirs, st=state: shared.trace_fixed(t, st)[0])))
+        if forked[-1][1].running:
             fixed = [b for b in fixed if b not in theirs]
         else:
             forked.pop()
     graphs: dict[int, TaskGraph] = {}
-    state = None
     if symbolic:
         prog = shared.symbolic_program(max(symbolic), dims)
+        freeze()
         if prog is None:  # not exportable with a symbolic batch: one export per size
             fixed = [b for b in sizes if b in fixed or b in symbolic]
         else:
             mine = symbolic
             if processes > 1 and len(symbolic) >= 2:
                 theirs = symbolic[(len(symbolic) + 1) // 2:]
-                h = _Forked.start(lambda t=theirs: shared.trace(prog, t, None)[0])
-                if h is not None:
+                h = ForkedJobs(lambda t=theirs, st=state: shared.trace(prog, t, st)[0])
+                if h.running:
                     forked.append((theirs, h))
                     mine = [b for b in symbolic if b not in theirs]
-            got, state = shared.trace(prog, mine, None)
+            got, state = shared.trace(prog, mine, state)
             if got is None:  # the symbolic program could not run: the model is left mid-step, so
                 # everything left here is captured one by one, each on a fresh model
                 got = {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed)
@@ -226,6 +246,7 @@ class _SharedCapture:
         from ..model_file import flatten
 
         self.spec, self.dtype, self.granularity = spec, dtype, granularity
+        self.made_grads: dict | None = None  # gradient layouts make_state assumed, until a trace confirms them
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
         torch.manual_seed(seed)
         with self.mode:
@@ -239,6 +260,38 @@ class _SharedCapture:
             with self.mode:
                 self.made[b] = spec.batch(b)
             self.batches[b] = flatten(self.made[b])[0]
+
+    def make_state(self) -> dict | None:
+        """The optimizer state a first step makes, without running the step (None if the
+        optimizer cannot step this way).
+
+        Every trainable parameter gets a gradient of its own layout (shape, strides,
+        dtype: what autograd gives a dense parameter) and the optimizer steps once.
+        Fake tensors hold no values, so an optimizer sees nothing of a gradient but
+        that layout: this is the state a warm-up step makes whenever the traced
+        backward gives every such parameter, and only those, a gradient of that
+        layout. :meth:`trace` checks that it does, and otherwise traces that size
+        again after a warm-up step."""
+        from ..profile.trace import grad_meta, unique_params
+
+        if _casts(self.dtype):  # under autocast every size warms up anyway (see trace_step)
+            return None
+        params = [p for p in unique_params(self.model) if p.requires_grad]
+        try:
+            with self.mode:
+                opt = self.spec.make_optimizer(params)
+                for p in params:
+                    p.grad = torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=p.device)
+                self.made_grads = {p: grad_meta(p.grad) for p in params}
+                with _autocast(self.dtype):
+                    opt.step()
+                opt.zero_grad(set_to_none=True)
+        except Exception:  # noqa: BLE001 - any optimizer that will not: the first size's warm-up makes it
+            for p in params:
+                p.grad = None
+            self.made_grads = None
+            return None
+        return opt.state
 
     def symbolic_program(self, b: int, dims: list[bool]) -> tuple[Captured, StepProgram] | None:
         """The step exported at size ``b`` with a symbolic batch dimension (None if torch cannot)."""
@@ -263,92 +316,58 @@ class _SharedCapture:
     def trace(self, prog: tuple[Captured, StepProgram], sizes: list[int], state: Any,
               fixed: bool = False) -> tuple[dict[int, TaskGraph] | None, Any]:
         """Trace ``prog`` at each size. ``state``: optimizer state (by parameter) from an earlier
-        traced size, or None (the first size's warm-up makes it). Returns (graphs, state); a
-        failure is raised on a fixed-size program and gives (None, None) on a symbolic one."""
-        from ..profile.trace import trace_step, unique_params
-
-        spec, dtype = self.spec, self.dtype
-        captured, program = prog
+        traced size or :meth:`make_state`, or None (the first size's warm-up makes it). Returns
+        (graphs, state); a failure is raised on a fixed-size program and gives (None, None) on a
+        symbolic one."""
         graphs: dict[int, TaskGraph] = {}
         for b in sizes:
-            inputs = self.batches[b]
             try:
-                with self.mode:
-                    params = unique_params(captured.split)
-                    opt = spec.make_optimizer(params)
-                    if state is not None:
-                        for prm in params:
-                            if prm in state:
-                                opt.state[prm] = state[prm]
-                    with _autocast(dtype):
-                        graph = trace_step(program, inputs, opt, captured.names, captured.module_paths,
-                                           model_name=spec.name, batch_size=b, dtype=dtype,
-                                           state_ready=state is not None)
+                graph, opt = self._trace_one(prog, b, state)
             except MemflowError:
                 raise
             except Exception as e:  # noqa: BLE001
                 if not fixed:
                     return None, None
                 first = (str(e).strip().splitlines() or [""])[0]
-                raise CaptureError(f"{spec.path}: tracing the training step failed: {type(e).__name__}: "
+                raise CaptureError(f"{self.spec.path}: tracing the training step failed: {type(e).__name__}: "
                                    f"{first[:300]}") from None
             state = opt.state
-            graph.fingerprint = fingerprint(self.model, dataclasses.replace(captured, flat_inputs=inputs), b,
-                                            dtype, self.granularity)
-            graph.meta["granularity"] = str(self.granularity)
-            graph.meta["memory_source"] = "fake"
-            graph.meta["accounted_times"] = False
             graphs[b] = graph
         return graphs, state
 
+    def _trace_one(self, prog: tuple[Captured, StepProgram], b: int, state: Any) -> tuple[TaskGraph, Any]:
+        from ..profile.trace import trace_step, unique_params
 
-class _Forked:
-    """``fn()`` run in a forked process; :meth:`result` is its (pickled) return value, or
-    None when it raised, died or hung. :meth:`start` gives None where fork is unavailable."""
-
-    def __init__(self, proc, conn):
-        import time
-
-        self.proc, self.conn, self.started = proc, conn, time.monotonic()
-
-    @staticmethod
-    def start(fn) -> "_Forked | None":
-        import multiprocessing as mp
-        import sys
-
-        if not sys.platform.startswith("linux"):  # fork is only safe to rely on there
-            return None
-        try:
-            ctx = mp.get_context("fork")
-            recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_forked_main, args=(fn, send), daemon=True)
-            proc.start()
-        except Exception:  # noqa: BLE001 - no fork here (or a daemonic process): the caller does the work
-            return None
-        send.close()
-        return _Forked(proc, recv)
-
-    def result(self) -> Any:
-        import time
-
-        # its work is about as long as what the caller did meanwhile; far longer means it hung
-        wait = max(120.0, 4 * (time.monotonic() - self.started))
-        try:
-            ok, value = self.conn.recv() if self.conn.poll(wait) else (False, None)
-        except (EOFError, OSError):
-            ok, value = False, None
-        self.conn.close()
-        if not ok and self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join()
-        return value if ok else None
-
-
-def _forked_main(fn, conn) -> None:
-    try:
-        value = fn()
-    except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself
-        conn.send((False, None))
-    else:
-        conn.send((True, value))
-    conn.close()
+        spec, dtype = self.spec, self.dtype
+        captured, program = prog
+        inputs = self.batches[b]
+        with self.mode:
+            params = unique_params(captured.split)
+            check = state is not None and self.made_grads is not None
+            seen: dict | None = {} if check else None
+            opt = spec.make_optimizer(params)
+            if state is not None:
+                for prm in params:
+                    if prm in state:
+                        opt.state[prm] = state[prm]
+            with _autocast(dtype):
+                graph = trace_step(program, inputs, opt, captured.names, captured.module_paths,
+                                   model_name=spec.name, batch_size=b, dtype=dtype,
+                                   state_ready=state is not None, warm_up=_casts(dtype), grads=seen)
+            if check:
+                made = self.made_grads
+                if any(seen.get(p) != made.get(p) for p in params if p.requires_grad or p in seen):
+                    # the state made without a step is not the one a warm-up makes here: warm up
+                    self.made_grads = None
+                    opt = spec.make_optimizer(params)
+                    with _autocast(dtype):
+                        graph = trace_step(program, inputs, opt, captured.names, captured.module_paths,
+                                           model_name=spec.name, batch_size=b, dtype=dtype)
+                else:
+                    self.made_grads = None  # confirmed: the state is a warm-up's from here on
+        graph.fingerprint = fingerprint(self.model, dataclasses.replace(captured, flat_inputs=inputs), b,
+                                        dtype, self.granularity)
+        graph.meta["granularity"] = str(self.granularity)
+        graph.meta["memory_source"] = "fake"
+        graph.meta["accounted_times"] = False
+        return graph, opt

@@ -7,9 +7,10 @@ the phases that allocate, read and free it) and
 Run under ``FakeTensorMode`` this needs no real memory, so models larger than
 the host are costed the same way as small ones.
 
-One warm-up step runs first so that the optimizer state exists: the traced
-step is a steady-state step (parameters and optimizer state resident,
-gradients made in backward and dropped by ``zero_grad(set_to_none=True)``).
+The traced step is a steady-state step (parameters and optimizer state
+resident, gradients made in backward and dropped by
+``zero_grad(set_to_none=True)``): a warm-up step runs first to make the
+optimizer state, unless the caller already has it.
 """
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ from ..graph.record import (
     carried_bytes,
 )
 from ..memory import LiveBytes, _storages
+from .fakecache import warm_call
 from .opcost import OpCost
 
-__all__ = ["trace_step", "node_state", "unique_params"]
+__all__ = ["trace_step", "node_state", "unique_params", "grad_meta"]
 
 
 def unique_params(module: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -41,6 +43,11 @@ def unique_params(module: torch.nn.Module) -> list[torch.nn.Parameter]:
             seen.add(id(p))
             out.append(p)
     return out
+
+
+def grad_meta(t: torch.Tensor) -> tuple:
+    """What an optimizer step can see of a gradient under fake tensors (no values)."""
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.device, t.layout)
 
 
 def _storage_key(t: torch.Tensor) -> int:
@@ -127,16 +134,23 @@ def trace_step(
     batch_size: int,
     dtype: str = "fp32",
     state_ready: bool = False,
+    warm_up: bool = True,
+    grads: dict | None = None,
 ) -> TaskGraph:
     """Run a warm-up step and a traced step; return the TaskGraph (no times yet).
 
-    ``state_ready``: the optimizer's state already exists (it has stepped these
-    parameters before, at any batch size), so the warm-up step runs forward and
-    backward only. It still runs: FakeTensorMode caches dispatch results, and
-    a result from its cache can differ from a fresh one in how outputs alias
-    (``mkldnn_rnn_layer_backward`` returns the bias gradient twice; only the
-    fresh call returns one storage), so a traced step always meets the cache a
-    warm-up at its own shapes left."""
+    The warm-up step makes the optimizer state, so that the traced step is a
+    steady-state step. ``state_ready``: the optimizer's state already exists (it
+    has stepped these parameters before, at any batch size), so the warm-up runs
+    forward and backward only, or not at all with ``warm_up=False``.
+
+    The traced step runs each op through :func:`memflow.profile.fakecache.warm_call`,
+    so under ``FakeTensorMode`` it meets the cache a step at its own shapes
+    leaves behind whether or not one ran before it. Under autocast a warm-up
+    also fills autocast's cache of parameter casts, which the traced step then
+    reads instead of casting again: there the caller keeps ``warm_up``.
+    ``grads``: a dict that receives, per parameter with a gradient at the end of
+    the backward, that gradient's metadata (:func:`grad_meta`)."""
     n = program.n
     params = unique_params(program.split)
 
@@ -148,9 +162,10 @@ def trace_step(
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    step(optimize=not state_ready)  # warm-up: creates optimizer state
+    if warm_up or not state_ready:
+        step(optimize=not state_ready)  # warm-up: creates the optimizer state
     cost = OpCost()
-    live = LiveBytes(record=True, after=cost.count)  # one dispatch mode counts both
+    live = LiveBytes(record=True, after=cost.count, call=warm_call)  # one dispatch mode counts both
     live.track(_state_tensors(program, optimizer) + list(inputs), kind="state")
     state_bytes = live.live
     grad_events = []
@@ -160,6 +175,8 @@ def trace_step(
         if p == 2 * n:  # end of backward: mark parameter gradients
             for prm in params:
                 if prm.grad is not None:
+                    if grads is not None:
+                        grads[prm] = grad_meta(prm.grad)
                     ev = live.event_of(prm.grad)
                     if ev is not None:
                         grad_events.append((ev, names_by_id.get(id(prm), "")))

@@ -1,0 +1,67 @@
+"""Work in a forked child that inherits this process's state.
+
+A ``multiprocessing`` pool worker gets its task pickled (every graph, then a
+context that builds its simulators and layouts again; a fake model that must be
+exported again); a forked child inherits them as they stand, so only its result
+travels, pickled, back. Used by the profiler (sizes traced beside each other)
+and the search (its extra chains). Linux only (fork elsewhere is not safe to
+rely on); a child that fails or hangs gives None and the caller does the work
+itself. Imports nothing of memflow: the record-level packages may use it.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable
+
+__all__ = ["ForkedJobs"]
+
+
+def _child(fn: Callable[[], Any], conn) -> None:
+    try:
+        value = fn()
+    except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself
+        conn.send((False, None))
+    else:
+        conn.send((True, value))
+    conn.close()
+
+
+class ForkedJobs:
+    """``fn()`` in a forked child; :meth:`result` is its return value or None."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        import multiprocessing as mp
+
+        self.proc = self.conn = None
+        self.started = time.monotonic()
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            ctx = mp.get_context("fork")
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, args=(fn, send), daemon=True)
+            proc.start()
+        except Exception:  # noqa: BLE001 - no fork here (or a daemonic process): the caller does the work
+            return
+        send.close()
+        self.proc, self.conn = proc, recv
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None
+
+    def result(self) -> Any:
+        if self.proc is None:
+            return None
+        # its work is about as long as what the caller did meanwhile; far longer means it hung
+        wait = max(120.0, 4 * (time.monotonic() - self.started))
+        try:
+            ok, value = self.conn.recv() if self.conn.poll(wait) else (False, None)
+        except (EOFError, OSError):
+            ok, value = False, None
+        self.conn.close()
+        if not ok and self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        return value if ok else None

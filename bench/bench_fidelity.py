@@ -37,6 +37,9 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind == "pp2-m4-swap":
         acts = [SWAP if k % 2 else "keep" for k in range(n)]
         return Strategy.from_boundaries(n, half, dp=1, microbatches=4, actions=acts)
+    if kind == "m2-swap-mid":  # one stage; the middle third swapped (their backward copies come back on demand)
+        acts = [SWAP if n // 3 <= k <= 2 * n // 3 else "keep" for k in range(n)]
+        return Strategy.from_boundaries(n, [], dp=1, microbatches=2, actions=acts)
     if kind == "pp2-gpipe-m2":
         return Strategy.from_boundaries(n, half, dp=1, microbatches=2, schedule="gpipe")
     raise ValueError(kind)
@@ -49,6 +52,7 @@ CASES = [
     ("gpt2", {}, 64, "pp2"),
     ("gpt2", {}, 64, "pp2-m4-swap"),
     ("gpt2", {}, 64, "dp2-zero1"),
+    ("gpt2", {}, 64, "m2-swap-mid"),
     ("resnet", {}, 32, "single"),
     ("resnet", {}, 32, "pp2"),
     ("resnet", {}, 32, "dp2-recompute"),
@@ -59,7 +63,7 @@ QUICK = [CASES[1], CASES[2]]
 RUNS = 2  # executor runs per case
 
 
-def run_case(model: str, env: dict, batch: int, kind: str, steps: int = 6) -> list[dict]:
+def run_case(model: str, env: dict, batch: int, kind: str, steps: int = 6, runs: int | None = None) -> list[dict]:
     os.environ.update({"MEMFLOW_EXAMPLE_SCALE": "tiny", **env})
     spec = resolve_spec(str(ROOT / "examples" / f"{model}.py"))
     probe = _strategy(kind, 2)
@@ -80,7 +84,7 @@ def run_case(model: str, env: dict, batch: int, kind: str, steps: int = 6) -> li
                            "capacity_bytes": [int(x) for x in ev.capacity_bytes]})
     # run twice; per rank the faster run's median step (other load on a shared host only slows a run,
     # and the prediction comes from a quiet profile); the peak is the same in both runs
-    runs = [run_plan_file(plan, steps=steps, check=False) for _ in range(RUNS)]
+    runs = [run_plan_file(plan, steps=steps, check=False) for _ in range(runs or RUNS)]
     for k in env:
         os.environ.pop(k, None)
     rows = []

@@ -77,6 +77,10 @@ class StageLayout:
     # swap's copy back: a GPU executor prefetches one node ahead on a side stream; the CPU one copies
     # each tensor back when the backward asks for it (set per cluster by the simulator)
     prefetch_ahead: bool = True
+    # per local phase, a swapped node's transient under the CPU executor's swap (traced: its saved
+    # tensors leave as saved and come back one by one as asked for); None: not traced (the CPU
+    # model then takes the bytes the node made out of its forward's transient)
+    swap_trans: list | None = None
 
 
 @dataclass(slots=True)
@@ -276,6 +280,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     # a micro-batch's sent values are released once its gradients have been received, just before
     # its backward starts: at that moment they are live beside the received gradients
     trans[m] = max(trans[m], sent_fwd)
+    swap_trans = None
+    if all(nd.cpu_swap_fwd_transient_bytes >= 0 and nd.cpu_swap_bwd_transient_bytes >= 0 for nd in nodes):
+        swap_trans = list(trans)
+        for x, nd in enumerate(nodes):
+            swap_trans[x] = int(nd.cpu_swap_fwd_transient_bytes)
+            swap_trans[2 * m - 1 - x] = int(nd.cpu_swap_bwd_transient_bytes)
+        swap_trans[m] = max(swap_trans[m], sent_fwd)
     keys = list(groups)
     x_bytes, x_made = [0] * m, [0] * m
     for key in keys:
@@ -310,6 +321,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         O_sum=sum(int(nd.optimizer_bytes) for nd in nodes) + sum(replica_o),
         first=a == 0,
         last=b == graph.n,
+        swap_trans=swap_trans,
     )
 
 
@@ -318,6 +330,7 @@ class _Keep:
     them with (action-independent; built once per layout by :func:`_prepare`)."""
 
     __slots__ = ("kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "rec_dtrans", "cpu_swap_dtrans",
+                 "cpu_swap_dtrans_b",
                  "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step", "S_fwd", "S_after", "keep_peaks",
                  "keep_node_end")
 
@@ -421,8 +434,14 @@ def _prepare(L: StageLayout) -> _Keep:
     for x in range(m):
         j = 2 * m - 1 - x
         K.rec_dtrans[x] = max(trans0[j], L.fwd_trans[x] + (trans0[j] - L.trans[j])) + L.redo_out[x] - trans0[j]
-    # ... and of F_x's when x is swapped on the CPU (packed to host as saved)
-    K.cpu_swap_dtrans = [max(0, trans0[x] - L.x_made[x]) - trans0[x] for x in range(m)]
+    # ... and of F_x's and B_x's when x is swapped on the CPU (packed to host as saved, back on demand)
+    st = L.swap_trans
+    if st is not None:
+        K.cpu_swap_dtrans = [st[x] - L.trans[x] for x in range(m)]
+        K.cpu_swap_dtrans_b = [st[2 * m - 1 - x] - L.trans[2 * m - 1 - x] for x in range(m)]
+    else:
+        K.cpu_swap_dtrans = [max(0, trans0[x] - L.x_made[x]) - trans0[x] for x in range(m)]
+        K.cpu_swap_dtrans_b = [0] * m
     ft, bt = L.fwd_time, L.bwd_time
     end_f, t = [], 0.0
     for x in range(m):
@@ -486,6 +505,11 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
                     dt = K.cpu_swap_dtrans[x]
                     d[x] += dt
                     d[x + 1] -= dt
+                    dt = K.cpu_swap_dtrans_b[x]
+                    if dt:
+                        j = twom - 1 - x
+                        d[j] += dt
+                        d[j + 1] -= dt
                 nb = L.x_bytes[x]
                 if nb > 0:
                     du = nb / host_bw + host_lat if host_bw != _INF else host_lat
@@ -704,10 +728,13 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     # ---- memory
     trans = list(L.trans)
     trans[2 * m] = 0 if opt_host else opt_trans
-    if cpu:  # a swapped node's saved tensors go to host as saved
+    if cpu:  # a swapped node's saved tensors go to host as saved and come back as asked for
         for x in range(m):
-            if actions[x] == SWAP and L.x_made[x] > 0:
-                trans[x] = max(0, trans[x] - L.x_made[x])
+            if actions[x] == SWAP:
+                if L.swap_trans is not None:  # traced
+                    trans[x], trans[bk[x]] = L.swap_trans[x], L.swap_trans[bk[x]]
+                elif L.x_made[x] > 0:
+                    trans[x] = max(0, trans[x] - L.x_made[x])
     if has_rec:
         for x in range(m):
             if actions[x] == RECOMPUTE:

@@ -116,7 +116,8 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
             opt = spec.make_optimizer(unique_params(captured.split))
             with _autocast(dtype, torch.device(device).type if device is not None and measure else "cpu"):
                 graph = trace_step(program, captured.flat_inputs, opt, captured.names, captured.module_paths,
-                                   model_name=spec.name, batch_size=batch_size, dtype=dtype)
+                                   model_name=spec.name, batch_size=batch_size, dtype=dtype,
+                                   cpu_swap=measure and (device is None or torch.device(device).type == "cpu"))
                 if measure and repeats > 0:
                     times = measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats,
                                                accounted=accounted)

@@ -76,6 +76,11 @@ class Node:
     saved_bytes: int = 0  # bytes made in forward and kept only for its own backward
     fwd_transient_bytes: int = 0  # in-phase peak above the carried bytes
     bwd_transient_bytes: int = 0
+    # the same when the node is swapped as the CPU executor swaps (each saved tensor copied to the
+    # host as it is saved, copied back when its backward asks for it); -1: not traced (fake-mode
+    # graphs for a GPU, whose swap prefetches a node's tensors whole and keeps keep's transients)
+    cpu_swap_fwd_transient_bytes: int = -1
+    cpu_swap_bwd_transient_bytes: int = -1
     fwd_time_s: float = 0.0  # on the graph's device (measured or predicted)
     bwd_time_s: float = 0.0
 

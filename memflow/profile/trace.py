@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..graph.program import StepProgram
@@ -108,6 +109,33 @@ def _state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> li
     return ts
 
 
+def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
+                         optimizer: torch.optim.Optimizer) -> list[int]:
+    """Per forward/backward phase, the transient (in-phase peak above the state and the buffers
+    carried through the phase) of a forward/backward in which every node is swapped as the CPU
+    executor swaps. Within a node's forward a saved tensor lives until its last use there, and
+    in its backward each comes back only when asked for and dies after its use: neither phase's
+    peak follows from phase-level liveness, so it is traced. Gradients are dropped afterwards."""
+    from ..executor.actions import HostSwap, make_wrap
+    from ..strategy import SWAP
+
+    n = program.n
+    state = _state_tensors(program, optimizer)
+    live = LiveBytes(record=True)
+    live.track(state + list(inputs), kind="state")
+    state_bytes = live.live
+    swap = HostSwap(live, {t.untyped_storage().data_ptr() for t in state})
+    with live:
+        program.run_step(inputs, on_phase=live.set_phase, wrap=make_wrap([SWAP] * n, swap))
+        live.set_phase(2 * n)
+    optimizer.zero_grad(set_to_none=True)
+    evs = [ev for ev in live.events if ev.nbytes]
+    carried = carried_bytes(2 * n + 1, *(np.array(x, dtype=np.int64) for x in (
+        [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs],
+        [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs])))
+    return [max(0, live.phase_peak.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n)]
+
+
 def _data_reads(call, inputs: dict) -> list[str]:
     """The batch inputs a node reads as data: a symbolic-batch program also hands a node an
     input only to read its size (the same node of a fixed-size program does not read it)."""
@@ -136,6 +164,7 @@ def trace_step(
     state_ready: bool = False,
     warm_up: bool = True,
     grads: dict | None = None,
+    cpu_swap: bool = False,
 ) -> TaskGraph:
     """Run a warm-up step and a traced step; return the TaskGraph (no times yet).
 
@@ -208,14 +237,13 @@ def trace_step(
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), "")))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
-    import numpy as np
-
     nb = np.array([b.nbytes for b in buffers], dtype=np.int64)
     al = np.array([b.alloc_phase for b in buffers], dtype=np.int64)
     fr = np.array([b.free_phase for b in buffers], dtype=np.int64)
     carried = carried_bytes(2 * n + 1, nb, al, fr)
     transient = [max(0, live.phase_peak.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
 
+    swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
     states, param_table, _ = node_state(program, optimizer)
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in _storages(t)}.values())
     input_of = {name: sum(s.nbytes() for s in _storages(t)) for name, t in zip(program.placeholders, inputs)
@@ -231,6 +259,7 @@ def trace_step(
             fwd_bytes_accessed=cost.bytes.get(fp, 0.0), bwd_bytes_accessed=cost.bytes.get(bp, 0.0),
             out_bytes=out_b, saved_bytes=saved,
             fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
+            cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             read_inputs=_data_reads(program.calls[k], input_of),
             **states[k],
         ))

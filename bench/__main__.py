@@ -1,7 +1,7 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
-Names: profile, simulator, search, suite, fidelity, maxbatch, deeper, unaware, gpu, quick
-(a small version of several for CI), all. ``python -m bench NAME --quick`` runs NAME's small
+Names: profile, simulator, search, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu,
+quick (a small version of several for CI), all. ``python -m bench NAME --quick`` runs NAME's small
 version (where it has one) into its own ``NAME-quick`` section.
 """
 from __future__ import annotations
@@ -20,15 +20,31 @@ BENCHES = {  # ``all`` runs them in this order: the short ones first
     "unaware": "bench.bench_unaware",
     "maxbatch": "bench.bench_maxbatch",
     "deeper": "bench.bench_deeper",
+    "prediction": "bench.bench_prediction",  # gathers the executor runs of the three above and of the tests
     "gpu": "bench.bench_gpu",  # only where torch sees CUDA; elsewhere it leaves its section alone
 }
-QUICK = ["profile", "simulator", "search", "fidelity"]
+QUICK = ["profile", "simulator", "search", "fidelity", "prediction"]
+LOGGED = ("fidelity", "maxbatch", "deeper", "gpu")  # benches whose executor runs go to bench/runs/NAME.jsonl
 
 
 def run(name: str, quick: bool = False) -> None:
+    from pathlib import Path
+
     mod = importlib.import_module(BENCHES[name])
     t0 = time.time()
-    mod.main(quick=quick) if "quick" in mod.main.__code__.co_varnames else mod.main()
+    log = Path(__file__).resolve().parent / "runs" / f"{name}{'-quick' if quick else ''}.jsonl"
+    tmp = log.with_suffix(".jsonl.tmp")
+    if name in LOGGED:  # a finished bench replaces its log; a failed one leaves the last good one
+        tmp.unlink(missing_ok=True)
+        os.environ.update(MEMFLOW_RUN_LOG=str(tmp), MEMFLOW_RUN_LOG_SOURCE=name)
+    try:
+        mod.main(quick=quick) if "quick" in mod.main.__code__.co_varnames else mod.main()
+        if tmp.exists():
+            os.replace(tmp, log)
+    finally:
+        tmp.unlink(missing_ok=True)
+        os.environ.pop("MEMFLOW_RUN_LOG", None)
+        os.environ.pop("MEMFLOW_RUN_LOG_SOURCE", None)
     print(f"[bench {name}: {time.time() - t0:.0f} s]", file=sys.stderr)
 
 

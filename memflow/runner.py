@@ -18,7 +18,7 @@ def run_plan_file(plan: Plan, steps: int = 5, *, check: bool = True, force: bool
                   checkpoint_dir: str | None = None, checkpoint_every: int = 0, resume: bool = False,
                   nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
                   out_json: str | None = None, timeout_s: float = 1800.0, fail_rank: int | None = None,
-                  fail_step: int | None = None) -> dict[str, Any]:
+                  fail_step: int | None = None, warmup: int = 1) -> dict[str, Any]:
     """Execute ``plan`` for ``steps`` steps; returns the executor's report (per-rank measured vs predicted).
 
     A plan for ``cpu-N`` runs on the CPU (gloo) even where there are GPUs; a plan for
@@ -47,7 +47,7 @@ def run_plan_file(plan: Plan, steps: int = 5, *, check: bool = True, force: bool
         predicted={"peak_bytes": plan.predicted.get("peak_bytes", []),
                    "step_time_s": plan.predicted.get("rank_step_time_s") or plan.predicted.get("step_time_s")},
         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume=resume, out_json=out_json,
-        fail_rank=fail_rank, fail_step=fail_step,
+        fail_rank=fail_rank, fail_step=fail_step, warmup=warmup,
         device="cpu" if plan.get_cluster().device.kind == "cpu" else "auto", dtype=plan.dtype,
     )
     world = plan.strategy.num_devices

@@ -616,6 +616,10 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
                         d[a2 + 1] += nb
                         if f1 <= m:  # gone by the end of the F half (at f1 == m: counted in it): not retained
                             R -= nb
+                        elif hold < m and not late and la <= m - 1:
+                            R -= nb  # (see below)
+                    elif hold < m and not late and la <= m - 1:
+                        R -= nb  # stays for this micro-batch; one waiting in flight has its copy out
                 continue
             # held longer by a recomputed reader (swapped or not, it stays): all-keep out, actual in
             d[lo] -= dnb
@@ -764,6 +768,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         extra = ge[i]
         x = gx[i]
         hold = gh[i]
+        no_retain = False
         act = actions[x] if x >= 0 else KEEP
         if has_rec and gfu[i]:  # inputs of recomputed nodes stay until their backward
             for u in gfu[i]:
@@ -786,8 +791,9 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
             f1 = max(f1, hold + 1)  # the device copy is held until its other uses are done
             # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
             a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
-            if f1 >= a2 + 1:  # copy-out not done before the prefetch: stays
-                pass
+            if f1 >= a2 + 1:  # copy-out not done before the prefetch: stays, for this micro-batch;
+                if hold < m:  # a micro-batch waiting in flight has its copy out (released in the F half)
+                    no_retain = True
             else:
                 if f1 == m:  # completes in the last F phase: counted there, not retained
                     f1 = m - 1
@@ -802,8 +808,8 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     if detail:
                         dsw[a2 + 1] += nb
                         dsw[lf] -= nb
-                if la <= m - 1 < f1:
-                    R += nb
+                if la <= m - 1 < f1 and hold >= m:  # a micro-batch waiting in flight has its copy
+                    R += nb  # out unless the device copy is held past the F half anyway
                 continue
         lo = la + 1
         if lo < lf:
@@ -811,7 +817,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
             dmb[lf if lf < P else P] -= nb
         if extra:
             trans[lf] += nb
-        if not gl[i] and la <= m - 1 and lf >= m:
+        if not gl[i] and la <= m - 1 and lf >= m and not no_retain:
             R += nb
 
     carried = []

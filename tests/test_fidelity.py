@@ -13,3 +13,30 @@ def test_peak_per_rank_is_predicted(model, batch, kind, ranks):
     assert len(rows) == ranks
     for r in rows:
         assert abs(r["pp"] / r["mp"] - 1) <= 0.02, r
+
+
+def test_run_log_records_each_rank_and_predicts_after_the_fact(tmp_path, monkeypatch):
+    """A run launched without a prediction is logged (memflow.runlog); the prediction bench's
+    after-the-fact peak for it (graph traced on this host, simulated on cpu-N) matches each rank."""
+    from bench.bench_prediction import predict_peaks, rows_of
+    from memflow import runlog
+    from memflow.executor import RunConfig, run_plan
+    from memflow.strategy import Strategy
+
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv("MEMFLOW_RUN_LOG", str(log))
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    monkeypatch.setenv("MEMFLOW_LSTM_LAYERS", "2")
+    st = Strategy.from_boundaries(4, [2], dp=1, microbatches=2, actions=["keep", "swap", "keep", "recompute"])
+    cfg = RunConfig(model_file="examples/lstm.py", batch_size=16, strategy=st.to_dict(), steps=2)
+    report = run_plan(cfg, nproc=2, timeout_s=240)
+    monkeypatch.delenv("MEMFLOW_LSTM_LAYERS")  # the record carries the model's settings
+    (rec,) = runlog.read(log)
+    assert rec["env"]["MEMFLOW_LSTM_LAYERS"] == "2" and rec["batch_size"] == 16 and len(rec["ranks"]) == 2
+    assert [r["measured_peak_bytes"] for r in rec["ranks"]] == [r["measured_peak_bytes"] for r in report["ranks"]]
+    assert all(r["predicted_peak_bytes"] is None for r in rec["ranks"])
+    preds = predict_peaks(rec)
+    for r, p in zip(rec["ranks"], preds):
+        assert abs(p / r["measured_peak_bytes"] - 1) <= 0.02, (p, r)
+    rows = rows_of("t", [rec])
+    assert [r["pp"] for r in rows] == preds and all(r["after"] and r["pt"] is None for r in rows)

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import errors
+from .. import errors, runlog
 from ..errors import DeviceOutOfMemoryError, ExecutionError
 from .config import RunConfig
 
@@ -148,7 +148,10 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
         raise _failure(out_json, text, rc, elapsed) from None
     if os.path.exists(out_json):
         with open(out_json) as f:
-            return json.load(f)
+            report = json.load(f)
+        if node_rank == 0:  # one line per run, from the node that holds rank 0
+            runlog.record(config, report)
+        return report
     return {"node_rank": node_rank, "ok": True}
 
 

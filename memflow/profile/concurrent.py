@@ -80,7 +80,9 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
                 p.kill()
                 _, err = p.communicate()
             if p.returncode:
-                errs.append((err or "").strip().splitlines()[-1:] or ["?"])
+                rc = p.returncode
+                why = f"killed by signal {-rc} (out of host memory?)" if rc < 0 else f"exit status {rc}"
+                errs.append((err or "").strip().splitlines()[-1:] or [f"a timing process ended with no message, {why}"])
         if errs:
             for p in procs:
                 p.kill()

@@ -257,3 +257,18 @@ def test_bf16_plan_trains_in_bf16():
     assert all(abs(a - b) <= RTOL * abs(b) for a, b in zip(got, bf16)), (got, bf16)
     fp32 = plain("gpt2", 3)
     assert max(abs(a - b) / abs(b) for a, b in zip(got, fp32)) > 5e-6, (got, fp32)
+
+
+def test_completed_report_only_when_every_rank_reported(tmp_path):
+    """A nonzero torchrun exit after rank 0 wrote a report holding every rank's record is a teardown
+    failure (the run is returned, with a warning); anything less stays a failed run."""
+    from memflow.executor.launch import _completed_report
+
+    out = tmp_path / "result.json"
+    assert _completed_report(str(out), 2) is None  # no report
+    out.write_text(json.dumps({"ranks": [{"rank": 0}]}))
+    assert _completed_report(str(out), 2) is None  # a rank's record missing
+    out.write_text(json.dumps({"ranks": [{"rank": 0}, {"rank": 1}]}))
+    assert _completed_report(str(out), 2)["ranks"][1]["rank"] == 1
+    (tmp_path / "result.json.rank1.error.json").write_text("{}")
+    assert _completed_report(str(out), 2) is None  # a rank reported an error

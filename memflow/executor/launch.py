@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,18 @@ def _torchrun_failures(log: str) -> list[tuple[int, str]]:
 
 # errors a rank sees because another rank died first
 _SECONDARY = re.compile(r"Connection (reset|closed)|Broken pipe|timed? ?out|Socket Timeout|peer", re.I)
+
+
+def _completed_report(out_json: str, world: int) -> dict[str, Any] | None:
+    """Rank 0's report when the run completed (every rank's record in it, no rank's error file), else None."""
+    if glob.glob(glob.escape(out_json) + ".rank*.error.json") or not os.path.exists(out_json):
+        return None
+    try:
+        with open(out_json) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return report if len(report.get("ranks", [])) == world else None
 
 
 def _failure(out_json: str, log: str, rc: int, elapsed: float) -> Exception:
@@ -145,7 +158,16 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
     if rc is None:
         raise ExecutionError(f"the run did not finish within {timeout_s:.0f} s (log: {log_path})")
     if rc != 0:
-        raise _failure(out_json, text, rc, elapsed) from None
+        report = _completed_report(out_json, config.world_size) if nnodes == 1 else None
+        if report is None:
+            raise _failure(out_json, text, rc, elapsed) from None
+        # every rank's record was gathered and written before this exit: the run itself completed,
+        # and a process died tearing down (seen once: gloo, "terminate called without an active exception")
+        failed = ", ".join(f"rank {r} (exit code {c})" for r, c in _torchrun_failures(text)) or f"exit code {rc}"
+        report["teardown_failure"] = f"{failed} after the run's report was written (log: {log_path})"
+        warnings.warn(f"the run completed, but {report['teardown_failure']}", stacklevel=2)
+        runlog.record(config, report)
+        return report
     if os.path.exists(out_json):
         with open(out_json) as f:
             report = json.load(f)

@@ -153,7 +153,6 @@ class Simulator:
             L.opt_trans = self._opt_trans(a, b)
             L.opt_s = self._opt_time(L)
             L.input_bytes = self.graph.stage_input_bytes(a, b)
-            L.n_tensors = sum(len(nd.param_names) for nd in self.graph.nodes[a:b])
             # the executor prefetches a swapped node's tensors one node ahead on a GPU (side stream);
             # on the CPU it copies each back when the backward asks for it
             L.prefetch_ahead = self.cluster.device.kind != "cpu"
@@ -295,8 +294,8 @@ class Simulator:
         if dp > 1:
             for s in range(pp):
                 bw, lat = self._ring(s, dp)
-                if shard[s]:  # ZeroRedundancyOptimizer broadcasts each parameter tensor from its owner
-                    ag[s] = (dp - 1) / dp * layouts[s].P / bw + max(layouts[s].n_tensors, dp - 1) * lat
+                if shard[s]:  # ZeroRedundancyOptimizer: each rank broadcasts its shard, one flat bucket
+                    ag[s] = (dp - 1) / dp * layouts[s].P / bw + dp * lat
                 fac, lfac[s] = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
                 buckets[s] = tuple((x, acc * fac, acc) for x, acc in layouts[s].buckets)
         host_opt = [0] * pp

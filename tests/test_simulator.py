@@ -180,8 +180,9 @@ def test_data_parallel_allreduce_alpha_beta():
     assert r.step_time_s == pytest.approx(max(6 * MS, first_end) + ring(Pn) + opt)
     assert r.busy[0]["comm"] == pytest.approx(2 * ring(Pn))
     # sharded state (ZeRO-1): the same all-reduce; each rank steps 1/dp of the state, then the
-    # updated parameter shards are broadcast ((dp-1)/dp of the parameter bytes, ring)
-    half = lambda nbytes: (dp - 1) / dp * nbytes / beta + (dp - 1) * alpha  # noqa: E731
+    # updated parameter shards are broadcast ((dp-1)/dp of the parameter bytes; each rank's shard is
+    # one flat bucket, so dp broadcasts, a latency each)
+    half = lambda nbytes: (dp - 1) / dp * nbytes / beta + dp * alpha  # noqa: E731
     st2 = Strategy(dp, 1, [0, 0], ["keep"] * 2, shard_state=[True])
     r = Simulator(g, cl).evaluate(st2, detail=True)
     assert r.step_time_s == pytest.approx(6 * MS + ring(2 * Pn) + opt / dp + half(2 * Pn))

@@ -2,7 +2,8 @@
 
 * ``shard_state``: :class:`torch.distributed.optim.ZeroRedundancyOptimizer`
   over the stage's data-parallel group (optimizer state ÷ dp; each rank
-  steps its shard, then the parameters are broadcast).
+  steps its shard, then each rank's parameters are broadcast as one flat
+  bucket).
 * ``optimizer_on_host``: on the CPU the optimizer's state is created and its
   step runs inside :meth:`LiveBytes.host` (host bytes, not device bytes); on
   CUDA a host copy of the parameters is stepped and copied back (guarded,
@@ -37,8 +38,11 @@ class StageOptimizer:
         if shard and base is not None:
             from torch.distributed.optim import ZeroRedundancyOptimizer
 
+            # the parameters as views of one flat bucket per owner: the step's broadcast is one
+            # collective per rank instead of one per parameter tensor (a latency each)
             self.zero = ZeroRedundancyOptimizer(opt_params, optimizer_class=type(base),
-                                                process_group=dp_group, **optimizer_kwargs(base))
+                                                process_group=dp_group, parameters_as_bucket_view=True,
+                                                **optimizer_kwargs(base))
             self.local = self.zero.optim
             self.opt = self.zero
         else:

@@ -60,8 +60,11 @@ def predict_peaks(rec: dict) -> list[int]:
     from memflow.strategy import Strategy
     from simulator import Simulator
 
+    path = Path(rec["model_file"])
+    if not path.is_file() and (ROOT / "examples" / path.name).is_file():
+        path = ROOT / "examples" / path.name  # a log made in another checkout
     with _env(rec.get("env", {})):
-        spec = load_model_file(rec["model_file"])
+        spec = load_model_file(str(path))
         st = Strategy.from_dict(rec["strategy"])
         cl = Cluster.load(f"cpu-{st.num_devices}")
         g = profile_model(spec, st.microbatch_size(rec["batch_size"]), device=cl.device,

@@ -41,6 +41,9 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind == "m2-swap-mid":  # one stage; the middle third swapped (their backward copies come back on demand)
         acts = [SWAP if n // 3 <= k <= 2 * n // 3 else "keep" for k in range(n)]
         return Strategy.from_boundaries(n, [], dp=1, microbatches=2, actions=acts)
+    if kind == "m2-swap-chain":  # one stage; every node but the last swapped (consecutive blocks save
+        # the tensor between them twice, and both copies go to host)
+        return Strategy.from_boundaries(n, [], dp=1, microbatches=2, actions=[SWAP] * (n - 1) + ["keep"])
     if kind == "pp2-gpipe-m2":
         return Strategy.from_boundaries(n, half, dp=1, microbatches=2, schedule="gpipe")
     raise ValueError(kind)
@@ -59,6 +62,7 @@ CASES = [
     ("resnet", {}, 32, "dp2-recompute"),
     ("lstm", {"MEMFLOW_LSTM_LAYERS": "4"}, 64, "dp2"),
     ("lstm", {"MEMFLOW_LSTM_LAYERS": "4"}, 64, "pp2-gpipe-m2"),
+    ("lstm", {"MEMFLOW_LSTM_LAYERS": "4"}, 64, "m2-swap-chain"),
 ]
 QUICK = [CASES[1], CASES[2]]
 RUNS = 2  # executor runs per case

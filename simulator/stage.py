@@ -59,6 +59,7 @@ class StageLayout:
     g_late: list  # arrives for the B half (received gradients): not a retained activation
     g_xnode: list  # local node whose swap moves it to host (see _swapped_by), else -1
     g_hold: list  # ... and the last local phase it is held on the device anyway (besides B_xnode)
+    g_holders: list  # ... and (y, B_y) of later nodes whose backward reads it: held until B_y unless y swaps
     g_fusers: list  # local nodes whose forward reads it (tuple)
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
@@ -130,16 +131,20 @@ def _loc(p: int, n: int, a: int, b: int, m: int):
 
 
 def _swapped_by(la: int, lf: int, uses: list, fusers: tuple, m: int, held: int) -> tuple:
-    """``(x, hold)`` for a forward-made buffer that local node x's backward frees (phase ``lf``):
-    x saved it if x made it or its forward read it, so x's swap moves it to host (the pack hook
-    copies every tensor x saves). ``hold``: the last local phase its device copy is held anyway —
-    its other local uses, and at least ``held``. ``(-1, 0)``: no swap moves it."""
+    """``(x, hold, holders)`` for a forward-made buffer that local node x's backward frees (phase
+    ``lf``): x saved it if x made it or its forward read it, so x's swap moves it to host (the pack
+    hook copies every tensor x saves). ``hold``: the last local phase its device copy is held
+    anyway — its forward uses, and at least ``held``; ``holders``: ``(y, B_y)`` for each later node
+    y whose backward reads it too (y saved it): unless y is swapped as well, y holds the device copy
+    until B_y. ``(-1, 0, ())``: no swap moves it."""
     if not m <= lf < 2 * m:
-        return -1, 0
+        return -1, 0, ()
     x = 2 * m - 1 - lf
     if la != x and x not in fusers:
-        return -1, 0
-    return x, max([la, held] + [u for u in uses if u != lf])
+        return -1, 0, ()
+    hold = max([la, held] + [u for u in uses if u < m])
+    holders = tuple(sorted({(2 * m - 1 - u, u) for u in uses if m <= u < 2 * m and u != lf}))
+    return x, hold, holders
 
 
 def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
@@ -147,8 +152,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     m = b - a
     groups: dict[tuple, int] = {}
 
-    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0)):
-        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1])
+    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ())):
+        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2])
         groups[key] = groups.get(key, 0) + nb
 
     # a parameter read by nodes of several stages (tied weights) has a replica, with its own
@@ -232,7 +237,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                         need = max(need, m - 1 if fwd_alloc else 2 * m - 1)
                     lf, extra = need, need > la
             step = grad or lf >= 2 * m
-            saver = (-1, 0)
+            saver = (-1, 0, ())
             if fwd_alloc and not step and lf_native is not None:
                 # sent forward: held until its gradients return
                 held = m if use_remote_after else (lf if use_remote_before else la)
@@ -263,7 +268,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 continue
             la, late = m - 1, True
             need = max([la] + use_nodes_local)
-        saver = (-1, 0)
+        saver = (-1, 0, ())
         if lf_native is not None and lf_native >= need and lf_native < 2 * m:
             lf, extra = lf_native, False
             if not late:  # received (relayed: sent on, held until its gradients return)
@@ -306,6 +311,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_late=[k[5] for k in keys],
         g_xnode=[k[6] for k in keys],
         g_hold=[k[8] for k in keys],
+        g_holders=[k[9] for k in keys],
         g_fusers=[k[7] for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
@@ -406,7 +412,8 @@ def _prepare(L: StageLayout) -> _Keep:
         trans0[xi] += xnb
         R += rnb
         x = L.g_xnode[i]
-        groups[i] = (nb, la, lf, extra, late, x, L.g_hold[i], L.g_fusers[i], lo, hi, dnb, xi, xnb, rnb)
+        groups[i] = (nb, la, lf, extra, late, x, L.g_hold[i], L.g_fusers[i], lo, hi, dnb, xi, xnb, rnb,
+                     L.g_holders[i])
         if x >= 0:
             xg[x].append(i)
         for u in L.g_fusers[i]:
@@ -590,7 +597,7 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
         R = K.R
         groups = K.groups
         for i in (set(touched) if has_rec else touched):  # (only recompute touches a group twice)
-            nb, la, lf, extra, late, x, hold, fusers, lo, hi, dnb, xi, xnb, rnb = groups[i]
+            nb, la, lf, extra, late, x, hold, fusers, lo, hi, dnb, xi, xnb, rnb, holders = groups[i]
             act = actions[x] if x >= 0 else KEEP
             if act == RECOMPUTE and la == x:  # made by x: freed at the end of F_x, re-made inside B_x
                 d[lo] -= dnb
@@ -609,6 +616,14 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
             if lf == lf0:
                 if act == SWAP:  # all-keep: carried from la + 1 to lf - 1 (lf: B_x) and retained
                     f1, a2 = gap[x]
+                    for y, u in holders:
+                        if actions[y] != SWAP:
+                            if u > hold:
+                                hold = u  # y keeps (or recomputes from) the device copy until B_y
+                        elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+1}, or B_y)
+                            ay = twom - 3 - y if y < m - 1 else twom - 2 - y
+                            if ay < a2:
+                                a2 = ay
                     if f1 <= hold:  # the device copy is held until its other uses are done
                         f1 = hold + 1
                     if f1 <= a2:  # else the copy-out is not done before it is needed back: stays
@@ -751,7 +766,7 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     S_fwd = 0
     S_after = 0
     gb, ga, gf, gx, gs, gl, ge = L.g_bytes, L.g_alloc, L.g_free, L.g_xnode, L.g_step, L.g_late, L.g_extra
-    gfu, gh = L.g_fusers, L.g_hold
+    gfu, gh, gho = L.g_fusers, L.g_hold, L.g_holders
     for i in range(len(gb)):
         nb = gb[i]
         la = ga[i]
@@ -788,9 +803,14 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                 while j < 2 * m and phase_end[j] < c:
                     j += 1
                 f1 = j + 1
-            f1 = max(f1, hold + 1)  # the device copy is held until its other uses are done
             # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
             a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
+            for y, u in gho[i]:
+                if actions[y] != SWAP:
+                    hold = max(hold, u)  # y keeps (or recomputes from) the device copy until B_y
+                elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+1}, or B_y if last)
+                    a2 = min(a2, 2 * m - 3 - y if y < m - 1 else 2 * m - 2 - y)
+            f1 = max(f1, hold + 1)  # the device copy is held until its other uses are done
             if f1 >= a2 + 1:  # copy-out not done before the prefetch: stays, for this micro-batch;
                 if hold < m:  # a micro-batch waiting in flight has its copy out (released in the F half)
                     no_retain = True

@@ -7,9 +7,11 @@ from bench.bench_fidelity import run_case
 
 
 @pytest.mark.parametrize("model,batch,kind,ranks", [("gpt2", 64, "pp2-m4-swap", 2), ("resnet", 32, "pp2", 2),
-                                                   ("gpt2", 64, "m2-swap-mid", 1), ("resnet", 32, "m2-swap-mid", 1)])
+                                                   ("gpt2", 64, "m2-swap-mid", 1), ("resnet", 32, "m2-swap-mid", 1),
+                                                   ("lstm", 64, "m2-swap-chain", 1)])
 def test_peak_per_rank_is_predicted(model, batch, kind, ranks):
-    rows = run_case(model, {}, batch, kind, steps=3, runs=1)
+    env = {"MEMFLOW_LSTM_LAYERS": "4"} if model == "lstm" else {}
+    rows = run_case(model, env, batch, kind, steps=3, runs=1)
     assert len(rows) == ranks
     for r in rows:
         assert abs(r["pp"] / r["mp"] - 1) <= 0.02, r

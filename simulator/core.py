@@ -150,7 +150,7 @@ class Simulator:
             L.G = sum(L.grad_bytes)
             L.O = sum(L.opt_bytes)
             L.buckets = self._bucket_plan(L)
-            L.opt_trans = self._opt_trans(a, b)
+            L.opt_trans, L.opt_grads = self._opt_trans(a, b)
             L.opt_s = self._opt_time(L)
             L.input_bytes = self.graph.stage_input_bytes(a, b)
             # the executor prefetches a swapped node's tensors one node ahead on a GPU (side stream);
@@ -179,17 +179,35 @@ class Simulator:
                 acc = 0
         return out
 
-    def _opt_trans(self, a: int, b: int) -> int:
+    def _opt_trans(self, a: int, b: int) -> tuple[int, int]:
+        """``(all, grads)``: bytes live in the stage's optimizer phase above its state — its parameters'
+        gradients (freed by ``zero_grad`` after the step, replicas of shared parameters included) and
+        the optimizer's temporaries (for an optimizer that steps one tensor at a time, torch's default
+        on the CPU, those of the stage's largest parameter; else the stage's share of the traced
+        ones) — and the gradients alone (what stays on the device when the step runs on the host)."""
         g = self.graph
         if not g.opt_transient_bytes:
-            return 0
+            return 0, 0
+        grads_all = sum(int(v[1]) for v in g.params.values())
         if a == 0 and b == self.n:
-            return int(g.opt_transient_bytes)
-        tot = self._opt_total or self._param_total
-        if not tot:
-            return 0
-        part = sum((nd.optimizer_bytes if self._opt_total else nd.param_bytes) for nd in g.nodes[a:b])
-        return int(g.opt_transient_bytes * part / tot)
+            return int(g.opt_transient_bytes), min(grads_all, int(g.opt_transient_bytes))
+        if not g.params:  # no parameter table (synthetic graphs): the stage's share of the whole
+            tot = self._opt_total or self._param_total
+            part = sum((nd.optimizer_bytes if self._opt_total else nd.param_bytes) for nd in g.nodes[a:b])
+            return (int(g.opt_transient_bytes * part / tot) if tot else 0), 0
+        names = {k for nd in g.nodes[a:b] for k in nd.read_params if k in g.params}
+        names |= {k for k, v in g.params.items() if a <= v[3] < b}
+        temps = max(0, int(g.opt_transient_bytes) - grads_all)
+        grads = sum(int(g.params[k][1]) for k in names)
+        impl = g.meta.get("optimizer_impl", "default")
+        if impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu"):
+            big = max((int(v[0]) for v in g.params.values()), default=0)
+            share = max((int(g.params[k][0]) for k in names), default=0) / big if big else 0.0
+        else:
+            tot = sum(int(v[2]) for v in g.params.values()) or sum(int(v[0]) for v in g.params.values())
+            share = (sum(int(g.params[k][2]) for k in names) or sum(int(g.params[k][0]) for k in names)) / tot \
+                if tot else 0.0
+        return int(grads + temps * share), grads
 
     def _ring(self, s: int, dp: int):
         key = ("ring", s, dp)
@@ -259,7 +277,7 @@ class Simulator:
         L = self._layouts.get((a, b)) or self.layout(a, b)
         ev = eval_stage(
             L, acts, dp=dp, shard=shard, opt_host=ohost, input_bytes=L.input_bytes,
-            opt_trans=L.opt_trans, host_bw=bw, host_lat=self.host_link.latency, detail=detail,
+            opt_trans=L.opt_grads if ohost else L.opt_trans, host_bw=bw, host_lat=self.host_link.latency, detail=detail,
         )
         self.stats["stage_evals"] += 1
         if not detail:

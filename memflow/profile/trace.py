@@ -271,6 +271,11 @@ def trace_step(
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes
     graph.meta["traced_peak_bytes"] = live.peak
+    # how the optimizer steps its tensors: "foreach" / "fused" (temporaries for a whole group at once),
+    # "single" (one tensor at a time), or "default" (torch picks: foreach on CUDA, one at a time on the CPU)
+    d = getattr(optimizer, "defaults", {}) or {}
+    graph.meta["optimizer_impl"] = ("fused" if d.get("fused") else "foreach" if d.get("foreach")
+                                    else "single" if d.get("foreach") is False else "default")
     graph.meta["opt_flops"] = cost.flops.get(2 * n, 0.0)
     graph.meta["opt_bytes_accessed"] = cost.bytes.get(2 * n, 0.0)
     return graph

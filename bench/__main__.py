@@ -34,6 +34,7 @@ def run(name: str, quick: bool = False) -> None:
     t0 = time.time()
     log = Path(__file__).resolve().parent / "runs" / f"{name}{'-quick' if quick else ''}.jsonl"
     tmp = log.with_suffix(".jsonl.tmp")
+    saved = {k: v for k, v in os.environ.items() if k.startswith("MEMFLOW_")}
     if name in LOGGED:  # a finished bench replaces its log; a failed one leaves the last good one
         tmp.unlink(missing_ok=True)
         os.environ.update(MEMFLOW_RUN_LOG=str(tmp), MEMFLOW_RUN_LOG_SOURCE=name)
@@ -43,8 +44,10 @@ def run(name: str, quick: bool = False) -> None:
             os.replace(tmp, log)
     finally:
         tmp.unlink(missing_ok=True)
-        os.environ.pop("MEMFLOW_RUN_LOG", None)
-        os.environ.pop("MEMFLOW_RUN_LOG_SOURCE", None)
+        # each bench starts from the same settings (one left MEMFLOW_EXAMPLE_SCALE=full behind it)
+        for k in [k for k in os.environ if k.startswith("MEMFLOW_")]:
+            del os.environ[k]
+        os.environ.update(saved)
     print(f"[bench {name}: {time.time() - t0:.0f} s]", file=sys.stderr)
 
 

@@ -76,7 +76,8 @@ def run_executor_tests(path: Path) -> int:
     """``pytest tests/test_executor.py`` with its runs logged to ``path``; returns pytest's exit status."""
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.unlink(missing_ok=True)
-    env = dict(os.environ, MEMFLOW_RUN_LOG=str(tmp), MEMFLOW_RUN_LOG_SOURCE="executor-tests")
+    env = dict(os.environ, MEMFLOW_RUN_LOG=str(tmp), MEMFLOW_RUN_LOG_SOURCE="executor-tests",
+               MEMFLOW_EXAMPLE_SCALE="tiny")  # the tests' scale (a module fixture runs before their own)
     rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           str(ROOT / "tests" / "test_executor.py")], cwd=ROOT, env=env)
     if tmp.exists():

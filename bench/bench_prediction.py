@@ -184,7 +184,8 @@ def main(quick: bool = False) -> None:
     text = ("**Every executor run the benchmarks and the executor tests made: each rank's predicted peak memory "
             "and step time against its measurement.** Error = predicted / measured − 1.\n\n"
             "Logs read: " + "; ".join(have) + ". Each benchmark rewrites its own log when it runs; this table "
-            "re-runs `tests/test_executor.py` into its log and gathers all four.\n\n"
+            + ("gathers the logs there are (the quick version does not re-run the tests).\n\n" if quick else
+               "re-runs `tests/test_executor.py` into its log and gathers all four.\n\n")
             + summary(rows, SOURCES) + "\n\n"
             "`(after)`: the run had no prediction of its own (a test's or a plain baseline's strategy, not a "
             "plan); its peak is predicted here from the model's graph traced on this host, simulated on "

@@ -362,8 +362,8 @@ class Simulator:
         if sh.dp > 1 and sh.shard[s]:  # each rank steps its 1/dp of the parameters, then broadcasts them
             dp = sh.dp
             P, G, O, o = P / dp, G / dp, O / dp, o / dp
-        if sh.ohost[s]:
-            hl = self.host_link
+        if sh.ohost[s] and self.cluster.device.kind != "cpu":  # (cpu-N: the host is the device;
+            hl = self.host_link  # the same step, its bytes accounted as host memory, no copies)
             o = (G / hbw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / hbw + hl.latency)
         return ev.base + v, o, ev.swap_bytes * k + sh.host_opt[s]
 

@@ -30,24 +30,22 @@ LOGGED = ("fidelity", "maxbatch", "deeper", "gpu")  # benches whose executor run
 def run(name: str, quick: bool = False) -> None:
     from pathlib import Path
 
+    from .common import env
+
     mod = importlib.import_module(BENCHES[name])
     t0 = time.time()
     log = Path(__file__).resolve().parent / "runs" / f"{name}{'-quick' if quick else ''}.jsonl"
     tmp = log.with_suffix(".jsonl.tmp")
-    saved = {k: v for k, v in os.environ.items() if k.startswith("MEMFLOW_")}
-    if name in LOGGED:  # a finished bench replaces its log; a failed one leaves the last good one
-        tmp.unlink(missing_ok=True)
-        os.environ.update(MEMFLOW_RUN_LOG=str(tmp), MEMFLOW_RUN_LOG_SOURCE=name)
+    # a finished bench replaces its log; a failed one leaves the last good one
+    logged = dict(MEMFLOW_RUN_LOG=str(tmp), MEMFLOW_RUN_LOG_SOURCE=name) if name in LOGGED else {}
+    tmp.unlink(missing_ok=True)
     try:
-        mod.main(quick=quick) if "quick" in mod.main.__code__.co_varnames else mod.main()
+        with env(**logged):  # each bench starts from the same settings (one left SCALE=full behind it)
+            mod.main(quick=quick) if "quick" in mod.main.__code__.co_varnames else mod.main()
         if tmp.exists():
             os.replace(tmp, log)
     finally:
         tmp.unlink(missing_ok=True)
-        # each bench starts from the same settings (one left MEMFLOW_EXAMPLE_SCALE=full behind it)
-        for k in [k for k in os.environ if k.startswith("MEMFLOW_")]:
-            del os.environ[k]
-        os.environ.update(saved)
     print(f"[bench {name}: {time.time() - t0:.0f} s]", file=sys.stderr)
 
 

@@ -8,7 +8,6 @@ compared with the simulator's prediction.
 """
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 
@@ -18,7 +17,7 @@ from memflow.planner import GraphSource, resolve_spec
 from memflow.runner import run_plan_file
 from memflow.strategy import RECOMPUTE, SWAP, Strategy
 
-from .common import ROOT, md_table, write_section
+from .common import ROOT, env, md_table, write_section
 
 __all__ = ["main", "CASES", "run_case"]
 
@@ -71,9 +70,15 @@ RUNS = 2  # executor runs per case
 STEPS, WARMUP = 8, 2  # executor steps per run; the first WARMUP are not timed
 
 
-def run_case(model: str, env: dict, batch: int, kind: str, steps: int = STEPS, runs: int | None = None,
+def run_case(model: str, model_env: dict, batch: int, kind: str, steps: int = STEPS, runs: int | None = None,
              warmup: int = WARMUP) -> list[dict]:
-    os.environ.update({"MEMFLOW_EXAMPLE_SCALE": "tiny", **env})
+    """Plan ``kind`` for the tiny ``model`` (its ``MEMFLOW_*`` settings ``model_env``), simulate it, run it
+    ``runs`` times; one row per rank, predicted beside measured."""
+    with env(MEMFLOW_EXAMPLE_SCALE="tiny", **model_env):
+        return _run_case(model, batch, kind, steps, runs, warmup)
+
+
+def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, warmup: int) -> list[dict]:
     spec = resolve_spec(str(ROOT / "examples" / f"{model}.py"))
     probe = _strategy(kind, 2)
     ndev = probe.num_devices
@@ -95,8 +100,6 @@ def run_case(model: str, env: dict, batch: int, kind: str, steps: int = STEPS, r
     # and the prediction comes from a quiet profile); the peak is the same in both runs
     warmup = min(warmup, steps - 1)
     runs = [run_plan_file(plan, steps=steps, check=False, warmup=warmup) for _ in range(runs or RUNS)]
-    for k in env:
-        os.environ.pop(k, None)
     rows = []
     for i, r in enumerate(runs[0]["ranks"]):
         mt = min(run["ranks"][i]["measured_step_time_s"] for run in runs)
@@ -109,17 +112,9 @@ def main(quick: bool = False) -> None:
     # costs profiled afresh in this run, each minutes before the runs it predicts: a cached profile
     # from another hour of this shared host would compare two machine speeds, not prediction and execution
     rows = []
-    old = os.environ.get("MEMFLOW_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="memflow_fidelity_") as tmp:
-        os.environ["MEMFLOW_CACHE_DIR"] = tmp
-        try:
-            for case in (QUICK if quick else CASES):
-                rows.extend(run_case(*case))
-        finally:
-            if old is None:
-                os.environ.pop("MEMFLOW_CACHE_DIR", None)
-            else:
-                os.environ["MEMFLOW_CACHE_DIR"] = old
+    with tempfile.TemporaryDirectory(prefix="memflow_fidelity_") as tmp, env(MEMFLOW_CACHE_DIR=tmp):
+        for case in (QUICK if quick else CASES):
+            rows.extend(run_case(*case))
     table = []
     perr, terr = [], []
     for r in rows:

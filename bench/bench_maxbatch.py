@@ -24,7 +24,6 @@ Run: ``python -m bench maxbatch`` (``quick``: fewer models, no simulation).
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
@@ -34,7 +33,7 @@ from memflow.cluster import Cluster
 from memflow.errors import DeviceOutOfMemoryError
 from memflow.strategy import Strategy
 
-from .common import ROOT, md_table, write_section
+from .common import ROOT, env, md_table, write_section
 
 MiB = 2**20
 PLOT = ROOT / "bench" / "maxbatch.png"
@@ -57,21 +56,6 @@ def log(msg: str) -> None:
 
 
 # ---------------------------------------------------------------- helpers shared with bench_deeper / bench_unaware
-@contextlib.contextmanager
-def env(**kw):
-    """Set MEMFLOW_* variables for a model file (restored afterwards)."""
-    old = {k: os.environ.get(k) for k in kw}
-    os.environ.update({k: str(v) for k, v in kw.items()})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def make_plan(model_file, **kw):
     from memflow.planner import plan
 

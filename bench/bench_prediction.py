@@ -18,7 +18,6 @@ columns: one step right after launch is not a steady-state figure.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
 import subprocess
@@ -27,29 +26,13 @@ from pathlib import Path
 
 from memflow import runlog
 
-from .common import ROOT, md_table, write_section
+from .common import ROOT, env, md_table, write_section
 
 __all__ = ["main", "RUNS_DIR", "SOURCES", "predict_peaks"]
 
 RUNS_DIR = ROOT / "bench" / "runs"
 SOURCES = ["fidelity", "maxbatch", "deeper", "executor-tests"]
 MIN_TIMED = 3  # steps a run must time for its step time to count
-
-
-@contextlib.contextmanager
-def _env(env: dict[str, str]):
-    old = {k: v for k, v in os.environ.items() if k.startswith("MEMFLOW_")}
-    keep = {"MEMFLOW_CACHE_DIR", "MEMFLOW_RUN_LOG", "MEMFLOW_RUN_LOG_SOURCE", "MEMFLOW_BENCH_QUICK"}
-    for k in old:
-        if k not in keep:
-            del os.environ[k]
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k in [k for k in os.environ if k.startswith("MEMFLOW_") and k not in keep]:
-            del os.environ[k]
-        os.environ.update({k: v for k, v in old.items() if k not in keep})
 
 
 def predict_peaks(rec: dict) -> list[int]:
@@ -63,7 +46,7 @@ def predict_peaks(rec: dict) -> list[int]:
     path = Path(rec["model_file"])
     if not path.is_file() and (ROOT / "examples" / path.name).is_file():
         path = ROOT / "examples" / path.name  # a log made in another checkout
-    with _env(rec.get("env", {})):
+    with env(model=rec.get("env", {})):
         spec = load_model_file(str(path))
         st = Strategy.from_dict(rec["strategy"])
         cl = Cluster.load(f"cpu-{st.num_devices}")
@@ -76,10 +59,10 @@ def run_executor_tests(path: Path) -> int:
     """``pytest tests/test_executor.py`` with its runs logged to ``path``; returns pytest's exit status."""
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.unlink(missing_ok=True)
-    env = dict(os.environ, MEMFLOW_RUN_LOG=str(tmp), MEMFLOW_RUN_LOG_SOURCE="executor-tests",
+    sub_env = dict(os.environ, MEMFLOW_RUN_LOG=str(tmp), MEMFLOW_RUN_LOG_SOURCE="executor-tests",
                MEMFLOW_EXAMPLE_SCALE="tiny")  # the tests' scale (a module fixture runs before their own)
     rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(ROOT / "tests" / "test_executor.py")], cwd=ROOT, env=env)
+                          str(ROOT / "tests" / "test_executor.py")], cwd=ROOT, env=sub_env)
     if tmp.exists():
         os.replace(tmp, path)
     return rc
@@ -176,7 +159,8 @@ def main(quick: bool = False) -> None:
             path = RUNS_DIR / "executor-tests.jsonl"
         recs = runlog.read(path)
         if recs:
-            have.append(f"`{path.relative_to(ROOT)}` ({len(recs)} runs, {recs[0]['at'][:16]}–{recs[-1]['at'][11:16]})")
+            span = f"{recs[0]['at'][:16]}–{recs[-1]['at'][11:16]}"
+            have.append(f"`{path.relative_to(ROOT)}` ({len(recs)} runs, {span})")
             rows.extend(rows_of(src, recs))
     if not rows:
         print("[prediction: no run logs; run python -m bench fidelity / maxbatch / deeper first]", file=sys.stderr)

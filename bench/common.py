@@ -7,6 +7,7 @@ and the date.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -28,7 +29,7 @@ Timings on this 2-core shared machine are noisy: medians of repeats, and ratios
 measured side by side in one run.
 """
 
-__all__ = ["machine", "write_section", "median", "ROOT", "md_table"]
+__all__ = ["machine", "write_section", "median", "ROOT", "md_table", "env"]
 
 
 def machine() -> str:
@@ -38,6 +39,27 @@ def machine() -> str:
 
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
+
+
+@contextlib.contextmanager
+def env(model: dict | None = None, **kw):
+    """A block with ``MEMFLOW_*`` settings changed, every one of them restored afterwards: ``kw`` set,
+    and with ``model`` the model file's settings (:func:`memflow.runlog.model_env`'s keys) replaced
+    by these."""
+    from memflow.runlog import model_env
+
+    saved = {k: v for k, v in os.environ.items() if k.startswith("MEMFLOW_")}
+    if model is not None:
+        for k in model_env():
+            del os.environ[k]
+        os.environ.update(model)
+    os.environ.update({k: str(v) for k, v in kw.items()})
+    try:
+        yield
+    finally:
+        for k in [k for k in os.environ if k.startswith("MEMFLOW_")]:
+            del os.environ[k]
+        os.environ.update(saved)
 
 
 def md_table(header: list[str], rows: list[list]) -> str:

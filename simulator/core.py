@@ -109,6 +109,10 @@ class Simulator:
         self._shapes: dict = {}  # _Shape by everything but the actions
         self._opt_total = graph.optimizer_bytes
         self._param_total = graph.param_bytes
+        ps = graph.params.values()  # model-wide figures the per-stage optimizer transient scales from
+        self._grads_all = sum(int(v[1]) for v in ps)
+        self._param_max = max((int(v[0]) for v in ps), default=0)
+        self._opt_state_all = sum(int(v[2]) for v in ps) or sum(int(v[0]) for v in ps)
         self._cut_bytes()
         self._node_of = [cluster.node_of(d) for d in range(cluster.num_devices)]
         self.stats = {"stage_evals": 0, "stage_hits": 0}
@@ -188,7 +192,7 @@ class Simulator:
         g = self.graph
         if not g.opt_transient_bytes:
             return 0, 0
-        grads_all = sum(int(v[1]) for v in g.params.values())
+        grads_all = self._grads_all
         if a == 0 and b == self.n:
             return int(g.opt_transient_bytes), min(grads_all, int(g.opt_transient_bytes))
         if not g.params:  # no parameter table (synthetic graphs): the stage's share of the whole
@@ -201,10 +205,10 @@ class Simulator:
         grads = sum(int(g.params[k][1]) for k in names)
         impl = g.meta.get("optimizer_impl", "default")
         if impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu"):
-            big = max((int(v[0]) for v in g.params.values()), default=0)
+            big = self._param_max
             share = max((int(g.params[k][0]) for k in names), default=0) / big if big else 0.0
         else:
-            tot = sum(int(v[2]) for v in g.params.values()) or sum(int(v[0]) for v in g.params.values())
+            tot = self._opt_state_all
             share = (sum(int(g.params[k][2]) for k in names) or sum(int(g.params[k][0]) for k in names)) / tot \
                 if tot else 0.0
         return int(grads + temps * share), grads

@@ -660,7 +660,7 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
         host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt,
         R=R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
         maxF0=maxF0, maxB0=maxB0, maxF=maxF, maxB=maxB, argF0=argF0, argB0=argB0, argF=argF, argB=argB,
-        S_fwd=K.S_fwd, S_after=K.S_after, opt_mem=K.step[2 * m] + opt_trans,  # (the caller passes the gradients alone for a host step)
+        S_fwd=K.S_fwd, S_after=K.S_after, opt_mem=K.step[2 * m] + opt_trans,  # (for a host step: the gradients alone)
     )
 
 

@@ -125,3 +125,30 @@ def test_measure_on_a_gpu_without_cuda_is_one_line(tmp_path, capsys, monkeypatch
 
 def test_at_least_thirty_kinds():
     assert len(CASES) >= 30
+
+
+KILLED_CHILD_MODEL = '''
+import os, signal, sys
+if sys.argv[0].endswith(os.path.join("profile", "concurrent.py")):  # only the timing processes die
+    os.kill(os.getpid(), signal.SIGKILL)
+import torch
+def build_model():
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+def example_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 2, (batch_size,))
+def loss_fn(output, target):
+    return torch.nn.functional.cross_entropy(output, target)
+'''
+
+
+def test_killed_cpu_timing_process_is_one_line(tmp_path, capsys, monkeypatch):
+    """A cpu-N plan times its nodes in N processes; one killed without a word (out of host memory)
+    is named as such in one line, exit 2."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "m.py").write_text(KILLED_CHILD_MODEL)
+    rc = main(["plan", "m.py", "--gpus", "2", "--gpu-type", "cpu", "--batch-size", "4", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "killed by signal 9" in err and "concurrent CPU profiling failed" in err, err

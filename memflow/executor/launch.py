@@ -166,15 +166,14 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
         failed = ", ".join(f"rank {r} (exit code {c})" for r, c in _torchrun_failures(text)) or f"exit code {rc}"
         report["teardown_failure"] = f"{failed} after the run's report was written (log: {log_path})"
         warnings.warn(f"the run completed, but {report['teardown_failure']}", stacklevel=2)
-        runlog.record(config, report)
-        return report
-    if os.path.exists(out_json):
+    elif os.path.exists(out_json):
         with open(out_json) as f:
             report = json.load(f)
-        if node_rank == 0:  # one line per run, from the node that holds rank 0
-            runlog.record(config, report)
-        return report
-    return {"node_rank": node_rank, "ok": True}
+    else:
+        return {"node_rank": node_rank, "ok": True}
+    if node_rank == 0:  # one line per run, from the node that holds rank 0
+        runlog.record(config, report)
+    return report
 
 
 def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, device: str = "cpu",

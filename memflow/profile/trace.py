@@ -130,10 +130,14 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
         live.set_phase(2 * n)
     optimizer.zero_grad(set_to_none=True)
     evs = [ev for ev in live.events if ev.nbytes]
-    carried = carried_bytes(2 * n + 1, *(np.array(x, dtype=np.int64) for x in (
-        [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs],
-        [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs])))
-    return [max(0, live.phase_peak.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n)]
+    return _transients(live, state_bytes, n, [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs],
+                       [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs])[:2 * n]
+
+
+def _transients(live: LiveBytes, state_bytes: int, n: int, nbytes: list, alloc: list, free: list) -> list[int]:
+    """Per phase 0..2n, the traced in-phase peak above the state and the buffers carried through it."""
+    carried = carried_bytes(2 * n + 1, *(np.array(x, dtype=np.int64) for x in (nbytes, alloc, free)))
+    return [max(0, live.phase_peak.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
 
 
 def _data_reads(call, inputs: dict) -> list[str]:
@@ -237,11 +241,8 @@ def trace_step(
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), "")))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
-    nb = np.array([b.nbytes for b in buffers], dtype=np.int64)
-    al = np.array([b.alloc_phase for b in buffers], dtype=np.int64)
-    fr = np.array([b.free_phase for b in buffers], dtype=np.int64)
-    carried = carried_bytes(2 * n + 1, nb, al, fr)
-    transient = [max(0, live.phase_peak.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
+    transient = _transients(live, state_bytes, n, [b.nbytes for b in buffers], [b.alloc_phase for b in buffers],
+                            [b.free_phase for b in buffers])
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
     states, param_table, _ = node_state(program, optimizer)

@@ -14,6 +14,14 @@ Nothing else changes: objects made after a freeze are collected as before, and
 when the outermost :func:`long_lived` block ends the frozen objects go back to
 the oldest generation (garbage among them is collected by a later collection).
 A process that froze objects itself, or turned the collector off, is left alone.
+
+Two stretches make almost nothing that needs the cyclic collector: tracing steps
+under fake tensors and the search (their garbage is freed by reference counting:
+a cold GPT-2-medium plan ends ~25 MB larger without any collection). There
+:func:`paused_collection` turns the collector off (a cold plan ran ~1,600
+collections, ~0.65 s, in the planning process alone) and back on after.
+Measured profiling (real tensors) never runs inside it: a storage must die when
+its last reference goes, as it does in training.
 """
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import contextlib
 import gc
 from typing import Iterator
 
-__all__ = ["long_lived", "freeze"]
+__all__ = ["long_lived", "freeze", "paused_collection"]
 
 _depth = 0  # open long_lived() blocks that manage the collector
 
@@ -48,3 +56,16 @@ def freeze() -> None:
     """Inside :func:`long_lived`: the objects that exist now join the frozen ones."""
     if _depth:
         gc.freeze()
+
+
+@contextlib.contextmanager
+def paused_collection() -> Iterator[None]:
+    """No cyclic collection inside the block (for fake-tensor tracing and the search only);
+    the collector is on again after it if it was on before."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -15,7 +15,7 @@ import torch
 
 from .cluster import Cluster
 from .errors import ConfigError, ModelLoadError
-from .gcfreeze import freeze, long_lived
+from .gcfreeze import freeze, long_lived, paused_collection
 from .graph.record import TaskGraph
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
 from .planfile import Plan
@@ -237,9 +237,10 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, 
         report(f"searching {cl.num_devices} device(s) of {cl.device.name} "
                f"({sum(1 for _ in sizes)} micro-batch sizes, seed {seed})")
     # two processes where there are two cores: the plan is the same (search/api.py), sooner
-    res = search(graphs, B, usable, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
-                 max_microbatches=MAX_MICROBATCHES, processes=min(2, os.cpu_count() or 1),
-                 progress=(lambda it, best, feas: None) if report is None else None)
+    with paused_collection():  # strategies and evaluations: freed by reference counting
+        res = search(graphs, B, usable, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
+                     max_microbatches=MAX_MICROBATCHES, processes=min(2, os.cpu_count() or 1),
+                     progress=(lambda it, best, feas: None) if report is None else None)
     best: Strategy | None = res.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
         best = res.smallest_peak[0]

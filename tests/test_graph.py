@@ -127,7 +127,7 @@ def test_bf16_autocast_is_captured_and_smaller():
                                                    ("gpt2", "bf16", 1), ("gpt2", "fp32", 2), ("lstm", "fp32", 2)])
 def test_capture_graphs_equal_one_capture_per_size(name, dtype, processes, monkeypatch):
     """The planner's shortcut (one model, one symbolic-batch export for every size >= 2,
-    the optimizer state reused; with processes=2 the fixed-size export and half the sizes
+    the optimizer state reused, the optimizer phase traced once per program; with processes=2 the fixed-size export and half the sizes
     in forked processes) gives exactly the graphs of one capture per size: nodes, buffers
     (bytes, phases, uses, kinds), FLOPs, bytes moved, state, fingerprint."""
     import memflow.graph.build as build
@@ -145,12 +145,25 @@ def test_capture_graphs_equal_one_capture_per_size(name, dtype, processes, monke
             super().__init__(fn)
             started.append(self.running)
 
+    import memflow.profile.trace as trace
+
+    real_trace_step = trace.trace_step
+    reused = []
+
+    def counted(*a, **k):
+        reused.append(k.get("opt_phase") is not None)
+        return real_trace_step(*a, **k)
+
     monkeypatch.setattr(build, "capture_graph", no_fallback)
     monkeypatch.setattr(build, "ForkedJobs", Counted)
+    monkeypatch.setattr(trace, "trace_step", counted)
     together = capture_graphs(spec, sizes, dtype=dtype, processes=processes)
     monkeypatch.undo()
     if processes > 1 and sys.platform.startswith("linux"):
         assert len(started) == 2 and all(started)  # the size-1 export, and size 2 of the symbolic program
+    # sizes 4 and 2 (here, or 4 here and 2 in the process forked after size 8) skip the optimizer
+    # step and take size 8's optimizer phase; size 1 (its own export) and size 8 trace it in full
+    assert sum(reused) == (2 if processes == 1 else 1) and not reused[0]
     assert list(together) == sizes
     for b in sizes:
         alone = capture_graph(spec, b, dtype=dtype)

@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..errors import CaptureError, MemflowError
 from ..forking import ForkedJobs
-from ..gcfreeze import freeze, long_lived
+from ..gcfreeze import freeze, long_lived, paused_collection
 from .capture import Captured, split_step
 from .program import StepProgram
 from .record import TaskGraph
@@ -188,7 +188,9 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
             raise CaptureError(f"batch size must be >= 1, got {b}")
     if len(sizes) < 2:
         return {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in sizes}
-    with long_lived():  # the model and the programs outlive every traced step
+    # the model and the programs outlive every traced step; the steps' garbage is freed by
+    # reference counting (fake tensors: nothing real waits on a collection)
+    with long_lived(), paused_collection():
         return _capture_graphs(spec, sizes, dtype=dtype, granularity=granularity, seed=seed, processes=processes)
 
 
@@ -217,18 +219,24 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
         if prog is None:  # not exportable with a symbolic batch: one export per size
             fixed = [b for b in sizes if b in fixed or b in symbolic]
         else:
-            mine = symbolic
-            if processes > 1 and len(symbolic) >= 2:
-                theirs = symbolic[(len(symbolic) + 1) // 2:]
+            # the first size is traced in full here; the process forked after it starts with its
+            # optimizer phase, which the later sizes take instead of stepping (OptPhase)
+            first, rest = symbolic[:1], symbolic[1:]
+            got, state = shared.trace(prog, first, state)
+            mine = rest
+            if got is not None and processes > 1 and len(rest) >= 2:
+                theirs = rest[len(rest) // 2:]
                 h = ForkedJobs(lambda t=theirs, st=state: shared.trace(prog, t, st)[0])
                 if h.running:
                     forked.append((theirs, h))
-                    mine = [b for b in symbolic if b not in theirs]
-            got, state = shared.trace(prog, mine, state)
+                    mine = [b for b in rest if b not in theirs]
+            if got is not None:
+                more, state = shared.trace(prog, mine, state)
+                got = None if more is None else {**got, **more}
             if got is None:  # the symbolic program could not run: the model is left mid-step, so
                 # everything left here is captured one by one, each on a fresh model
                 got = {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed)
-                       for b in sizes if b in mine or b in fixed}
+                       for b in sizes if b in first or b in mine or b in fixed}
                 fixed = []
             graphs.update(got)
     graphs.update(shared.trace_fixed(fixed, state)[0])
@@ -248,6 +256,7 @@ class _SharedCapture:
 
         self.spec, self.dtype, self.granularity = spec, dtype, granularity
         self.made_grads: dict | None = None  # gradient layouts make_state assumed, until a trace confirms them
+        self.opt_phase: tuple | None = None  # (program, OptPhase) of a full traced step: later sizes reuse it
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
         torch.manual_seed(seed)
         with self.mode:
@@ -342,6 +351,11 @@ class _SharedCapture:
         spec, dtype = self.spec, self.dtype
         captured, program = prog
         inputs = self.batches[b]
+        # the optimizer phase does not depend on the batch: once a step of this program has
+        # been traced in full, later sizes skip the optimizer step and take that phase from it
+        reuse = self.opt_phase[1] if (self.opt_phase is not None and self.opt_phase[0] is program
+                                      and state is not None) else None
+        got: list = []
         with self.mode:
             params = unique_params(captured.split)
             check = state is not None and self.made_grads is not None
@@ -354,18 +368,23 @@ class _SharedCapture:
             with _autocast(dtype):
                 graph = trace_step(program, inputs, opt, captured.names, captured.module_paths,
                                    model_name=spec.name, batch_size=b, dtype=dtype,
-                                   state_ready=state is not None, warm_up=_casts(dtype), grads=seen)
+                                   state_ready=state is not None, warm_up=_casts(dtype), grads=seen,
+                                   opt_phase=reuse, opt_out=got)
             if check:
                 made = self.made_grads
                 if any(seen.get(p) != made.get(p) for p in params if p.requires_grad or p in seen):
                     # the state made without a step is not the one a warm-up makes here: warm up
                     self.made_grads = None
+                    self.opt_phase = None
+                    got = []
                     opt = spec.make_optimizer(params)
                     with _autocast(dtype):
                         graph = trace_step(program, inputs, opt, captured.names, captured.module_paths,
                                            model_name=spec.name, batch_size=b, dtype=dtype)
                 else:
                     self.made_grads = None  # confirmed: the state is a warm-up's from here on
+            if got:
+                self.opt_phase = (program, got[0])
         graph.fingerprint = fingerprint(self.model, dataclasses.replace(captured, flat_inputs=inputs), b,
                                         dtype, self.granularity)
         graph.meta["granularity"] = str(self.granularity)

@@ -7,7 +7,8 @@ state, V100-ish times), built for every micro-batch size the search asks for.
 Cluster: 8 × V100-16GB over PCIe (``Cluster.for_gpus(8, "v100-16gb")``).
 Run: ``python -m bench search``; writes its section of BENCHMARKS.md.
 ``python -m bench.bench_search real`` re-measures only the real GPT-2-medium
-``memflow.plan`` table (cold and warm, each in a fresh process, median of 3).
+``memflow.plan`` table (cold and warm, each in a fresh process, 5 runs; beside it the
+``memflow plan`` command end to end, median and max: issue #4's time-to-plan figure).
 """
 from __future__ import annotations
 

@@ -17,6 +17,10 @@ search's and how much is the problem's:
 * the speed-up ceiling: the fastest fitting baseline over the fastest
   strategy the memory-unaware search finds with memory ignored (no plan that
   fits can be faster than that, so no speed-up can exceed it).
+
+A second table (full run only) sweeps each case's memory from 80% down to 25%
+of plain data parallel's peak: how the speed-up, and whether any baseline fits
+at all, depend on how tight memory is.
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -180,6 +181,23 @@ def _stderr_progress(msg: str) -> None:
     print(f"memflow: {msg}", file=sys.stderr, flush=True)
 
 
+def search_progress(report: Callable[[str], None], every_s: float = 1.0) -> Callable:
+    """A search ``progress(iteration, best_time_s, fits)`` callback that reports a line through
+    ``report`` at most every ``every_s`` seconds (the first chain's iterations, its best time
+    and whether anything fits yet)."""
+    last = [time.perf_counter()]
+
+    def cb(it: int, best: float | None, fits: bool) -> None:
+        now = time.perf_counter()
+        if now - last[0] < every_s:
+            return
+        last[0] = now
+        got = f"best {best * 1e3:,.1f} ms, fits" if (best is not None and fits) else "nothing fits yet"
+        report(f"search: {it:,} iterations (first chain), {got}")
+
+    return cb
+
+
 def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = None, gpus: int | None = None,
          gpu_type: str | None = None, gpu_memory: Any = None, batch_size: int | None = None, dtype: str = "fp32",
          granularity: Any = "auto", seed: int = 0, time_budget_s: float | None = None,
@@ -240,7 +258,10 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, 
     with paused_collection():  # strategies and evaluations: freed by reference counting
         res = search(graphs, B, usable, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
                      max_microbatches=MAX_MICROBATCHES, processes=min(2, os.cpu_count() or 1),
-                     progress=(lambda it, best, feas: None) if report is None else None)
+                     progress=search_progress(report) if report else None)
+    if report:
+        best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
+        report(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains): {best_s}")
     best: Strategy | None = res.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
         best = res.smallest_peak[0]

@@ -99,7 +99,9 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
 
     ``graphs``: micro-batch size → TaskGraph (a callable, or a mapping holding every
     size needed), costed for the cluster's device. ``iterations`` is per chain;
-    with ``time_budget_s`` a chain also stops at the deadline. Without either,
+    ``time_budget_s`` is for the whole search, wall-clock (the chains and the
+    memory-unaware search share it as they run: side by side with processes).
+    Without either,
     :func:`default_iterations`. ``progress(iteration, best_time_s | None, feasible)``
     is called from the (first) chain in this process. ``baselines`` adds the seeds,
     Chen's √n checkpointing and a memory-unaware search (``unaware_fraction`` of
@@ -112,9 +114,12 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     p = ChainParams(**{**(params.__dict__ if params else ChainParams().__dict__),
                        "iterations": iterations, "time_budget_s": time_budget_s, "memory_aware": memory_aware})
     chains = max(1, int(chains))
-    if time_budget_s is not None and processes <= 1:
-        # chains run one after another here: the budget is wall-clock for all of them together
-        share = chains + (unaware_fraction if (baselines and memory_aware) else 0.0)
+    if time_budget_s is not None:
+        # the budget is wall-clock for the whole search: here the chains run one after another;
+        # with processes, the first chain and then the memory-unaware search run in this process
+        # while the other chains run beside them (one after another in one child when forked)
+        extra = unaware_fraction if (baselines and memory_aware) else 0.0
+        share = chains + extra if processes <= 1 else max(1.0 + extra, chains - 1.0)
         time_budget_s = time_budget_s / share
         p = ChainParams(**{**p.__dict__, "time_budget_s": time_budget_s})
     evaluator = Evaluator(ctx)
@@ -180,8 +185,7 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     front.extend(evaluator.pareto.points())
     if unaware_res is not None and unaware_res.best is not None:
         base["memory-unaware search"] = (unaware_res.best, unaware_res.best_eval)
-    if progress is not None and processes > 1:
-        progress(sum(r.iterations for r in results), best_ev.step_time_s if best_ev else None, best is not None)
+
     return SearchResult(
         best=best, best_eval=best_ev, fits=best is not None, baselines=base, pareto=front.points(),
         iterations=sum(r.iterations for r in results), seconds=time.perf_counter() - t0, seed=seed,

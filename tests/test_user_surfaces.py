@@ -37,6 +37,20 @@ def test_plan_summary_is_readable(tmp_path, capsys):
     assert "stage 0" in text and "predicted step" in text and "samples/s" in text and "baselines:" in text
 
 
+def test_long_search_shows_progress_and_keeps_its_budget(tmp_path, capsys):
+    """A search given seconds reports, about once a second, its iterations, best time and
+    whether anything fits, then a summary; the budget is for the whole search."""
+    rc = main(["plan", GPT2, "--gpus", "4", "--time-budget", "2.5", "-o", str(tmp_path / "p.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 0
+    ticks = [ln for ln in err.splitlines() if ln.startswith("memflow: search: ")]
+    assert ticks and all("iterations" in ln and ("fits" in ln) for ln in ticks), err
+    summary = [ln for ln in err.splitlines() if ln.startswith("memflow: searched ")]
+    assert len(summary) == 1 and "iterations in" in summary[0]
+    secs = float(summary[0].split(" in ")[1].split(" s")[0])
+    assert secs < 2.5 * 1.4  # the chains and the memory-unaware search share it (was 1.5× it)
+
+
 def test_same_inputs_and_seed_same_plan(tmp_path):
     a = memflow.plan(GPT2, gpus=4, seed=3, cache=True)
     b = memflow.plan(GPT2, gpus=4, seed=3, cache=True)

@@ -161,7 +161,7 @@ class GraphSource:
         with _threads(self.threads):
             for b in todo:
                 g = capture_graph(self.spec, b, dtype=self.dtype, granularity=self.granularity, measure=True, repeats=0)
-                apply_measured_times(g, times[b], device="cpu")
+                apply_measured_times(g, times[b]["keep"], device="cpu", swap_times=times[b]["swap"])
                 g.meta["accounted_times"] = True
                 g.meta["concurrent_processes"] = n
                 self.graphs[b] = g

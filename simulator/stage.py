@@ -82,6 +82,10 @@ class StageLayout:
     # tensors leave as saved and come back one by one as asked for); None: not traced (the CPU
     # model then takes the bytes the node made out of its forward's transient)
     swap_trans: list | None = None
+    # per local node, its forward / backward time when swapped on the CPU, measured with the copies
+    # inline (None: not measured; the CPU model then adds the copies at the host link's rate)
+    swap_fwd_time: list | None = None
+    swap_bwd_time: list | None = None
 
 
 @dataclass(slots=True)
@@ -300,6 +304,10 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             x_bytes[x] += groups[key]
             if key[0] == x:
                 x_made[x] += groups[key]
+    swap_fwd = swap_bwd = None
+    if all(nd.cpu_swap_fwd_time_s >= 0 and nd.cpu_swap_bwd_time_s >= 0 for nd in nodes):
+        swap_fwd = [float(nd.cpu_swap_fwd_time_s) for nd in nodes]
+        swap_bwd = [float(nd.cpu_swap_bwd_time_s) for nd in nodes]
     return StageLayout(
         a=a, b=b, m=m,
         g_bytes=[groups[k] for k in keys],
@@ -328,6 +336,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         first=a == 0,
         last=b == graph.n,
         swap_trans=swap_trans,
+        swap_fwd_time=swap_fwd, swap_bwd_time=swap_bwd,
     )
 
 
@@ -501,6 +510,19 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
         cpu = not L.prefetch_ahead
         end_f = K.end_f
         ft = L.fwd_time
+        timed = cpu and has_swap and L.swap_fwd_time is not None  # swapped nodes' times measured, copies inline
+        if timed:
+            sft, sbt = L.swap_fwd_time, L.swap_bwd_time
+            end_f, t = [], 0.0
+            for x in range(m):
+                if actions[x] == SWAP:
+                    t += sft[x]
+                    fwd_s += sft[x] - ft[x]
+                    btn[x] = sbt[x] + 0.0
+                    bwd_s += sbt[x] - L.bwd_time[x]
+                else:
+                    t += ft[x]
+                end_f.append(t)
         # ---- forward scan: per-node transients and touched groups; swap copy-outs after F_x
         dur, copy_done = {}, {}
         host_free = 0.0
@@ -518,7 +540,10 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
                         d[j] += dt
                         d[j + 1] -= dt
                 nb = L.x_bytes[x]
-                if nb > 0:
+                if nb > 0 and timed:  # copied out inside F_x and back inside B_x (their measured times)
+                    copy_done[x] = end_f[x]
+                    swap_bytes += nb
+                elif nb > 0:
                     du = nb / host_bw + host_lat if host_bw != _INF else host_lat
                     dur[x] = du
                     e = end_f[x]
@@ -676,6 +701,10 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
     # ---- time: forward / backward phase durations, swap copy timeline (one micro-batch)
     ft = L.fwd_time
     bt_node = [L.bwd_time[x] + (L.fwd_time[x] if actions[x] == RECOMPUTE else 0.0) for x in range(m)]
+    timed = not L.prefetch_ahead and has_swap and L.swap_fwd_time is not None
+    if timed:  # on the CPU, swapped nodes' measured times (the copies run inline, inside them)
+        ft = [L.swap_fwd_time[x] if actions[x] == SWAP else ft[x] for x in range(m)]
+        bt_node = [L.swap_bwd_time[x] + 0.0 if actions[x] == SWAP else bt_node[x] for x in range(m)]
     fwd_s = sum(ft)
     bwd_compute = sum(bt_node)
     end_f = []
@@ -695,7 +724,11 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
         dur = {}
         host_free = 0.0
         for x in range(m):
-            if actions[x] == SWAP and L.x_bytes[x] > 0:
+            if actions[x] == SWAP and L.x_bytes[x] > 0 and timed:  # inside F_x, and back inside B_x
+                copy_done[x] = end_f[x]
+                copy_out.append((x, end_f[x] - ft[x], end_f[x]))
+                swap_bytes += L.x_bytes[x]
+            elif actions[x] == SWAP and L.x_bytes[x] > 0:
                 d = L.x_bytes[x] / host_bw + host_lat if host_bw != float("inf") else host_lat
                 dur[x] = d
                 s0 = max(end_f[x], host_free)
@@ -715,6 +748,8 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                     prefetch.append((x, s0 - tb0, host_free - tb0))
                     stall += host_free - t
                     t = host_free
+                elif x in copy_done:  # measured: copied back inside B_x, as the backward asks
+                    prefetch.append((x, t - tb0, t + bt_node[x] - tb0))
                 t += bt_node[x]
                 phase_end[bk[x]] = t
                 node_end[x] = t - tb0

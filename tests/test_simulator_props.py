@@ -211,6 +211,10 @@ def test_fast_stage_path_equals_full_path():
     for seed in SEEDS:
         rng = random.Random(seed)
         g = random_graph(rng.randint(1, 10), seed)
+        if seed % 2:  # swapped nodes' CPU times measured (copies inline)
+            for nd in g.nodes:
+                nd.cpu_swap_fwd_time_s = nd.fwd_time_s * (1 + rng.random())
+                nd.cpu_swap_bwd_time_s = nd.bwd_time_s * (1 + rng.random())
         for _ in range(6):
             a = rng.randrange(g.n)
             b = rng.randrange(a + 1, g.n + 1)
@@ -223,3 +227,26 @@ def test_fast_stage_path_equals_full_path():
             full = eval_stage(L, acts, detail=True, **kw)
             for f in fields:
                 assert getattr(fast, f) == pytest.approx(getattr(full, f)), (seed, f)
+
+
+def test_cpu_swap_takes_the_measured_swapped_times():
+    """On cpu-N a swapped node costs its measured swapped forward and backward (the executor's
+    pack and unpack hooks copy inline): the step grows by exactly their difference from the
+    kept times, with no separate copy stalls; without them the copies cost bytes / bandwidth."""
+    cl = Cluster.load("cpu-1")
+    for seed in range(10):
+        rng = random.Random(seed)
+        g = random_graph(rng.randint(2, 8), seed)
+        n = g.n
+        keep = Strategy.from_boundaries(n, [], dp=1, actions=["keep"] * n, microbatches=1)
+        acts = [rng.choice(["keep", "swap"]) for _ in range(n)]
+        swap = Strategy.from_boundaries(n, [], dp=1, actions=acts, microbatches=1)
+        for nd in g.nodes:
+            nd.cpu_swap_fwd_time_s = nd.fwd_time_s * (1 + rng.random())
+            nd.cpu_swap_bwd_time_s = nd.bwd_time_s * (1 + rng.random())
+        t_keep = Simulator(g, cl).evaluate(keep).step_time_s
+        r = Simulator(g, cl).evaluate(swap, detail=True)
+        extra = sum(nd.cpu_swap_fwd_time_s - nd.fwd_time_s + nd.cpu_swap_bwd_time_s - nd.bwd_time_s
+                    for nd, a in zip(g.nodes, acts) if a == "swap")
+        assert r.step_time_s == pytest.approx(t_keep + extra, rel=1e-9, abs=1e-12), seed
+        assert Simulator(g, cl).evaluate(swap).step_time_s == pytest.approx(r.step_time_s, rel=1e-9), seed

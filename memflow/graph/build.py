@@ -121,7 +121,11 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
                 if measure and repeats > 0:
                     times = measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats,
                                                accounted=accounted)
-                    apply_measured_times(graph, times, device=torch.device(device or "cpu").type)
+                    on_cpu = device is None or torch.device(device).type == "cpu"
+                    swapped = (measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats,
+                                                   swap_all=True) if on_cpu and accounted else None)
+                    apply_measured_times(graph, times, device=torch.device(device or "cpu").type,
+                                         swap_times=swapped)
     except MemflowError:
         raise
     except Exception as e:  # noqa: BLE001

@@ -83,6 +83,11 @@ class Node:
     cpu_swap_bwd_transient_bytes: int = -1
     fwd_time_s: float = 0.0  # on the graph's device (measured or predicted)
     bwd_time_s: float = 0.0
+    # measured on the CPU: its forward/backward time when swapped as the CPU executor swaps (the
+    # pack hook copies each saved tensor to the host inline, the unpack hook copies it back when
+    # the backward asks); -1: not measured (the simulator adds the copies at the host link's rate)
+    cpu_swap_fwd_time_s: float = -1.0
+    cpu_swap_bwd_time_s: float = -1.0
 
 
 @dataclass

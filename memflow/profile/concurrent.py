@@ -53,16 +53,23 @@ def _child(job: dict, rank: int) -> None:
         with _autocast(job["dtype"]):
             measure_phase_times(program, captured.flat_inputs, opt, repeats=1, warmup=1, accounted=True)
             _barrier(d, f"b{b}", rank, job["n"])  # every process times this size at the same moment
-            out[b] = measure_phase_times(program, captured.flat_inputs, opt, repeats=job["repeats"], warmup=0,
-                                         accounted=True)
+            keep = measure_phase_times(program, captured.flat_inputs, opt, repeats=job["repeats"], warmup=0,
+                                       accounted=True)
+            measure_phase_times(program, captured.flat_inputs, opt, repeats=1, warmup=0, swap_all=True)
+            _barrier(d, f"s{b}", rank, job["n"])  # and swapped, every node, as the CPU executor swaps
+            swap = measure_phase_times(program, captured.flat_inputs, opt, repeats=job["repeats"], warmup=0,
+                                       swap_all=True)
+            out[b] = {"keep": keep, "swap": swap}
     tmp = d / f"out{rank}.json.tmp"
     tmp.write_text(json.dumps(out))
     os.replace(tmp, d / f"out{rank}.json")
 
 
 def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granularity: Any = "auto",
-                           dtype: str = "fp32", repeats: int = 7, timeout_s: float = 900.0) -> dict[int, list[float]]:
-    """Per micro-batch size: each phase's median seconds over ``nprocs`` concurrent processes."""
+                           dtype: str = "fp32", repeats: int = 7,
+                           timeout_s: float = 900.0) -> dict[int, dict[str, list[float]]]:
+    """Per micro-batch size: each phase's median seconds over ``nprocs`` concurrent processes,
+    ``{"keep": [...], "swap": [...]}`` (swap: every node swapped as the CPU executor swaps)."""
     threads = max(1, (os.cpu_count() or 1) // nprocs)
     with tempfile.TemporaryDirectory(prefix="memflow_prof_") as tmp:
         job = dict(model_file=str(spec.path), sizes=list(sizes), granularity=granularity, dtype=dtype,
@@ -90,8 +97,10 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
         results = [json.loads((Path(tmp) / f"out{r}.json").read_text()) for r in range(nprocs)]
     out = {}
     for b in sizes:
-        per = [r[str(b)] for r in results]
-        out[b] = [statistics.median(p[i] for p in per) for i in range(len(per[0]))]
+        out[b] = {}
+        for what in ("keep", "swap"):
+            per = [r[str(b)][what] for r in results]
+            out[b][what] = [statistics.median(p[i] for p in per) for i in range(len(per[0]))]
     return out
 
 

@@ -101,8 +101,7 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     size needed), costed for the cluster's device. ``iterations`` is per chain;
     ``time_budget_s`` is for the whole search, wall-clock (the chains and the
     memory-unaware search share it as they run: side by side with processes).
-    Without either,
-    :func:`default_iterations`. ``progress(iteration, best_time_s | None, feasible)``
+    Without either, :func:`default_iterations`. ``progress(iteration, best_time_s | None, feasible)``
     is called from the (first) chain in this process. ``baselines`` adds the seeds,
     Chen's √n checkpointing and a memory-unaware search (``unaware_fraction`` of
     the budget)."""
@@ -185,7 +184,6 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     front.extend(evaluator.pareto.points())
     if unaware_res is not None and unaware_res.best is not None:
         base["memory-unaware search"] = (unaware_res.best, unaware_res.best_eval)
-
     return SearchResult(
         best=best, best_eval=best_ev, fits=best is not None, baselines=base, pareto=front.points(),
         iterations=sum(r.iterations for r in results), seconds=time.perf_counter() - t0, seed=seed,

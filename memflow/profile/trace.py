@@ -44,9 +44,9 @@ class OptPhase:
     """What a traced step's optimizer phase (phase 2n) adds to the record, none of which
     depends on the batch: the buffers the optimizer allocates (nbytes, free phase, uses, kind),
     the parameters whose gradients it reads, how far above the live bytes it starts from the
-    step rises, and its op costs (FLOPs, bytes moved, ops). A later step of the same program and optimizer
-    state, traced at another batch size, can skip ``optimizer.step()`` and take these
-    (``trace_step(opt_phase=...)``): about a third of a fake GPT-2 step's tracing time."""
+    step rises, and its op costs (FLOPs, bytes moved, ops). A later step of the same program
+    and optimizer state, traced at another batch size, can skip ``optimizer.step()`` and take
+    these (``trace_step(opt_phase=...)``): about a third of a fake GPT-2 step's tracing time."""
 
     buffers: tuple[tuple[int, int, frozenset, str], ...]
     reads: frozenset
@@ -203,25 +203,25 @@ class _OptWindow:
         return OptPhase(buffers=bufs, reads=frozenset(reads), rise=self.top - self.start, flops=flops,
                         bytes_accessed=moved, ops=ops)
 
+    def splice(self, rec: OptPhase, grad_param: dict) -> None:
+        """Give a step traced without ``optimizer.step()`` (inside :meth:`around`) the optimizer
+        phase ``rec`` recorded from a full one."""
+        from ..memory import BufferEvent
 
-def _splice_opt_phase(live: LiveBytes, cost: OpCost, n: int, rec: OptPhase, start: int, grad_param: dict) -> None:
-    """Give a step traced without ``optimizer.step()`` the optimizer phase ``rec`` recorded."""
-    from ..memory import BufferEvent
-
-    p = 2 * n
-    for ev in live.events:
-        if grad_param.get(id(ev)) in rec.reads:
-            ev.uses.add(p)
-    for nbytes, free, uses, kind in rec.buffers:  # the optimizer's buffers were the last a full step made
-        ev = BufferEvent(nbytes=nbytes, alloc_phase=p, kind=kind)
-        ev.free_phase = free
-        ev.uses.update(uses)
-        live.events.append(ev)
-    live.phase_peak[p] = max(live.phase_peak.get(p, 0), start + rec.rise)
-    live.peak = max(live.peak, live.phase_peak[p])
-    cost.flops[p] += rec.flops
-    cost.bytes[p] += rec.bytes_accessed
-    cost.ops[p] += rec.ops
+        live, cost, p = self.live, self.cost, self.phase
+        for ev in live.events:
+            if grad_param.get(id(ev)) in rec.reads:
+                ev.uses.add(p)
+        for nbytes, free, uses, kind in rec.buffers:  # the optimizer's buffers were the last a full step made
+            ev = BufferEvent(nbytes=nbytes, alloc_phase=p, kind=kind)
+            ev.free_phase = free
+            ev.uses.update(uses)
+            live.events.append(ev)
+        live.phase_peak[p] = max(live.phase_peak.get(p, 0), self.start + rec.rise)
+        live.peak = max(live.peak, live.phase_peak[p])
+        cost.flops[p] += rec.flops
+        cost.bytes[p] += rec.bytes_accessed
+        cost.ops[p] += rec.ops
 
 
 def _data_reads(call, inputs: dict) -> list[str]:
@@ -317,7 +317,7 @@ def trace_step(
         ev.kind = KIND_GRAD
         grad_param[id(ev)] = pname
     if opt_phase is not None:
-        _splice_opt_phase(live, cost, n, opt_phase, opt.start, grad_param)
+        opt.splice(opt_phase, grad_param)
     elif opt_out is not None:
         rec = opt.record(grad_param)
         if rec is not None:

@@ -227,6 +227,31 @@ def test_cache_corrupt_entry_is_recomputed_with_warning(tmp_path):
     assert len(calls) == 3
 
 
+def test_cache_key_follows_the_code_and_the_device_figures(tmp_path, monkeypatch):
+    """A cached profile is reused only by the same profiling code and, for predicted times, the
+    same device figures (not the device's memory size: graphs do not depend on it)."""
+    import dataclasses
+
+    import memflow.profile as prof
+
+    spec = load_model_file(ROOT / "examples" / "lstm.py")
+    v100 = load_device("v100-16gb")
+    key = prof.cache_key(spec, 2, "fp32", "auto", v100.name, False, v100)
+    assert prof.cache_key(spec, 2, "fp32", "auto", v100.name, False, v100.with_memory("8GiB")) == key
+    faster = dataclasses.replace(v100, mem_bandwidth=v100.mem_bandwidth * 2)
+    assert prof.cache_key(spec, 2, "fp32", "auto", v100.name, False, faster) != key
+    # measured costs do not come from the figures
+    cpu_key = prof.cache_key(spec, 2, "fp32", "auto", "cpu", True, v100)
+    assert prof.cache_key(spec, 2, "fp32", "auto", "cpu", True, faster) == cpu_key
+    # other code: another key, so a stale entry is not found
+    g = capture_graph(spec, 2)
+    cache = ProfileCache(tmp_path)
+    cache.put(key, g)
+    monkeypatch.setattr(prof, "code_hash", lambda: "another-version")
+    key2 = prof.cache_key(spec, 2, "fp32", "auto", v100.name, False, v100)
+    assert key2 != key and cache.get(key2) is None and cache.get(key) is not None
+
+
 def test_roofline_orders_devices():
     spec = load_model_file(ROOT / "examples" / "gpt2.py")
     g = capture_graph(spec, 4)

@@ -5,11 +5,13 @@ model file's training step with every node's memory and time costed for a
 device — measured on this host when the device is ``cpu`` (real tensors,
 wall time), predicted from FLOPs and bytes under fake tensors for a named GPU.
 Results are cached on disk by model file content, batch, precision, node
-granularity and device. :func:`profile_models` gives the same graphs for
+granularity, device (its figures, where times are predicted) and the
+profiling code itself. :func:`profile_models` gives the same graphs for
 several batch sizes, sharing the work that does not depend on the batch size.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -22,19 +24,47 @@ from ..graph.record import TaskGraph
 from .cache import ProfileCache
 from .roofline import predict_times
 
-__all__ = ["profile_model", "profile_models", "cache_key", "ProfileCache"]
+__all__ = ["profile_model", "profile_models", "cache_key", "code_hash", "ProfileCache"]
+
+
+_CODE_DIRS = ("graph", "profile")  # the packages whose code makes a costed graph
+
+
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """A hash of the source that captures and costs graphs: a cached profile made by other code
+    (an older memflow) is not reused."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for d in _CODE_DIRS:
+        for f in sorted((root / d).glob("*.py")):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def device_signature(dev: Any) -> str:
+    """What a predicted graph's times depend on: the device's figures (not its memory size)."""
+    if dev is None:
+        return ""
+    return repr((dev.kind, sorted(dev.peak_flops.items()), dev.mem_bandwidth, dev.compute_efficiency,
+                 dev.memory_efficiency, dev.host_link_bandwidth))
 
 
 def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_name: str,
-              measure: bool) -> str | None:
-    """The cache key of a profile, or None when the model has no file to hash (an in-memory module)."""
+              measure: bool, device: Any = None) -> str | None:
+    """The cache key of a profile, or None when the model has no file to hash (an in-memory module).
+
+    It covers the model file, the settings, torch, the ``MEMFLOW_*`` environment, the code that
+    captures and costs graphs (:func:`code_hash`) and, for predicted costs, the device's figures."""
     if not Path(spec.path).is_file():
         return None
     h = hashlib.sha256()
     h.update(Path(spec.path).read_bytes())
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("MEMFLOW_") and k != "MEMFLOW_CACHE_DIR")
     h.update(repr((batch_size, dtype, str(granularity), device_name, measure, torch.__version__,
-                   torch.get_num_threads(), env)).encode())
+                   torch.get_num_threads(), env, code_hash(),
+                   "" if measure else device_signature(device))).encode())
     return f"{spec.name}-b{batch_size}-{dtype}-{device_name}-{h.hexdigest()[:16]}"
 
 
@@ -64,7 +94,7 @@ def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cp
                               "drop --measure to predict them from FLOPs and bytes")
         run_on = "cuda"
     store = cache if isinstance(cache, ProfileCache) else (ProfileCache() if cache else None)
-    key = cache_key(spec, batch_size, dtype, granularity, dev.name, measure)
+    key = cache_key(spec, batch_size, dtype, granularity, dev.name, measure, dev)
 
     def compute() -> TaskGraph:
         g = capture_graph(spec, batch_size, dtype=dtype, granularity=granularity, measure=measure,
@@ -97,7 +127,7 @@ def profile_models(spec: Any, batch_sizes: list[int], *, device: Any = "cpu", dt
     if measure:
         return {b: profile_model(spec, b, device=dev, dtype=dtype, granularity=granularity, measure=True,
                                  cache=store if store else False) for b in sizes}
-    keys = {b: cache_key(spec, b, dtype, granularity, dev.name, False) for b in sizes}
+    keys = {b: cache_key(spec, b, dtype, granularity, dev.name, False, dev) for b in sizes}
     out: dict[int, TaskGraph] = {}
     for b in sizes:
         g = store.get(keys[b]) if store and keys[b] else None

@@ -17,8 +17,10 @@ Pruning (``prune=True``; all of it exact):
   bucket-ready offset are all ≥ another's is dropped: the step time is
   monotone (max-plus) in these, and host memory in the swapped bytes;
 * with a single micro-batch, 1F1B and GPipe are the same schedule;
-* branch and bound: the step takes at least ``m × (fwd + bwd)`` on every
-  stage, so options (sorted by that bound) stop once it reaches the best.
+* branch and bound: a stage's figures bound the step time from below
+  (:func:`stage_bound`: its m forwards and backwards, its last gradient
+  bucket's all-reduce, its host copies, then its optimizer step and ZeRO-1
+  broadcast), so options (sorted by that bound) stop once it reaches the best.
 
 With ``cluster.host_link_shared`` the stages interact through the host link's
 shared bandwidth, so the per-stage pruning is switched off.
@@ -83,6 +85,27 @@ def _pareto_min(sigs: np.ndarray) -> list[int]:
     return keep
 
 
+def stage_bound(sim, sh, s: int, ev, m: int, hbw: float) -> float:
+    """A lower bound on the step time of any strategy whose stage ``s`` (of shape ``sh``: mesh,
+    ranges, micro-batches, schedule, this stage's flags) has the per-micro-batch figures ``ev``.
+
+    The stage runs its m forwards and m backwards one after another, so its last backward ends no
+    earlier than ``m·(fwd + bwd)``; that backward starts no earlier than ``m·fwd + (m-1)·bwd``, its
+    first gradient bucket is ready ``bwd_node_end`` later, and the buckets' all-reduces run one after
+    another from there; the host-copy stream is busy ``m·host`` at least; the optimizer step and the
+    ZeRO-1 broadcast follow all of that (see :meth:`Simulator._combine`)."""
+    f, b = ev.fwd_s, ev.bwd_s
+    t = m * (f + b)
+    if sh.dp > 1 and sh.buckets[s]:
+        bk = sh.buckets[s]
+        ar = m * f + (m - 1) * b + ev.bwd_node_end[bk[0][0]] + sum(xf for _, xf, _ in bk) + len(bk) * sh.lfac[s]
+        if ar > t:
+            t = ar
+    if m * ev.host_s > t:
+        t = m * ev.host_s
+    return t + sim._figures(sh, s, ev, hbw)[1] + sh.ag[s]
+
+
 def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = None, cluster=None, *,
                 ctx: SearchContext | None = None, flags: bool = True, prune: bool = True,
                 upper_bound: float = math.inf, max_microbatches: int | None = None) -> ExactResult:
@@ -109,6 +132,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
             group_cache[key] = g
         return g
 
+    acts0 = [ctx.actions[0]] * n
     for dp in ctx.dps:
         pp = N // dp
         fl = _flag_opts(ctx, dp, flags)
@@ -129,6 +153,9 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                                       for acts in itertools.product(ctx.actions, repeat=b - a)] for a, b in ranges]
                     else:
                         per_stage = []
+                        shapes = {f: sim._shape(Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts0,
+                                                         microbatches=m, schedule=sched, shard_state=[f[0]] * pp,
+                                                         optimizer_on_host=[f[1]] * pp)) for f in fl}
                         for s, (a, b) in enumerate(ranges):
                             k = m if sched == "gpipe" else min(m, pp - s)
                             opts = []
@@ -139,9 +166,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                                     continue
                                 idx = _pareto_min(np.array([x[2] for x in g]))
                                 for i in idx:
-                                    ev = g[i][1]
-                                    lb = m * max(ev.fwd_s + ev.bwd_s, ev.host_s)
-                                    opts.append((lb, g[i][0], f))
+                                    opts.append((stage_bound(sim, shapes[f], s, g[i][1], m, bw), g[i][0], f))
                             if not opts:
                                 per_stage = None
                                 break

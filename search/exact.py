@@ -23,7 +23,11 @@ Pruning (``prune=True``; all of it exact):
   broadcast), so options (sorted by that bound) stop once it reaches the best.
 
 With ``cluster.host_link_shared`` the stages interact through the host link's
-shared bandwidth, so the per-stage pruning is switched off.
+shared bandwidth (a stage that swaps gets a share that depends on the others),
+so the dominance pruning is off. The other two still hold, with each stage
+evaluated at the whole link's bandwidth: a smaller share only delays copies,
+so a stage's peak (its swapped buffers leave the device later, and come back
+at fixed phases) and its times can only grow.
 """
 from __future__ import annotations
 
@@ -114,7 +118,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
     if ctx is None:
         ctx = SearchContext(graphs, global_batch, cluster, max_microbatches=max_microbatches)
     n, N = ctx.n, ctx.N
-    prune = prune and not ctx.cluster.host_link_shared
+    dominance = prune and not ctx.cluster.host_link_shared
     bw = ctx.cluster.host_link.bandwidth
     best, best_ev, best_t = None, None, upper_bound
     evaluated = 0
@@ -164,7 +168,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                                      if sim._stage_peak(x[1], k, m) <= cap]
                                 if not g:
                                     continue
-                                idx = _pareto_min(np.array([x[2] for x in g]))
+                                idx = _pareto_min(np.array([x[2] for x in g])) if dominance else range(len(g))
                                 for i in idx:
                                     opts.append((stage_bound(sim, shapes[f], s, g[i][1], m, bw), g[i][0], f))
                             if not opts:

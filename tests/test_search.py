@@ -111,10 +111,18 @@ def test_tight_instances_are_tight():
     assert binding >= 18
 
 
-@pytest.mark.parametrize("kind,n,ndev,seed", [("random", 3, 2, 1), ("chain", 4, 2, 2), ("random", 4, 2, 3)])
-def test_exact_pruning_is_exact(kind, n, ndev, seed):
+@pytest.mark.parametrize("kind,n,ndev,seed,shared", [("random", 3, 2, 1, False), ("chain", 4, 2, 2, False),
+                                                     ("random", 4, 2, 3, False), ("random", 4, 2, 3, True),
+                                                     ("chain", 4, 2, 5, True)])
+def test_exact_pruning_is_exact(kind, n, ndev, seed, shared):
+    """Pruned = unpruned, also where the devices share the host link (no dominance pruning then;
+    the capacity filter and the bound are evaluated at the whole link's bandwidth)."""
     g = provider(kind, n, seed)
     cl = tight_cluster(g, ndev, 0.6)
+    if shared:
+        import dataclasses
+
+        cl = dataclasses.replace(cl, host_link_shared=True)
     a = solve_exact(g, 4, cl, prune=True)
     b = solve_exact(g, 4, cl, prune=False)
     assert b.evaluated == b.space

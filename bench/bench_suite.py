@@ -20,7 +20,10 @@ search's and how much is the problem's:
 
 A second table (full run only) sweeps each case's memory from 80% down to 25%
 of plain data parallel's peak: how the speed-up, and whether any baseline fits
-at all, depend on how tight memory is.
+at all, depend on how tight memory is. Where the graph is small enough (ResNet,
+Llama, LSTM), the exact solver also solves each point: it says whether the
+plan is the optimum of the whole strategy space, and proves where no strategy
+fits at all.
 """
 from __future__ import annotations
 
@@ -89,6 +92,23 @@ SWEEP = (0.8, 0.6, 0.45, 0.35, 0.25)  # memory per device, as a fraction of plai
 TARGET = 1.3
 
 
+EXACT_MAX_NODES = 8  # graphs this small are also solved exactly (ResNet 7, Llama 8, LSTM 4 nodes)
+
+
+def _exact(path: str, cluster: str, batch: int, cap: int) -> dict:
+    """The exact optimum of the plan's problem (same graphs, usable memory and micro-batch
+    counts), or why not: the graph is too big to enumerate."""
+    from memflow.planner import MAX_MICROBATCHES, search_problem
+    from search import solve_exact
+
+    graphs, B, usable = search_problem(path, cluster=cluster, gpu_memory=cap, batch_size=batch)
+    n = next(iter(graphs.values())).n
+    if n > EXACT_MAX_NODES:
+        return {"n": n, "ran": False}
+    ex = solve_exact(graphs, B, usable, max_microbatches=MAX_MICROBATCHES)
+    return {"n": n, "ran": True, "t": ex.best_eval.step_time_s if ex.best else None, "s": ex.seconds}
+
+
 def _sweep_point(path: str, model: str, cluster: str, batch: int, dp_peak: int, frac: float) -> dict:
     cap = int(dp_peak * frac)
     p = memflow.plan(path, cluster=cluster, gpu_memory=cap, batch_size=batch)
@@ -98,7 +118,19 @@ def _sweep_point(path: str, model: str, cluster: str, batch: int, dp_peak: int, 
             "plan": p.strategy.summary(), "t": p.predicted["step_time_s"], "peak": max(p.predicted["peak_bytes"]),
             "usable": min(p.predicted["capacity_bytes"]),
             "base": best, "bt": fit[best]["step_time_s"] if best else None,
-            "free": _unaware_time(p)}
+            "free": _unaware_time(p), "exact": _exact(path, cluster, batch, cap)}
+
+
+def _exact_cell(x: dict) -> str:
+    e = x["exact"]
+    if not e["ran"]:
+        return f"— ({e['n']} nodes)"
+    if e["t"] is None:
+        return f"nothing fits (proved, {e['s']:.0f} s)"
+    got = "= plan" if x["fits"] and x["t"] <= e["t"] * (1 + 1e-9) else (
+        f"plan {(x['t'] / e['t'] - 1) * 100:+.1f}%" if x["fits"] else "plan: none found")
+    bound = f"; bound {x['bt'] / e['t']:.2f}×" if x["base"] else ""
+    return f"{e['t'] * 1e3:,.1f} ms ({got}{bound}; {e['s']:.0f} s)"
 
 
 def _sweep_rows(points: list[dict]) -> list[list]:
@@ -113,7 +145,7 @@ def _sweep_rows(points: list[dict]) -> list[list]:
         ceiling = f"{x['bt'] / x['free']:.2f}×" if x["base"] and x["free"] else "—"
         rows.append([x["model"], x["cluster"], x["batch"], f"{x['frac']:.0%}", f"{x['cap'] / 2**30:.2f} GiB",
                      x["plan"] if x["fits"] else "—", f"{x['t'] * 1e3:,.1f}" if x["fits"] else "—", mem, speed,
-                     ceiling])
+                     ceiling, _exact_cell(x)])
     return rows
 
 
@@ -124,10 +156,20 @@ def _sweep_summary(points: list[dict]) -> str:
     hit = [x for x in both if x["bt"] / x["t"] >= TARGET]
     room = [x for x in both if x["free"] and x["bt"] / x["free"] >= TARGET]
     hit_room = [x for x in hit if x in room]
+    ran = [x for x in points if x["exact"]["ran"]]
+    opt = [x for x in ran if x["fits"] and x["exact"]["t"] is not None and x["t"] <= x["exact"]["t"] * (1 + 1e-9)]
+    proved = [x for x in none if x["exact"]["ran"] and x["exact"]["t"] is None]
+    missed = [x for x in ran if not x["fits"] and x["exact"]["t"] is not None]
+    bound_ok = [x for x in both if x["exact"]["ran"] and x["bt"] / x["exact"]["t"] >= TARGET]
+    both_ran = [x for x in both if x["exact"]["ran"]]
     return (f"{len(points)} (case, memory) points. A baseline fits at {len(both)}: MemFlow is at least "
             f"{TARGET}× faster at {len(hit)} of them; at {len(room)} of them the ceiling allows {TARGET}× "
             f"and MemFlow reaches it at {len(hit_room)}. No baseline fits at {len(only) + len(none)}: MemFlow "
-            f"finds a plan that fits at {len(only)} of them and none at {len(none)}.")
+            f"finds a plan that fits at {len(only)} of them and none at {len(none)}"
+            f" (the exact solver proves that no strategy fits at {len(proved)} of those {len(none)}). "
+            f"Exact solver (graphs of at most {EXACT_MAX_NODES} nodes: {len(ran)} points): MemFlow's plan is the "
+            f"optimum at {len(opt)} of them; a strategy fits where MemFlow found none at {len(missed)}; where a "
+            f"baseline fits ({len(both_ran)} of them), the exact optimum allows {TARGET}× at {len(bound_ok)}.")
 
 
 def main(quick: bool = False) -> None:
@@ -156,9 +198,14 @@ def main(quick: bool = False) -> None:
             points += [_sweep_point(path, model, cluster, batch, dp_peak, f) for f in SWEEP]
         body += ("\n\n### How tight: the same cases from 80% down to 25% of plain data parallel's peak\n\n"
                  "Default budget, seed 0; 'ceiling' as above. Where nothing fits, the plan is the "
-                 "lowest-peak strategy the search saw (what `memflow plan` then reports).\n\n" +
+                 "lowest-peak strategy the search saw (what `memflow plan` then reports). 'exact optimum': "
+                 f"for graphs of at most {EXACT_MAX_NODES} nodes, `search.solve_exact` on the plan's own problem "
+                 "(same graphs, usable memory and micro-batch counts): the fastest strategy that fits in the "
+                 "whole space, MemFlow's plan against it, the largest speed-up any plan could have over the "
+                 "fastest fitting baseline ('bound'), and the solver's seconds.\n\n" +
                  md_table(["model", "cluster", "batch", "memory / DP peak", "memory / device", "MemFlow plan",
-                           "step ms", "fastest fitting baseline", "speed-up", "ceiling"], _sweep_rows(points)) +
+                           "step ms", "fastest fitting baseline", "speed-up", "ceiling", "exact optimum"],
+                          _sweep_rows(points)) +
                  f"\n\n{_sweep_summary(points)} Sweep {time.perf_counter() - t1:.0f} s.")
     write_section("suite", "Search on tight memory: plan vs best feasible baseline", body,
                   command="python -m bench suite" + (" --quick" if quick else ""))

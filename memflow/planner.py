@@ -23,7 +23,7 @@ from .planfile import Plan
 from .strategy import Strategy
 
 __all__ = ["plan", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource", "evaluation_dict",
-           "plan_graph", "simulate_plan"]
+           "plan_graph", "simulate_plan", "search_problem"]
 
 
 def resolve_spec(model: Any, example_batch: Callable | None = None, batch_size: int | None = None) -> ModelSpec:
@@ -198,6 +198,41 @@ def search_progress(report: Callable[[str], None], every_s: float = 1.0) -> Call
     return cb
 
 
+def _resolve(model: Any, example_batch: Callable | None, *, cluster: Any, gpus: int | None, gpu_type: str | None,
+             gpu_memory: Any, batch_size: int | None, headroom: float, measure: bool) -> tuple:
+    """(spec, cluster, cluster with the usable memory, global batch) of a plan request."""
+    spec = resolve_spec(model, example_batch, batch_size)
+    cl = resolve_cluster(cluster, gpus=gpus, gpu_type=gpu_type, gpu_memory=gpu_memory)
+    B = batch_size or spec.batch_size
+    if B < 1:
+        raise ConfigError(f"batch size must be >= 1, got {B}")
+    if not 0.0 <= headroom < 1.0:
+        raise ConfigError(f"headroom must be a fraction in [0, 1), got {headroom}")
+    if measure and cl.device.kind == "gpu" and torch.cuda.is_available():
+        # what a swap moves here: the pinned copy rate of this host's GPU, the slower direction
+        import dataclasses
+
+        from .cluster import Link
+        from .devices import measure_cuda_host_link
+
+        cl = dataclasses.replace(cl, host_link=Link(min(measure_cuda_host_link()), cl.host_link.latency))
+    usable = cl.with_memory(int(cl.device.memory_bytes * (1.0 - headroom))) if headroom else cl
+    return spec, cl, usable, B
+
+
+def search_problem(model: Any, example_batch: Callable | None = None, *, cluster: Any = None,
+                   gpus: int | None = None, gpu_type: str | None = None, gpu_memory: Any = None,
+                   batch_size: int | None = None, dtype: str = "fp32", granularity: Any = "auto",
+                   cache: bool = True, headroom: float = DEFAULT_HEADROOM,
+                   measure: bool = False) -> tuple[dict[int, TaskGraph], int, Cluster]:
+    """What :func:`plan` with these arguments searches: ``(graphs by micro-batch size, global batch,
+    cluster with the usable memory)``, e.g. for :func:`search.solve_exact` on a small graph."""
+    spec, cl, usable, B = _resolve(model, example_batch, cluster=cluster, gpus=gpus, gpu_type=gpu_type,
+                                   gpu_memory=gpu_memory, batch_size=batch_size, headroom=headroom, measure=measure)
+    source = GraphSource(spec, cl, dtype=dtype, granularity=granularity, cache=cache, measure=measure or None)
+    return source.all(micro_batch_sizes(B, cl.num_devices)), B, usable
+
+
 def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = None, gpus: int | None = None,
          gpu_type: str | None = None, gpu_memory: Any = None, batch_size: int | None = None, dtype: str = "fp32",
          granularity: Any = "auto", seed: int = 0, time_budget_s: float | None = None,
@@ -218,22 +253,8 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
         print(p.predicted["step_time_s"], p.strategy.summary())
     """
     report = _stderr_progress if progress is True else (progress or None)
-    spec = resolve_spec(model, example_batch, batch_size)
-    cl = resolve_cluster(cluster, gpus=gpus, gpu_type=gpu_type, gpu_memory=gpu_memory)
-    B = batch_size or spec.batch_size
-    if B < 1:
-        raise ConfigError(f"batch size must be >= 1, got {B}")
-    if not 0.0 <= headroom < 1.0:
-        raise ConfigError(f"headroom must be a fraction in [0, 1), got {headroom}")
-    if measure and cl.device.kind == "gpu" and torch.cuda.is_available():
-        # what a swap moves here: the pinned copy rate of this host's GPU, the slower direction
-        import dataclasses
-
-        from .cluster import Link
-        from .devices import measure_cuda_host_link
-
-        cl = dataclasses.replace(cl, host_link=Link(min(measure_cuda_host_link()), cl.host_link.latency))
-    usable = cl.with_memory(int(cl.device.memory_bytes * (1.0 - headroom))) if headroom else cl
+    spec, cl, usable, B = _resolve(model, example_batch, cluster=cluster, gpus=gpus, gpu_type=gpu_type,
+                                   gpu_memory=gpu_memory, batch_size=batch_size, headroom=headroom, measure=measure)
     with long_lived():  # what exists now, then the graphs, outlive everything the search makes
         return _plan(spec, cl, usable, B, dtype=dtype, granularity=granularity, seed=seed,
                      time_budget_s=time_budget_s, iterations=iterations, report=report, cache=cache,
@@ -263,6 +284,11 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, 
         best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
         report(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains): {best_s}")
     best: Strategy | None = res.best
+    proof = None
+    if best is None:
+        proof = _prove_no_fit(graphs, B, usable, report)
+        if proof and proof.best is not None:
+            best = proof.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
         best = res.smallest_peak[0]
     if best is None:
@@ -296,10 +322,37 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, 
         settings={
             "seed": seed, "dtype": dtype, "granularity": granularity, "time_budget_s": time_budget_s,
             "headroom": headroom, "measure": bool(measure),
+            # nothing fit the search: whether the exact solver then proved that nothing can
+            "no_fit_proved": bool(proof and proof.complete and proof.best is None),
             "iterations": int(res.iterations), "search_seconds": float(res.seconds),
             "cost_source": graph.time_source, "torch": torch.__version__,
         },
     )
+
+
+EXACT_PROOF_NODES = 8  # where the search finds nothing that fits, graphs this small are solved exactly
+EXACT_PROOF_S = 60.0
+
+
+def _prove_no_fit(graphs: Any, B: int, usable: Cluster, report: Callable[[str], None] | None):
+    """Nothing the search saw fits: on a small graph, enumerate the whole space (exactly, with
+    pruning) for a strategy that does, or a proof that none does. None on a bigger graph."""
+    from search import SearchContext, solve_exact
+
+    ctx = SearchContext(graphs, B, usable, max_microbatches=MAX_MICROBATCHES)
+    if ctx.n > EXACT_PROOF_NODES:
+        return None
+    if report:
+        report(f"nothing found fits: checking every strategy ({ctx.n} nodes, at most {EXACT_PROOF_S:.0f} s)")
+    ex = solve_exact(ctx=ctx, time_limit_s=EXACT_PROOF_S)
+    if report:
+        if ex.best is not None:
+            report(f"the exact solver found a strategy that fits: {ex.best_eval.step_time_s * 1e3:,.1f} ms")
+        elif ex.complete:
+            report(f"proved in {ex.seconds:.1f} s: no strategy fits")
+        else:
+            report(f"stopped after {ex.seconds:.0f} s: nothing found fits, not proved")
+    return ex
 
 
 def plan_graph(p: Plan, cache: bool = True) -> TaskGraph:

@@ -54,6 +54,11 @@ class ExactResult:
     space: int  # strategies in the enumerated space
     seconds: float
     pruned: bool
+    complete: bool = True  # False: stopped at its time limit (``best`` is the best so far)
+
+
+class _OutOfTime(Exception):
+    pass
 
 
 def _flag_opts(ctx: SearchContext, dp: int, flags: bool):
@@ -112,9 +117,12 @@ def stage_bound(sim, sh, s: int, ev, m: int, hbw: float) -> float:
 
 def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = None, cluster=None, *,
                 ctx: SearchContext | None = None, flags: bool = True, prune: bool = True,
-                upper_bound: float = math.inf, max_microbatches: int | None = None) -> ExactResult:
-    """The fastest strategy that fits (``best`` None when nothing fits)."""
+                upper_bound: float = math.inf, max_microbatches: int | None = None,
+                time_limit_s: float | None = None) -> ExactResult:
+    """The fastest strategy that fits (``best`` None when nothing fits). With ``time_limit_s`` it
+    stops there and says so (``complete=False``; ``best`` is then the best found so far)."""
     t0 = time.perf_counter()
+    deadline = t0 + time_limit_s if time_limit_s is not None else math.inf
     if ctx is None:
         ctx = SearchContext(graphs, global_batch, cluster, max_microbatches=max_microbatches)
     n, N = ctx.n, ctx.N
@@ -137,69 +145,78 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
         return g
 
     acts0 = [ctx.actions[0]] * n
-    for dp in ctx.dps:
-        pp = N // dp
-        fl = _flag_opts(ctx, dp, flags)
-        for cuts in itertools.combinations(range(1, n), pp - 1):
-            bounds = [0, *cuts, n]
-            ranges = [(bounds[i], bounds[i + 1]) for i in range(pp)]
-            stage_of = [s for s, (a, b) in enumerate(ranges) for _ in range(a, b)]
-            for m in ctx.ms[dp]:
-                mb = ctx.global_batch // (dp * m)
-                sim = ctx.sim(mb)
-                cap = sim.capacity
-                scheds = SCHEDULES if (pp > 1 and (m > 1 or not prune)) else ("1f1b",)
-                if pp == 1 and not prune:
-                    scheds = SCHEDULES
-                for sched in scheds:
-                    if not prune:
-                        per_stage = [[(0.0, acts, f) for f in fl
-                                      for acts in itertools.product(ctx.actions, repeat=b - a)] for a, b in ranges]
-                    else:
-                        per_stage = []
-                        shapes = {f: sim._shape(Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts0,
-                                                         microbatches=m, schedule=sched, shard_state=[f[0]] * pp,
-                                                         optimizer_on_host=[f[1]] * pp)) for f in fl}
-                        for s, (a, b) in enumerate(ranges):
-                            k = m if sched == "gpipe" else min(m, pp - s)
-                            opts = []
-                            for f in fl:
-                                g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp)
-                                     if sim._stage_peak(x[1], k, m) <= cap]
-                                if not g:
-                                    continue
-                                idx = _pareto_min(np.array([x[2] for x in g])) if dominance else range(len(g))
-                                for i in idx:
-                                    opts.append((stage_bound(sim, shapes[f], s, g[i][1], m, bw), g[i][0], f))
-                            if not opts:
-                                per_stage = None
-                                break
-                            opts.sort(key=lambda o: o[0])
-                            per_stage.append(opts)
-                        if per_stage is None:
-                            continue
-                    # depth-first product with the bound
-                    choice = [None] * pp
+    def _enumerate() -> None:
+        for dp in ctx.dps:
+            pp = N // dp
+            fl = _flag_opts(ctx, dp, flags)
+            for cuts in itertools.combinations(range(1, n), pp - 1):
+                bounds = [0, *cuts, n]
+                ranges = [(bounds[i], bounds[i + 1]) for i in range(pp)]
+                stage_of = [s for s, (a, b) in enumerate(ranges) for _ in range(a, b)]
+                for m in ctx.ms[dp]:
+                    mb = ctx.global_batch // (dp * m)
+                    sim = ctx.sim(mb)
+                    cap = sim.capacity
+                    scheds = SCHEDULES if (pp > 1 and (m > 1 or not prune)) else ("1f1b",)
+                    if pp == 1 and not prune:
+                        scheds = SCHEDULES
+                    for sched in scheds:
+                        if not prune:
+                            per_stage = [[(0.0, acts, f) for f in fl
+                                          for acts in itertools.product(ctx.actions, repeat=b - a)] for a, b in ranges]
+                        else:
+                            per_stage = []
+                            shapes = {f: sim._shape(Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts0,
+                                                             microbatches=m, schedule=sched, shard_state=[f[0]] * pp,
+                                                             optimizer_on_host=[f[1]] * pp)) for f in fl}
+                            for s, (a, b) in enumerate(ranges):
+                                k = m if sched == "gpipe" else min(m, pp - s)
+                                opts = []
+                                for f in fl:
+                                    g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp)
+                                         if sim._stage_peak(x[1], k, m) <= cap]
+                                    if not g:
+                                        continue
+                                    idx = _pareto_min(np.array([x[2] for x in g])) if dominance else range(len(g))
+                                    for i in idx:
+                                        opts.append((stage_bound(sim, shapes[f], s, g[i][1], m, bw), g[i][0], f))
+                                if not opts:
+                                    per_stage = None
+                                    break
+                                opts.sort(key=lambda o: o[0])
+                                per_stage.append(opts)
+                            if per_stage is None:
+                                continue
+                        # depth-first product with the bound
+                        choice = [None] * pp
 
-                    def dfs(s: int, lb: float):
-                        nonlocal best, best_ev, best_t, evaluated
-                        if s == pp:
-                            acts = [x for c in choice for x in c[1]]
-                            st = Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts, microbatches=m,
-                                          schedule=sched, shard_state=[c[2][0] for c in choice],
-                                          optimizer_on_host=[c[2][1] for c in choice])
-                            ev = sim.evaluate(st)
-                            evaluated += 1
-                            if ev.fits and ev.step_time_s < best_t:
-                                best, best_ev, best_t = st, ev, ev.step_time_s
-                            return
-                        for o in per_stage[s]:
-                            v = o[0] if o[0] > lb else lb
-                            if prune and v >= best_t:
-                                break
-                            choice[s] = o
-                            dfs(s + 1, v)
+                        def dfs(s: int, lb: float):
+                            nonlocal best, best_ev, best_t, evaluated
+                            if s == pp:
+                                acts = [x for c in choice for x in c[1]]
+                                st = Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts, microbatches=m,
+                                              schedule=sched, shard_state=[c[2][0] for c in choice],
+                                              optimizer_on_host=[c[2][1] for c in choice])
+                                ev = sim.evaluate(st)
+                                evaluated += 1
+                                if ev.fits and ev.step_time_s < best_t:
+                                    best, best_ev, best_t = st, ev, ev.step_time_s
+                                if not evaluated % 256 and time.perf_counter() > deadline:
+                                    raise _OutOfTime
+                                return
+                            for o in per_stage[s]:
+                                v = o[0] if o[0] > lb else lb
+                                if prune and v >= best_t:
+                                    break
+                                choice[s] = o
+                                dfs(s + 1, v)
 
-                    dfs(0, 0.0)
+                        dfs(0, 0.0)
+
+    try:
+        _enumerate()
+        complete = True
+    except _OutOfTime:
+        complete = False
     return ExactResult(best=best, best_eval=best_ev, evaluated=evaluated, space=space_size(ctx, flags),
-                       seconds=time.perf_counter() - t0, pruned=prune)
+                       seconds=time.perf_counter() - t0, pruned=prune, complete=complete)

@@ -88,6 +88,17 @@ def test_no_plan_fits_says_what_would(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "no plan fits" in err and "--gpu-memory" in err and "--gpus" in err
 
 
+def test_no_plan_fits_on_a_small_graph_is_proved(tmp_path, capsys):
+    """Where the search finds nothing that fits a small graph (the LSTM: 4 nodes), every
+    strategy is checked, and the error says so."""
+    lstm = str(ROOT / "examples" / "lstm.py")
+    rc = main(["plan", lstm, "--gpus", "2", "--gpu-memory", "64KiB", "-o", str(tmp_path / "p.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert "checking every strategy" in err and "no strategy fits" in err
+    assert "every strategy checked: none fits" in err.strip().splitlines()[-1]
+
+
 def test_api_plans_a_module_and_refuses_to_run_it():
     class Net(torch.nn.Module):
         def __init__(self):

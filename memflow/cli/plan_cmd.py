@@ -118,8 +118,9 @@ def infeasible_message(plan) -> str:
     n_dev = len(peaks)
     head = float(plan.settings.get("headroom", 0.0) or 0.0)
     total = need / (1.0 - head)  # device memory at which this strategy fits with the headroom kept free
-    return (f"no plan fits {format_bytes(caps[worst] if caps else 0)} usable per device: the smallest found needs "
-            f"{format_bytes(need)} on device {worst} (stage {stage}: {names[nodes[0]]} ..); "
+    proved = " (every strategy checked: none fits)" if plan.settings.get("no_fit_proved") else ""
+    return (f"no plan fits {format_bytes(caps[worst] if caps else 0)} usable per device{proved}: the smallest found "
+            f"needs {format_bytes(need)} on device {worst} (stage {stage}: {names[nodes[0]]} ..); "
             f"try --gpu-memory {_round_up(total)} or --gpus {2 * n_dev}")
 
 

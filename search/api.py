@@ -24,7 +24,7 @@ from memflow.strategy import Strategy
 from .baselines import fixed_baselines, memory_unaware_search
 from .context import GraphProvider, SearchContext
 from memflow.forking import ForkedJobs
-from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, run_chain
+from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, polish, run_chain
 from .pareto import ParetoFront
 from .seeds import start_pool
 
@@ -180,6 +180,12 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
             k = (max(r.smallest_peak_eval.peak_bytes), r.smallest_peak_eval.step_time_s)
             if sm is None or k < sm[0]:
                 sm = (k, r.smallest_peak, r.smallest_peak_eval)
+    if best is not None and memory_aware and p.polish:
+        # one last descent from the merged best that may also re-factor the mesh: the chains
+        # reach another dp × pp with other per-stage options only through infeasible states
+        b2, e2 = polish(best, best_ev, evaluator, ctx, True, jumps=True)
+        if e2.step_time_s < best_ev.step_time_s:
+            best, best_ev = b2, e2
     base = fixed_baselines(ctx, evaluator) if baselines else {}
     front.extend(evaluator.pareto.points())
     if unaware_res is not None and unaware_res.best is not None:

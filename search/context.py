@@ -179,6 +179,21 @@ class SearchContext:
             p = self._parts[key] = balanced_partition(costs, pp)
         return list(p)
 
+    def state_partition(self, pp: int, mb: int) -> list[int]:
+        """A ``stage_of`` for ``pp`` stages balancing what each holds: parameters, gradients,
+        optimizer state and the activations its nodes make (all-keep)."""
+        key = ("state", pp, mb)
+        p = self._parts.get(key)
+        if p is None:
+            g = self.graph(mb)
+            made = [0] * g.n
+            for buf in g.buffers:
+                if buf.alloc_phase < g.n:
+                    made[buf.alloc_phase] += int(buf.nbytes)
+            costs = [nd.param_bytes + nd.grad_bytes + nd.optimizer_bytes + made[k] for k, nd in enumerate(g.nodes)]
+            p = self._parts[key] = balanced_partition(costs, pp)
+        return list(p)
+
     def nearest_m(self, dp: int, target: float) -> int:
         """The valid micro-batch count for ``dp`` closest to ``target`` (log scale; ties: larger)."""
         ms = self.ms[dp]

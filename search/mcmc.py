@@ -113,8 +113,9 @@ def _better(ev, best_ev, aware: bool) -> bool:
     return best_ev is None or ev.step_time_s < best_ev.step_time_s
 
 
-def _neighbours(st: Strategy, ctx: SearchContext):
-    """A deterministic neighbourhood for the final local descent."""
+def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
+    """A deterministic neighbourhood for the final local descent (``jumps``: and the mesh
+    re-factorings below)."""
     n = len(st.actions)
     for k in range(n):
         for a in ctx.actions:
@@ -149,13 +150,39 @@ def _neighbours(st: Strategy, ctx: SearchContext):
             oh = list(st.optimizer_on_host)
             oh[s] = not oh[s]
             yield mv.make(st, optimizer_on_host=oh)
+    if not jumps:
+        return
+    # last, the larger jumps the chain makes only through infeasible states: the mesh re-factored,
+    # at every micro-batch count, balanced by time or by memory, with each per-stage option on
+    # every stage or none
+    for dp in ctx.dps:
+        if dp == st.dp:
+            continue
+        pp = ctx.N // dp
+        shards = [False, True] if dp > 1 and ctx.allow_shard else [False]
+        hosts = [False, True] if ctx.allow_host else [False]
+        for m in ctx.ms[dp]:
+            mb = ctx.global_batch // (dp * m)
+            parts = [ctx.partition(pp, mb, st.actions)]
+            if pp > 1:
+                by_state = ctx.state_partition(pp, mb)
+                if by_state != parts[0]:
+                    parts.append(by_state)
+            for stage_of in parts:
+                for sh in shards:
+                    for ho in hosts:
+                        yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
+                                       microbatches=m, schedule=st.schedule if pp > 1 else "1f1b",
+                                       shard_state=[sh] * pp, optimizer_on_host=[ho] * pp)
 
 
-def polish(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext, aware: bool, max_rounds: int = 50):
-    """First-improvement local descent from ``st`` over single-step neighbours."""
+def polish(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext, aware: bool, max_rounds: int = 50,
+           jumps: bool = False):
+    """First-improvement local descent from ``st`` over single-step neighbours (``jumps``: and
+    over every dp × pp re-factoring at every micro-batch count, as a last resort each round)."""
     for _ in range(max_rounds):
         improved = False
-        for nb in _neighbours(st, ctx):
+        for nb in _neighbours(st, ctx, jumps):
             e2, _ = evaluator.evaluate(nb, st)
             if _better(e2, ev, aware) and e2.step_time_s < ev.step_time_s * (1 - 1e-12):
                 st, ev, improved = nb, e2, True

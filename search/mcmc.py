@@ -169,11 +169,31 @@ def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                 if by_state != parts[0]:
                     parts.append(by_state)
             for stage_of in parts:
-                for sh in shards:
-                    for ho in hosts:
+                # each option on every stage or none, or as it was: on the new stages that hold a
+                # node whose old stage had it
+                sh_opts = _flag_patterns(shards, st.shard_state if st.dp > 1 else None, st.stage_of, stage_of, pp)
+                ho_opts = _flag_patterns(hosts, st.optimizer_on_host, st.stage_of, stage_of, pp)
+                for sh in sh_opts:
+                    for ho in ho_opts:
                         yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
                                        microbatches=m, schedule=st.schedule if pp > 1 else "1f1b",
-                                       shard_state=[sh] * pp, optimizer_on_host=[ho] * pp)
+                                       shard_state=list(sh), optimizer_on_host=list(ho))
+
+
+def _flag_patterns(values: list[bool], old: list[bool] | None, old_stage_of: list[int], stage_of: list[int],
+                   pp: int) -> list[list[bool]]:
+    """Per-stage flag lists for a re-factored mesh: each of ``values`` on all ``pp`` stages and,
+    when ``True`` is allowed, ``old`` carried over by node (a new stage has the flag when one of
+    its nodes sat on an old stage that had it)."""
+    out = [[v] * pp for v in values]
+    if old is not None and True in values and any(old):
+        carried = [False] * pp
+        for k, s in enumerate(stage_of):
+            if old[old_stage_of[k]]:
+                carried[s] = True
+        if carried not in out:
+            out.append(carried)
+    return out
 
 
 def polish(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext, aware: bool, max_rounds: int = 50,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from memflow.graph.record import TaskGraph
 from memflow.strategy import ACTIONS, SWAP, Strategy
+from memflow.units import format_bytes
 
 from .pipeline import run_pipeline
 from .result import Evaluation, SimResult, curve_arrays
@@ -25,7 +26,6 @@ __all__ = ["Simulator", "simulate", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 
 BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket (bytes), as DDP's 25 MB default
 HOST_MEM_BANDWIDTH = 20e9  # bytes/s a host optimizer step streams through (CPU Adam)
-GiB = 2**30
 SHAPE_CACHE_SIZE = 4096  # _Shapes kept (a few KiB each; rebuilt on a miss for about one stage evaluation's cost)
 
 
@@ -77,6 +77,12 @@ class _Stages:
     def copy(self, bw: list) -> "_Stages":
         return _Stages(self.shape, list(self.keys), list(self.evals), bw, list(self.peaks), list(self.opt_s),
                        list(self.host_b))
+
+
+def _over(used: float, cap: float) -> str:
+    """``"<used> of <capacity>"`` in a unit that tells the two apart (bytes where rounding would not)."""
+    a, b = format_bytes(used), format_bytes(cap)
+    return f"{a} of {b}" if a != b else f"{int(used):,} B of {int(cap):,} B"
 
 
 class Simulator:
@@ -640,10 +646,9 @@ class Simulator:
         if not fits:
             d = max(range(len(peak_dev)), key=lambda i: peak_dev[i])
             if peak_dev[d] > cap:
-                return f"memory: device {d} at {peak_dev[d] / GiB:.2f}/{cap / GiB:.2f} GiB"
+                return f"memory: device {d} at {_over(peak_dev[d], cap)}"
             h = max(range(len(host_machine)), key=lambda i: host_machine[i])
-            return (f"host memory: machine {h} at {host_machine[h] / GiB:.2f}/"
-                    f"{self.cluster.host_memory_bytes / GiB:.2f} GiB")
+            return f"host memory: machine {h} at {_over(host_machine[h], self.cluster.host_memory_bytes)}"
         s = max(range(st.pp), key=lambda i: stage_end[i])
         if ar_end[s] > end[s] + 1e-12 and ar_end[s] - end[s] > 0.05 * step:
             return f"data-parallel all-reduce: stage {s} ({(ar_end[s] - end[s]) * 1e3:.2f} ms exposed)"

@@ -11,6 +11,7 @@ from memflow.devices import DeviceSpec
 from memflow.errors import StrategyError
 from memflow.graph.record import replay
 from memflow.strategy import Strategy
+from memflow.units import format_bytes
 from simulator import Simulator, chain_graph, simulate
 
 A, S, P = 100, 1000, 10  # bytes: activation, saved-for-backward, params per node
@@ -213,6 +214,10 @@ def test_does_not_fit_and_binding(tmp_path):
     r = simulate(g, Strategy.single(3), make_cluster(mem=need - 1))
     assert not r.fits
     assert r.binding.startswith("memory: device 0 at")
+    # a small device reads in the unit that tells its peak from its capacity (not "0.00/0.00 GiB")
+    assert r.binding.endswith(f"at {need:,} B of {need - 1:,} B")
+    r = simulate(g, Strategy.single(3), make_cluster(mem=need // 2))
+    assert r.binding.endswith(f"at {format_bytes(need)} of {format_bytes(need // 2)}")
     r = simulate(g, Strategy.single(3), make_cluster(mem=need))
     assert r.fits and r.binding.startswith("compute")
     # host memory is a constraint too

@@ -1,6 +1,6 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
-Names: profile, simulator, search, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu,
+Names: profile, simulator, search, sweep, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu,
 quick (a small version of several for CI), all. ``python -m bench NAME --quick`` runs NAME's small
 version (where it has one) into its own ``NAME-quick`` section.
 """
@@ -16,6 +16,7 @@ BENCHES = {  # ``all`` runs them in this order: the short ones first
     "simulator": "bench.bench_simulator",
     "profile": "bench.bench_profile",
     "search": "bench.bench_search",
+    "sweep": "bench.bench_sweep",
     "suite": "bench.bench_suite",
     "unaware": "bench.bench_unaware",
     "maxbatch": "bench.bench_maxbatch",

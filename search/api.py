@@ -24,8 +24,9 @@ from memflow.strategy import Strategy
 from .baselines import fixed_baselines, memory_unaware_search
 from .context import GraphProvider, SearchContext
 from memflow.forking import ForkedJobs
-from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, polish, run_chain
+from .mcmc import ChainParams, ChainResult, Evaluator, _neighbours, cost_of, polish, run_chain
 from .pareto import ParetoFront
+from .repair import repair_descent
 from .seeds import start_pool
 
 __all__ = ["search", "SearchResult", "default_iterations"]
@@ -186,6 +187,12 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
         b2, e2 = polish(best, best_ev, evaluator, ctx, True, jumps=True)
         if e2.step_time_s < best_ev.step_time_s:
             best, best_ev = b2, e2
+    if memory_aware and p.polish:
+        # and the fastest strategies around it that do not fit (every restart point, if nothing
+        # fits), each repaired greedily and polished: a chain seldom walks that many fixes
+        best, best_ev = repair_descent(best, best_ev, evaluator, ctx,
+                                       polish=lambda s, e: polish(s, e, evaluator, ctx, True),
+                                       neighbours=lambda s: _neighbours(s, ctx, jumps=True), starts=starts)
     base = fixed_baselines(ctx, evaluator) if baselines else {}
     front.extend(evaluator.pareto.points())
     if unaware_res is not None and unaware_res.best is not None:

@@ -155,6 +155,11 @@ def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
     # last, the larger jumps the chain makes only through infeasible states: the mesh re-factored,
     # at every micro-batch count, balanced by time or by memory, with each per-stage option on
     # every stage or none
+    if st.pp > 1:  # this mesh re-cut, balanced by time or by memory
+        mb = ctx.mb_of(st)
+        for so in (ctx.partition(st.pp, mb, st.actions), ctx.state_partition(st.pp, mb)):
+            if so != st.stage_of:
+                yield mv.make(st, stage_of=so)
     for dp in ctx.dps:
         if dp == st.dp:
             continue
@@ -173,11 +178,13 @@ def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                 # node whose old stage had it
                 sh_opts = _flag_patterns(shards, st.shard_state if st.dp > 1 else None, st.stage_of, stage_of, pp)
                 ho_opts = _flag_patterns(hosts, st.optimizer_on_host, st.stage_of, stage_of, pp)
-                for sh in sh_opts:
-                    for ho in ho_opts:
-                        yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
-                                       microbatches=m, schedule=st.schedule if pp > 1 else "1f1b",
-                                       shard_state=list(sh), optimizer_on_host=list(ho))
+                scheds = [st.schedule] + [x for x in SCHEDULES if x != st.schedule] if pp > 1 and m > 1 else ["1f1b"]
+                for sched in scheds:
+                    for sh in sh_opts:
+                        for ho in ho_opts:
+                            yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
+                                           microbatches=m, schedule=sched, shard_state=list(sh),
+                                           optimizer_on_host=list(ho))
 
 
 def _flag_patterns(values: list[bool], old: list[bool] | None, old_stage_of: list[int], stage_of: list[int],

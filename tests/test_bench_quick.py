@@ -4,7 +4,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["bench_maxbatch", "bench_deeper", "bench_unaware"])
+@pytest.mark.parametrize("name", ["bench_maxbatch", "bench_deeper", "bench_unaware", "bench_sweep"])
 def test_bench_module_has_quick_main(name):
     mod = importlib.import_module(f"bench.{name}")
     assert "quick" in mod.main.__code__.co_varnames
@@ -73,3 +73,22 @@ def test_plain_peak_in_process_under_a_cap(monkeypatch):
     assert peak and peak > 0
     assert plain_peak(mf, 4, peak) == peak  # exactly at its own peak: fits
     assert plain_peak(mf, 4, peak - 1) is None  # one byte less: DeviceOutOfMemoryError
+
+
+def test_sweep_draws_the_same_instances_and_none_beats_the_optimum():
+    """The sweep's instances are fixed by its seed and inside the stated ranges; on one of them
+    the search, being a search over the same space, is never faster than the exact optimum."""
+    from bench.bench_sweep import _one, draw
+
+    a, b = draw(30), draw(30)
+    assert a == b
+    for kind, n, ndev, frac, _gseed, shared, sseed in a:
+        assert kind in ("random", "chain") and 3 <= n <= 7 and ndev in (2, 3, 4) and 0.25 <= frac <= 0.85
+        assert isinstance(shared, bool) and 0 <= sseed < 100
+    small = next(x for x in a if x[1] <= 4)
+    r = _one(small)
+    assert r["complete"]
+    if r["exact"] is None:
+        assert r["search"] is None
+    elif r["search"] is not None:
+        assert r["search"] >= r["exact"] * (1 - 1e-9)

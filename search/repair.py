@@ -1,0 +1,209 @@
+"""Greedy repair: from a strategy that does not fit, the cheapest fixes one at a time.
+
+The chains repair infeasible states at random (:data:`search.moves.REPAIRS`);
+where the optimum lies behind a mesh or schedule change that first overflows
+and then needs several fixes (a deeper pipeline at more micro-batches, with a
+host optimizer on some stages and a recomputed node), a chain at low
+temperature rarely walks that far. :func:`greedy_repair` walks it
+deterministically: at each step it tries the fixes on the fullest over-full
+stage — its optimizer on the host, its state sharded, one of its largest kept
+nodes recomputed or swapped, a boundary node moved to a neighbour, 1F1B for
+GPipe, the next micro-batch count — and takes a fix that fits (the fastest),
+else the one that frees the most overflow per second it adds.
+:func:`repair_descent` runs it from the fastest strategies the final descent
+saw that do not fit, and from the restart points when nothing fits.
+"""
+from __future__ import annotations
+
+from memflow.strategy import KEEP, RECOMPUTE, SWAP, Strategy
+
+from . import moves as mv
+from .context import SearchContext
+
+__all__ = ["greedy_repair", "repair_descent", "overflow"]
+
+TOP_NODES = 3  # the over-full stage's kept nodes with the most saved bytes tried per step
+MAX_STEPS_PER_NODE = 2  # steps allowed: this × nodes (+ 8)
+CANDIDATES = 6  # infeasible strategies repaired per round of the descent: on best's mesh, and on others
+PER_MESH = 2  # of those, at most this many with one dp and micro-batch count
+OVERFLOW_WEIGHT = 4.0  # how much a candidate's time counts as grown per capacity it overflows
+ROUNDS = 3
+
+
+def overflow(ev) -> float:
+    """Bytes over capacity summed over devices (+ a host-memory overflow: the capacity once)."""
+    cap = ev.capacity_bytes
+    over = float(sum(max(0, p - cap) for p in ev.peak_bytes))
+    if not ev.host_fits:
+        over += cap
+    return over
+
+
+def _fixes(st: Strategy, ev, ctx: SearchContext) -> list[Strategy]:
+    cap = ev.capacity_bytes
+    full = sorted((i for i in range(st.pp) if ev.peak_bytes[i * st.dp] > cap),
+                  key=lambda i: (-ev.peak_bytes[i * st.dp], i))
+    out: list[Strategy] = []
+    if not full and not ev.host_fits:  # the host is over-full: undo host work
+        for k, a in enumerate(st.actions):
+            if a == SWAP:
+                acts = list(st.actions)
+                acts[k] = RECOMPUTE
+                out.append(mv.make(st, actions=acts))
+        for i in range(st.pp):
+            if st.optimizer_on_host[i]:
+                oh = list(st.optimizer_on_host)
+                oh[i] = False
+                out.append(mv.make(st, optimizer_on_host=oh))
+        return out
+    for s in full:
+        out += _stage_fixes(st, s, ctx)
+    if st.pp > 1 and st.schedule == "gpipe" and st.microbatches > 1:
+        out.append(mv.make(st, schedule="1f1b"))
+    more = [m for m in ctx.ms[st.dp] if m > st.microbatches]
+    if more:
+        out.append(mv.make(st, microbatches=more[0]))
+    return [c for c in out if ctx.valid(c)]
+
+
+def _stage_fixes(st: Strategy, s: int, ctx: SearchContext) -> list[Strategy]:
+    """The fixes that free memory on stage ``s``."""
+    out: list[Strategy] = []
+    if ctx.allow_host and not st.optimizer_on_host[s]:
+        oh = list(st.optimizer_on_host)
+        oh[s] = True
+        out.append(mv.make(st, optimizer_on_host=oh))
+    if st.dp > 1 and ctx.allow_shard and not st.shard_state[s]:
+        sh = list(st.shard_state)
+        sh[s] = True
+        out.append(mv.make(st, shard_state=sh))
+    saved = ctx.node_saved(ctx.mb_of(st))
+    kept = sorted((k for k in range(len(st.actions)) if st.stage_of[k] == s and st.actions[k] == KEEP),
+                  key=lambda k: (-saved[k], k))[:TOP_NODES]
+    for k in kept:
+        for a in ([RECOMPUTE, SWAP] if ctx.allow_swap else [RECOMPUTE]):
+            acts = list(st.actions)
+            acts[k] = a
+            out.append(mv.make(st, actions=acts))
+    if ctx.allow_swap:  # recompute and swap free different bytes: each node's other one
+        for k in range(len(st.actions)):
+            if st.stage_of[k] == s and st.actions[k] != KEEP:
+                acts = list(st.actions)
+                acts[k] = SWAP if acts[k] == RECOMPUTE else RECOMPUTE
+                out.append(mv.make(st, actions=acts))
+    if st.pp > 1 and sum(1 for x in st.stage_of if x == s) > 1:
+        # one node off the stage, towards every other stage: the boundaries in between each
+        # shift by one node (the stages between keep their sizes)
+        for t in range(st.pp):
+            if t != s:
+                out.append(mv.make(st, stage_of=_cascade(st.stage_of, s, t)))
+    return out
+
+
+def _promise(ev) -> float:
+    """How promising an over-full strategy is to repair: its time, grown by how far its fullest
+    device overflows (as the chains rank infeasible states)."""
+    cap = ev.capacity_bytes
+    over = max(0, max(ev.peak_bytes) - cap) / cap if cap else 1.0
+    return ev.step_time_s * (1.0 + OVERFLOW_WEIGHT * over + (0.5 if not ev.host_fits else 0.0))
+
+
+def _cascade(stage_of: list[int], s: int, t: int) -> list[int]:
+    """``stage_of`` with stage ``s`` one node smaller and stage ``t`` one node larger."""
+    so = list(stage_of)
+    if t > s:  # the last node of each stage s..t-1 moves on to the stage after it
+        for j in range(s, t):
+            so[max(k for k in range(len(so)) if stage_of[k] == j)] = j + 1
+    else:  # the first node of each stage t+1..s moves back to the stage before it
+        for j in range(s, t, -1):
+            so[min(k for k in range(len(so)) if stage_of[k] == j)] = j - 1
+    return so
+
+
+def greedy_repair(st: Strategy, ev, evaluator, ctx: SearchContext, max_steps: int | None = None):
+    """``(strategy, evaluation)`` that fits, reached from ``st`` by greedy fixes, or None.
+
+    Each step takes the fix that frees the most overflow per second it adds; a fix that fits
+    on the way is remembered, not taken (a fix that fits at once can cost far more than two
+    cheap ones that fit together: 1F1B for GPipe against two recomputed nodes). The answer is
+    the fastest that fits of all those met, the path's end included."""
+    steps = max_steps if max_steps is not None else MAX_STEPS_PER_NODE * ctx.n + 8
+    found = (st, ev) if ev.fits else None
+    for _ in range(steps):
+        if ev.fits:
+            break
+        over = overflow(ev)
+        step = None
+        for c in _fixes(st, ev, ctx):
+            e, _ = evaluator.evaluate(c, st)
+            if e.fits:
+                if found is None or e.step_time_s < found[1].step_time_s:
+                    found = (c, e)
+                continue
+            freed = over - overflow(e)
+            if freed <= 0:
+                continue
+            rate = freed / (max(0.0, e.step_time_s - ev.step_time_s) + 1e-3 * ev.step_time_s)
+            if step is None or rate > step[0]:
+                step = (rate, c, e)
+        if step is None or (found is not None and step[2].step_time_s >= found[1].step_time_s):
+            break  # stuck, or every way on is already slower than a fit in hand
+        st, ev = step[1], step[2]
+    if ev.fits and (found is None or ev.step_time_s < found[1].step_time_s):
+        found = (st, ev)
+    return found
+
+
+def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext, polish, neighbours,
+                   starts: list | None = None):
+    """Repair the fastest infeasible strategies around ``best`` (its neighbours, mesh jumps
+    included), polish what fits, keep the fastest; a few rounds, each from the best so far.
+    With no ``best``, first the restart points ``starts``, least over-full first, until one is
+    repaired. Returns ``(best, best_ev)``."""
+    tried: set = set()
+    if best is None:
+        pool = []
+        for i, (_name, c) in enumerate(starts or []):
+            e, _ = evaluator.evaluate(c)
+            pool.append((overflow(e), e.step_time_s, i, c, e))
+        pool.sort(key=lambda x: x[:3])
+        for _o, _t, _i, c, e in pool:
+            tried.add(c.key())
+            got = greedy_repair(c, e, evaluator, ctx)
+            if got is not None:
+                best, best_ev = polish(*got)
+                break
+        if best is None:
+            return None, None
+    for _ in range(ROUNDS):
+        bad = []
+        for c in neighbours(best):
+            e, _ = evaluator.evaluate(c)
+            if not e.fits and e.step_time_s < best_ev.step_time_s and c.key() not in tried:
+                bad.append((_promise(e), len(bad), c, e))
+        bad.sort(key=lambda x: (x[0], x[1]))
+        # the most promising: up to CANDIDATES on best's own mesh (one step from it), and up to
+        # CANDIDATES on others, at most PER_MESH from one dp × micro-batch count
+        own = (best.dp, best.microbatches)
+        picked, per_mesh, n_own, n_other = [], {}, 0, 0
+        for _k, _i, c, e in bad:
+            mesh = (c.dp, c.microbatches)
+            if mesh == own and n_own < CANDIDATES:
+                n_own += 1
+                picked.append((c, e))
+            elif mesh != own and n_other < CANDIDATES and per_mesh.get(mesh, 0) < PER_MESH:
+                per_mesh[mesh] = per_mesh.get(mesh, 0) + 1
+                n_other += 1
+                picked.append((c, e))
+        improved = False
+        for c, e in picked:
+            tried.add(c.key())
+            got = greedy_repair(c, e, evaluator, ctx)
+            if got is None:
+                continue
+            st2, ev2 = polish(*got)
+            if ev2.step_time_s < best_ev.step_time_s * (1 - 1e-12):
+                best, best_ev, improved = st2, ev2, True
+        if not improved:
+            break
+    return best, best_ev

@@ -7,11 +7,12 @@ host optimizer on some stages and a recomputed node), a chain at low
 temperature rarely walks that far. :func:`greedy_repair` walks it
 deterministically: at each step it tries the fixes on the fullest over-full
 stage — its optimizer on the host, its state sharded, one of its largest kept
-nodes recomputed or swapped, a boundary node moved to a neighbour, 1F1B for
-GPipe, the next micro-batch count — and takes a fix that fits (the fastest),
-else the one that frees the most overflow per second it adds.
-:func:`repair_descent` runs it from the fastest strategies the final descent
-saw that do not fit, and from the restart points when nothing fits.
+nodes recomputed or swapped (or a recomputed one swapped, or the reverse), a
+node moved towards any other stage, 1F1B for GPipe, the next micro-batch
+count — and walks on by the one that frees the most overflow per second it
+adds; the answer is the fastest fit met on the way. :func:`repair_descent`
+runs it from the most promising over-full neighbours of the search's best,
+and from the restart points when nothing fits.
 """
 from __future__ import annotations
 

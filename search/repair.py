@@ -5,7 +5,7 @@ where the optimum lies behind a mesh or schedule change that first overflows
 and then needs several fixes (a deeper pipeline at more micro-batches, with a
 host optimizer on some stages and a recomputed node), a chain at low
 temperature rarely walks that far. :func:`greedy_repair` walks it
-deterministically: at each step it tries the fixes on the fullest over-full
+deterministically: at each step it tries the fixes on every over-full
 stage — its optimizer on the host, its state sharded, one of its largest kept
 nodes recomputed or swapped (or a recomputed one swapped, or the reverse), a
 node moved towards any other stage, 1F1B for GPipe, the next micro-batch

@@ -40,7 +40,7 @@ def overflow(ev) -> float:
     return over
 
 
-def _fixes(st: Strategy, ev, ctx: SearchContext) -> list[Strategy]:
+def _fixes(st: Strategy, ev, ctx: SearchContext, recut: bool = True) -> list[Strategy]:
     cap = ev.capacity_bytes
     full = sorted((i for i in range(st.pp) if ev.peak_bytes[i * st.dp] > cap),
                   key=lambda i: (-ev.peak_bytes[i * st.dp], i))
@@ -58,7 +58,7 @@ def _fixes(st: Strategy, ev, ctx: SearchContext) -> list[Strategy]:
                 out.append(mv.make(st, optimizer_on_host=oh))
         return out
     for s in full:
-        out += _stage_fixes(st, s, ctx)
+        out += _stage_fixes(st, s, ctx, recut)
     if st.pp > 1 and st.schedule == "gpipe" and st.microbatches > 1:
         out.append(mv.make(st, schedule="1f1b"))
     more = [m for m in ctx.ms[st.dp] if m > st.microbatches]
@@ -67,8 +67,8 @@ def _fixes(st: Strategy, ev, ctx: SearchContext) -> list[Strategy]:
     return [c for c in out if ctx.valid(c)]
 
 
-def _stage_fixes(st: Strategy, s: int, ctx: SearchContext) -> list[Strategy]:
-    """The fixes that free memory on stage ``s``."""
+def _stage_fixes(st: Strategy, s: int, ctx: SearchContext, recut: bool = True) -> list[Strategy]:
+    """The fixes that free memory on stage ``s`` (``recut``: moving nodes off it among them)."""
     out: list[Strategy] = []
     if ctx.allow_host and not st.optimizer_on_host[s]:
         oh = list(st.optimizer_on_host)
@@ -92,7 +92,7 @@ def _stage_fixes(st: Strategy, s: int, ctx: SearchContext) -> list[Strategy]:
                 acts = list(st.actions)
                 acts[k] = SWAP if acts[k] == RECOMPUTE else RECOMPUTE
                 out.append(mv.make(st, actions=acts))
-    if st.pp > 1 and sum(1 for x in st.stage_of if x == s) > 1:
+    if recut and st.pp > 1 and sum(1 for x in st.stage_of if x == s) > 1:
         # one node off the stage, towards every other stage: the boundaries in between each
         # shift by one node (the stages between keep their sizes)
         for t in range(st.pp):
@@ -121,13 +121,15 @@ def _cascade(stage_of: list[int], s: int, t: int) -> list[int]:
     return so
 
 
-def greedy_repair(st: Strategy, ev, evaluator, ctx: SearchContext, max_steps: int | None = None):
+def greedy_repair(st: Strategy, ev, evaluator, ctx: SearchContext, max_steps: int | None = None,
+                  recut: bool = True):
     """``(strategy, evaluation)`` that fits, reached from ``st`` by greedy fixes, or None.
 
     Each step takes the fix that frees the most overflow per second it adds; a fix that fits
     on the way is remembered, not taken (a fix that fits at once can cost far more than two
     cheap ones that fit together: 1F1B for GPipe against two recomputed nodes). The answer is
-    the fastest that fits of all those met, the path's end included."""
+    the fastest that fits of all those met, the path's end included. ``recut=False``: the
+    stages keep their nodes (a walk that moves nodes can leave the partition the answer needs)."""
     steps = max_steps if max_steps is not None else MAX_STEPS_PER_NODE * ctx.n + 8
     found = (st, ev) if ev.fits else None
     for _ in range(steps):
@@ -135,7 +137,7 @@ def greedy_repair(st: Strategy, ev, evaluator, ctx: SearchContext, max_steps: in
             break
         over = overflow(ev)
         step = None
-        for c in _fixes(st, ev, ctx):
+        for c in _fixes(st, ev, ctx, recut):
             e, _ = evaluator.evaluate(c, st)
             if e.fits:
                 if found is None or e.step_time_s < found[1].step_time_s:
@@ -155,6 +157,16 @@ def greedy_repair(st: Strategy, ev, evaluator, ctx: SearchContext, max_steps: in
     return found
 
 
+def _repair(st: Strategy, ev, evaluator, ctx: SearchContext):
+    """The faster of the greedy walks with and without moving nodes between stages (or None)."""
+    best = None
+    for recut in (True, False) if st.pp > 1 else (True,):
+        got = greedy_repair(st, ev, evaluator, ctx, recut=recut)
+        if got is not None and (best is None or got[1].step_time_s < best[1].step_time_s):
+            best = got
+    return best
+
+
 def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext, polish, neighbours,
                    starts: list | None = None):
     """Repair the fastest infeasible strategies around ``best`` (its neighbours, mesh jumps
@@ -170,7 +182,7 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
         pool.sort(key=lambda x: x[:3])
         for _o, _t, _i, c, e in pool:
             tried.add(c.key())
-            got = greedy_repair(c, e, evaluator, ctx)
+            got = _repair(c, e, evaluator, ctx)
             if got is not None:
                 best, best_ev = polish(*got)
                 break
@@ -199,7 +211,7 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
         improved = False
         for c, e in picked:
             tried.add(c.key())
-            got = greedy_repair(c, e, evaluator, ctx)
+            got = _repair(c, e, evaluator, ctx)
             if got is None:
                 continue
             st2, ev2 = polish(*got)

@@ -157,14 +157,15 @@ def greedy_repair(st: Strategy, ev, evaluator, ctx: SearchContext, max_steps: in
     return found
 
 
-def _repair(st: Strategy, ev, evaluator, ctx: SearchContext):
-    """The faster of the greedy walks with and without moving nodes between stages (or None)."""
-    best = None
+def _repairs(st: Strategy, ev, evaluator, ctx: SearchContext) -> list:
+    """The answers of the greedy walks with and without moving nodes between stages (each is
+    polished: the faster before polishing is not always the faster after)."""
+    out = []
     for recut in (True, False) if st.pp > 1 else (True,):
         got = greedy_repair(st, ev, evaluator, ctx, recut=recut)
-        if got is not None and (best is None or got[1].step_time_s < best[1].step_time_s):
-            best = got
-    return best
+        if got is not None and all(got[0].key() != o[0].key() for o in out):
+            out.append(got)
+    return out
 
 
 def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext, polish, neighbours,
@@ -182,9 +183,11 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
         pool.sort(key=lambda x: x[:3])
         for _o, _t, _i, c, e in pool:
             tried.add(c.key())
-            got = _repair(c, e, evaluator, ctx)
-            if got is not None:
-                best, best_ev = polish(*got)
+            for got in _repairs(c, e, evaluator, ctx):
+                st2, ev2 = polish(*got)
+                if best_ev is None or ev2.step_time_s < best_ev.step_time_s:
+                    best, best_ev = st2, ev2
+            if best is not None:
                 break
         if best is None:
             return None, None
@@ -211,12 +214,10 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
         improved = False
         for c, e in picked:
             tried.add(c.key())
-            got = _repair(c, e, evaluator, ctx)
-            if got is None:
-                continue
-            st2, ev2 = polish(*got)
-            if ev2.step_time_s < best_ev.step_time_s * (1 - 1e-12):
-                best, best_ev, improved = st2, ev2, True
+            for got in _repairs(c, e, evaluator, ctx):
+                st2, ev2 = polish(*got)
+                if ev2.step_time_s < best_ev.step_time_s * (1 - 1e-12):
+                    best, best_ev, improved = st2, ev2, True
         if not improved:
             break
     return best, best_ev

@@ -37,7 +37,9 @@ def draw(count: int, seed: int = SEED) -> list[tuple]:
 
 
 def _one(inst: tuple) -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    if tests not in sys.path:  # once per worker process, not once per instance
+        sys.path.insert(0, tests)
     from test_search import GB, provider, tight_cluster  # the test suite's instance builders
 
     from search import search, solve_exact

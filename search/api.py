@@ -188,8 +188,8 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
         if e2.step_time_s < best_ev.step_time_s:
             best, best_ev = b2, e2
     if memory_aware and p.polish:
-        # and the fastest strategies around it that do not fit (every restart point, if nothing
-        # fits), each repaired greedily and polished: a chain seldom walks that many fixes
+        # and the most promising faster strategies around it that do not fit (the restart points,
+        # if nothing fits), each repaired greedily and polished: a chain seldom walks that many fixes
         best, best_ev = repair_descent(best, best_ev, evaluator, ctx,
                                        polish=lambda s, e: polish(s, e, evaluator, ctx, True),
                                        neighbours=lambda s: _neighbours(s, ctx, jumps=True), starts=starts)

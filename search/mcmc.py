@@ -152,9 +152,9 @@ def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
             yield mv.make(st, optimizer_on_host=oh)
     if not jumps:
         return
-    # last, the larger jumps the chain makes only through infeasible states: the mesh re-factored,
-    # at every micro-batch count, balanced by time or by memory, with each per-stage option on
-    # every stage or none
+    # last, the larger jumps the chain makes only through infeasible states: this mesh re-cut, and
+    # the mesh re-factored at every micro-batch count and schedule, balanced by time or by memory,
+    # with each per-stage option on every stage, on none, or carried over by node
     if st.pp > 1:  # this mesh re-cut, balanced by time or by memory
         mb = ctx.mb_of(st)
         for so in (ctx.partition(st.pp, mb, st.actions), ctx.state_partition(st.pp, mb)):

@@ -103,7 +103,7 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     the GPU at hand, timed with CUDA events; memory is its live tensor bytes).
     """
     from ..profile.timing import apply_measured_times, measure_phase_times
-    from ..profile.trace import trace_step, unique_params
+    from ..profile.trace import opt_params, trace_step
 
     batch_size = batch_size or spec.batch_size
     if batch_size < 1:
@@ -113,7 +113,7 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     ctx = mode if mode is not None else contextlib.nullcontext()
     try:
         with ctx:
-            opt = spec.make_optimizer(unique_params(captured.split))
+            opt = spec.make_optimizer(opt_params(model, captured.split))
             with _autocast(dtype, torch.device(device).type if device is not None and measure else "cpu"):
                 graph = trace_step(program, captured.flat_inputs, opt, captured.names, captured.module_paths,
                                    model_name=spec.name, batch_size=batch_size, dtype=dtype,
@@ -182,8 +182,13 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
 
     ``processes`` > 1 (and ``fork`` available): the fixed-size exports run in a
     forked process beside the symbolic export, and the symbolic program's sizes
-    are shared with a second one forked after it (both start with the state
-    made here). Results come back pickled; a process that fails has its sizes
+    are shared with a second one forked after it. The first of these makes the
+    optimizer state and records the optimizer phase of a steady-state step on its
+    own (:func:`memflow.profile.trace.opt_phase_alone`: the phase does not depend
+    on the batch), and sends both here before its export; this process rebuilds
+    the state from that description, and no size steps the optimizer, here or
+    there (without them the state is made here and the first symbolic size steps
+    in full). Results come back pickled; a process that fails has its sizes
     captured here, one by one.
     """
     sizes = list(dict.fromkeys(sizes))
@@ -201,35 +206,59 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
 def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str | int, seed: int,
                     processes: int) -> dict[int, TaskGraph]:
     shared = _SharedCapture(spec, sizes, dtype=dtype, granularity=granularity, seed=seed)
-    state = shared.make_state()
-    freeze()
     general = [b for b in sizes if b >= 2]
     dims = _batch_dims({b: shared.batches[b] for b in general}) if len(general) >= 2 else None
     symbolic = general if dims is not None else []
     fixed = [b for b in sizes if b not in symbolic]
 
     forked: list[tuple[list[int], ForkedJobs]] = []
-    if processes > 1 and fixed and (symbolic or len(fixed) > 1):
-        theirs = fixed if symbolic else fixed[len(fixed) // 2:]
-        forked.append((theirs, ForkedJobs(lambda t=theirs, st=state: shared.trace_fixed(t, st)[0])))
-        if forked[-1][1].running:
-            fixed = [b for b in fixed if b not in theirs]
-        else:
-            forked.pop()
+    handoff = None  # (connection, gradient layouts): the fixed-size process makes the state, and sends it
+    state = None
+    if processes > 1 and fixed and symbolic:
+        # the process forked for the fixed sizes makes the optimizer state, records the optimizer
+        # phase on its own and sends both here before its first export; this process goes
+        # straight to the symbolic export and takes them after it (neither steps an optimizer here)
+        layouts = shared.grad_layouts()
+        pipe = _pipe() if layouts is not None else None
+        if pipe is not None:
+            theirs, tx = fixed, pipe[1]
+            h = ForkedJobs(lambda t=theirs: shared.trace_fixed(t, shared.make_state(), early=tx)[0])
+            tx.close()  # the child holds the sending end now: its exit ends the wait for it
+            if h.running:
+                forked.append((theirs, h))
+                fixed = []
+                handoff = (pipe[0], layouts)
+            else:
+                pipe[0].close()
+    if handoff is None:
+        state = shared.make_state()
+        freeze()
+        if processes > 1 and fixed and (symbolic or len(fixed) > 1):
+            theirs = fixed if symbolic else fixed[len(fixed) // 2:]
+            forked.append((theirs, ForkedJobs(lambda t=theirs, st=state: shared.trace_fixed(t, st)[0])))
+            if forked[-1][1].running:
+                fixed = [b for b in fixed if b not in theirs]
+            else:
+                forked.pop()
     graphs: dict[int, TaskGraph] = {}
     if symbolic:
         prog = shared.symbolic_program(max(symbolic), dims)
+        if handoff is not None:
+            state = shared.take_handoff(*handoff, prog[1] if prog is not None else None)
         freeze()
         if prog is None:  # not exportable with a symbolic batch: one export per size
             fixed = [b for b in sizes if b in fixed or b in symbolic]
         else:
             # the first size is traced in full here; the process forked after it starts with its
-            # optimizer phase, which the later sizes take instead of stepping (OptPhase)
+            # optimizer phase, which the later sizes take instead of stepping (OptPhase). With
+            # that phase in hand already (sent by the size-1 process), no size steps: fork at once
             first, rest = symbolic[:1], symbolic[1:]
-            got, state = shared.trace(prog, first, state)
+            if shared.opt_phase is not None and shared.opt_phase[0] is prog[1]:
+                first, rest = [], symbolic
+            got, state = shared.trace(prog, first, state) if first else ({}, state)
             mine = rest
             if got is not None and processes > 1 and len(rest) >= 2:
-                theirs = rest[len(rest) // 2:]
+                theirs = rest[(len(rest) + 1) // 2:]  # the smaller half: a forked process starts slower
                 h = ForkedJobs(lambda t=theirs, st=state: shared.trace(prog, t, st)[0])
                 if h.running:
                     forked.append((theirs, h))
@@ -250,6 +279,26 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
             got = {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in theirs}
         graphs.update(got)
     return {b: graphs[b] for b in sizes}
+
+
+def _pipe():
+    """A one-way pipe that survives a fork (None where there is no fork)."""
+    import multiprocessing as mp
+
+    try:
+        return mp.get_context("fork").Pipe(duplex=False)
+    except (ValueError, OSError):
+        return None
+
+
+def _receive(conn, timeout_s: float = 120.0) -> Any:
+    """What the other end sent, or None if it sent nothing (it failed, or exited first)."""
+    try:
+        return conn.recv() if conn.poll(timeout_s) else None
+    except (EOFError, OSError):
+        return None
+    finally:
+        conn.close()
 
 
 class _SharedCapture:
@@ -317,15 +366,145 @@ class _SharedCapture:
             return None
         return (captured, program) if captured.symbolic_batch else None
 
-    def trace_fixed(self, sizes: list[int], state: Any) -> tuple[dict[int, TaskGraph], Any]:
-        """Each size exported at that size and traced (errors as :func:`capture_graph` raises them)."""
+    def trace_fixed(self, sizes: list[int], state: Any, early: Any = None) -> tuple[dict[int, TaskGraph], Any]:
+        """Each size exported at that size and traced (errors as :func:`capture_graph` raises them).
+
+        ``early``: a connection that first gets ``(state description, loose optimizer phase)``
+        (:meth:`describe_state`, :meth:`loose_opt_phase`; None where they cannot be had), for
+        the process tracing the symbolic program (:meth:`take_handoff`); the sizes here take
+        that optimizer phase too."""
+        loose = None
+        if early is not None:
+            loose = self.loose_opt_phase(state)
+            try:
+                early.send((self.describe_state(state), loose))
+            finally:
+                early.close()
         graphs: dict[int, TaskGraph] = {}
         for b in sizes:
             with _autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity)
-            got, state = self.trace((captured, StepProgram(captured.split)), [b], state, fixed=True)
+            program = StepProgram(captured.split)
+            if loose is not None:
+                self.adopt(loose, program)
+                loose = None
+            got, state = self.trace((captured, program), [b], state, fixed=True)
             graphs.update(got)
         return graphs, state
+
+    def grad_layouts(self) -> dict | None:
+        """What :meth:`make_state` gives every trainable parameter as its gradient (its own
+        layout: :func:`~memflow.profile.trace.grad_meta`), without stepping; None under autocast."""
+        from ..profile.trace import grad_meta, unique_params
+
+        if _casts(self.dtype):
+            return None
+        with self.mode:
+            return {p: grad_meta(torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=p.device))
+                    for p in unique_params(self.model) if p.requires_grad}
+
+    _LOOSE_PHASE = 2  # the phase a loose optimizer phase is recorded at (moved to 2n by adopt)
+
+    def loose_opt_phase(self, state: Any) -> tuple | None:
+        """``(order, OptPhase)``: the optimizer phase of a steady-state step recorded without a
+        program (:func:`memflow.profile.trace.opt_phase_alone`): the optimizer over every model
+        parameter, in the model's order, on gradients of the layouts :meth:`make_state`
+        assumed. ``order`` (what was stepped) and ``reads`` (``("param", i)``) hold positions in
+        the model's parameters. None without a state made that way, or if the step fails."""
+        from ..profile.trace import opt_phase_alone, unique_params
+
+        if state is None or self.made_grads is None:
+            return None
+        params = unique_params(self.model)
+        pos = {id(p): i for i, p in enumerate(params)}
+        try:
+            with self.mode:
+                opt = self.spec.make_optimizer(params)
+                for prm in params:
+                    if prm in state:
+                        opt.state[prm] = state[prm]
+                tracked = list(params) + list(self.model.buffers())
+                tracked += [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+                with _autocast(self.dtype):
+                    rec = opt_phase_alone(params, opt, self.made_grads, phase=self._LOOSE_PHASE,
+                                          key_of={k: ("param", i) for k, i in pos.items()}, state=tracked)
+        except Exception:  # noqa: BLE001 - the first size traces the optimizer step in full instead
+            return None
+        return None if rec is None else (tuple(range(len(params))), rec)
+
+    def adopt(self, loose: tuple, program: StepProgram) -> bool:
+        """Take ``loose`` (:meth:`loose_opt_phase`) as ``program``'s optimizer phase, if the
+        program's optimizer steps the same parameters (the optimizer's buffers come in their
+        order): its reads are named as the program names them and its phases moved to ``2n``."""
+        from dataclasses import replace
+
+        from ..profile.trace import node_state, opt_params, unique_params
+
+        order, rec = loose
+        model_params = unique_params(self.model)
+        pos = {id(p): i for i, p in enumerate(model_params)}
+        if tuple(pos.get(id(p), -1) for p in opt_params(self.model, program.split)) != order:
+            return False
+        names_by_id = node_state(program, None)[2]
+        names = [names_by_id.get(id(model_params[i])) for _, i in rec.reads]
+        if not all(names):
+            return False
+        p0, p = self._LOOSE_PHASE, 2 * program.n
+
+        def move(v: int) -> int:
+            return v - p0 + p if v >= p0 else v
+
+        bufs = tuple((nb, move(free), frozenset(move(u) for u in uses), kind) for nb, free, uses, kind in rec.buffers)
+        self.opt_phase = (program, replace(rec, reads=frozenset(names), buffers=bufs))
+        return True
+
+    def describe_state(self, state: Any) -> dict | None:
+        """``state`` (fake tensors: no values) as plain data: per model-parameter position, each
+        entry's tensor layout or value. None if a tensor is not the whole of a storage of its own."""
+        from ..profile.trace import unique_params
+
+        if state is None:
+            return None
+        pos = {id(p): i for i, p in enumerate(unique_params(self.model))}
+        out, storages = {}, set()
+        for prm, st in state.items():
+            if id(prm) not in pos:
+                return None
+            ent = {}
+            for k, v in st.items():
+                if isinstance(v, torch.Tensor):
+                    sto = v.untyped_storage()
+                    if (v.storage_offset() or sto.nbytes() != v.numel() * v.element_size()
+                            or id(sto) in storages):
+                        return None
+                    storages.add(id(sto))
+                    ent[k] = ("tensor", tuple(v.shape), tuple(v.stride()), v.dtype, str(v.device))
+                else:
+                    ent[k] = ("value", v)
+            out[pos[id(prm)]] = ent
+        return out
+
+    def take_handoff(self, conn: Any, layouts: dict, program: StepProgram | None) -> dict | None:
+        """The optimizer state the fixed-size process made (:meth:`trace_fixed`), rebuilt here
+        from its description, with the optimizer phase it recorded adopted for ``program``.
+        Without both (that process failed, or ``program`` steps other parameters) the state
+        is made here (:meth:`make_state`) and the first size steps in full."""
+        from ..profile.trace import unique_params
+
+        got = _receive(conn)
+        desc, loose = got if isinstance(got, tuple) and len(got) == 2 else (None, None)
+        if desc is None or loose is None or program is None or not self.adopt(loose, program):
+            self.opt_phase = None
+            return self.make_state()
+        params = unique_params(self.model)
+        state: dict = {}
+        with self.mode:
+            for i, ent in desc.items():
+                state[params[i]] = {
+                    k: (torch.empty_strided(v[1], v[2], dtype=v[3], device=v[4]) if v[0] == "tensor" else v[1])
+                    for k, v in ent.items()}
+        self.made_grads = layouts
+        return state
 
     def trace(self, prog: tuple[Captured, StepProgram], sizes: list[int], state: Any,
               fixed: bool = False) -> tuple[dict[int, TaskGraph] | None, Any]:
@@ -350,7 +529,7 @@ class _SharedCapture:
         return graphs, state
 
     def _trace_one(self, prog: tuple[Captured, StepProgram], b: int, state: Any) -> tuple[TaskGraph, Any]:
-        from ..profile.trace import trace_step, unique_params
+        from ..profile.trace import opt_params, trace_step, unique_params
 
         spec, dtype = self.spec, self.dtype
         captured, program = prog
@@ -364,7 +543,8 @@ class _SharedCapture:
             params = unique_params(captured.split)
             check = state is not None and self.made_grads is not None
             seen: dict | None = {} if check else None
-            opt = spec.make_optimizer(params)
+            stepped = opt_params(self.model, captured.split)
+            opt = spec.make_optimizer(stepped)
             if state is not None:
                 for prm in params:
                     if prm in state:
@@ -381,7 +561,7 @@ class _SharedCapture:
                     self.made_grads = None
                     self.opt_phase = None
                     got = []
-                    opt = spec.make_optimizer(params)
+                    opt = spec.make_optimizer(stepped)
                     with _autocast(dtype):
                         graph = trace_step(program, inputs, opt, captured.names, captured.module_paths,
                                            model_name=spec.name, batch_size=b, dtype=dtype)

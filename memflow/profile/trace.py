@@ -36,7 +36,7 @@ from ..memory import LiveBytes, _storages
 from .fakecache import warm_call
 from .opcost import OpCost
 
-__all__ = ["trace_step", "node_state", "unique_params", "grad_meta", "OptPhase"]
+__all__ = ["trace_step", "node_state", "unique_params", "opt_params", "grad_meta", "OptPhase", "opt_phase_alone"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,16 @@ def unique_params(module: torch.nn.Module) -> list[torch.nn.Parameter]:
             seen.add(id(p))
             out.append(p)
     return out
+
+
+def opt_params(model: torch.nn.Module, split: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters of ``split`` (a program cut from ``model``) in the model's order, as a
+    training script hands ``model.parameters()`` to its optimizer (the order its step makes its
+    buffers in); any the model does not hold come last."""
+    mine = {id(p): p for p in unique_params(split)}
+    out = [p for p in unique_params(model) if id(p) in mine]
+    seen = {id(p) for p in out}
+    return out + [p for p in mine.values() if id(p) not in seen]
 
 
 def grad_meta(t: torch.Tensor) -> tuple:
@@ -222,6 +232,42 @@ class _OptWindow:
         cost.flops[p] += rec.flops
         cost.bytes[p] += rec.bytes_accessed
         cost.ops[p] += rec.ops
+
+
+def opt_phase_alone(params: list, optimizer: torch.optim.Optimizer, layouts: dict, *, phase: int,
+                    key_of: dict, state: list) -> OptPhase | None:
+    """The optimizer phase of a steady-state step recorded without tracing the step: each
+    parameter in ``layouts`` gets a gradient of that layout (:func:`grad_meta`), as a traced
+    backward leaves them, and the optimizer steps once in phase ``phase`` under the counters
+    :func:`trace_step` uses. ``state``: the tensors a traced step counts as state (parameters,
+    buffers, optimizer state). ``reads`` name parameters by ``key_of[id(param)]``. It equals
+    the phase a traced step records when its backward leaves gradients of those layouts (the
+    caller checks that it did)."""
+    cost = OpCost()
+    live = LiveBytes(record=True, after=cost.count, call=warm_call)
+    live.track(state, kind="state")
+    window = _OptWindow(live, cost, phase)
+    grad_key = {}
+    with live:
+        # the gradients come in the phase before, as from a backward (setting one reads it: a use)
+        live.set_phase(phase - 1)
+        cost.phase = phase - 1
+        for prm in params:
+            lay = layouts.get(prm)
+            if lay is None:
+                continue
+            shape, stride, _offset, dtype, device, _layout = lay
+            prm.grad = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            ev = live.event_of(prm.grad)
+            if ev is not None:
+                grad_key[id(ev)] = key_of[id(prm)]
+        live.set_phase(phase)
+        cost.phase = phase
+        with window.around():
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        live.set_phase(phase + 1)
+    return window.record(grad_key)
 
 
 def _data_reads(call, inputs: dict) -> list[str]:

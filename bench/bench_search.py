@@ -8,7 +8,9 @@ Cluster: 8 × V100-16GB over PCIe (``Cluster.for_gpus(8, "v100-16gb")``).
 Run: ``python -m bench search``; writes its section of BENCHMARKS.md.
 ``python -m bench.bench_search real`` re-measures only the real GPT-2-medium
 ``memflow.plan`` table (cold and warm, each in a fresh process, 5 runs; beside it the
-``memflow plan`` command end to end, median and max: issue #4's time-to-plan figure).
+``memflow plan`` command end to end, median and max: issue #4's time-to-plan figure);
+``python -m bench.bench_search real --against REV`` times the cold command of this checkout
+and of git revision REV side by side (interleaved, 6 runs each; prints, writes nothing).
 """
 from __future__ import annotations
 
@@ -170,19 +172,21 @@ def _real_plan_once(cache: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _cli_plan_once(cache: str) -> float:
+def _cli_plan_once(cache: str, root: Path | None = None) -> float:
     """Seconds for the whole command ``memflow plan examples/gpt2_medium.py --gpus 8`` using
-    ``cache``: interpreter start, imports, profiling, search, printing and writing the plan."""
+    ``cache``: interpreter start, imports, profiling, search, printing and writing the plan
+    (``root``: the checkout whose memflow runs; this one by default)."""
     import subprocess
     import tempfile
 
-    root = Path(__file__).resolve().parent.parent
+    root = root or Path(__file__).resolve().parent.parent
     env = dict(os.environ, MEMFLOW_CACHE_DIR=cache, MEMFLOW_EXAMPLE_SCALE="full", HF_HUB_OFFLINE="1",
                PYTHONPATH=os.pathsep.join([str(root)] + [x for x in [os.environ.get("PYTHONPATH")] if x]))
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "memflow", "plan", str(root / "examples" / "gpt2_medium.py"),
-                        "--gpus", "8", "-o", str(Path(d) / "plan.yaml")], env=env, check=True, capture_output=True)
+                        "--gpus", "8", "-o", str(Path(d) / "plan.yaml")], env=env, check=True, capture_output=True,
+                       cwd=root)
         return time.perf_counter() - t0
 
 
@@ -213,6 +217,33 @@ def bench_real_plan(quick: bool, repeats: int = 5) -> list[str]:
     if len({(x["summary"], round(x["step_ms"], 6)) for x in cold + warm}) != 1:
         out.append("\nplans differ between runs: " + "; ".join(sorted({x["summary"] for x in cold + warm})))
     return out
+
+
+def cold_cli_against(rev: str, pairs: int = 6) -> None:
+    """The cold ``memflow plan`` command of this checkout and of git revision ``rev`` side by
+    side (``python -m bench.bench_search real --against REV``): ``pairs`` runs each, interleaved,
+    each in a fresh profile cache; medians and ranges. A shared, noisy host moves both alike."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
+    sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", rev], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as wt:
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", wt, sha], check=True,
+                       capture_output=True)
+        try:
+            runs: dict[str, list[float]] = {sha: [], "this checkout": []}
+            for _ in range(pairs):
+                for label, where in ((sha, Path(wt)), ("this checkout", root)):
+                    with tempfile.TemporaryDirectory() as cache:
+                        runs[label].append(_cli_plan_once(cache, where))
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", wt], capture_output=True)
+    for label, xs in runs.items():
+        print(f"{label:14s} median {statistics.median(xs):.2f} s, range {min(xs):.2f}-{max(xs):.2f} s "
+              f"({', '.join(f'{x:.1f}' for x in xs)})")
+    print(f"ratio of medians (this / {sha}): {statistics.median(runs['this checkout']) / statistics.median(runs[sha]):.3f}")
 
 
 def update_real_plan_rows(repeats: int = 5) -> None:
@@ -262,5 +293,7 @@ def main(quick: bool = False, global_batch: int = 64, seq: int = 1024, processes
 if __name__ == "__main__":
     if sys.argv[1:] == ["real"]:
         update_real_plan_rows()
+    elif sys.argv[1:2] == ["real"] and sys.argv[2:3] == ["--against"] and len(sys.argv) == 4:
+        cold_cli_against(sys.argv[3])
     else:
         main()

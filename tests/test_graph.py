@@ -296,6 +296,27 @@ def test_cache_key_follows_the_code_and_the_device_figures(tmp_path, monkeypatch
     assert key2 != key and cache.get(key2) is None and cache.get(key) is not None
 
 
+@pytest.mark.parametrize("module", ["graph/build.py", "memory.py", "model_file.py", "executor/actions.py"])
+def test_code_hash_covers_the_code_that_makes_a_graph(module, monkeypatch):
+    """A cached profile is keyed by the code that makes it: a change to the live-bytes counter,
+    the model-file loader or the swap hooks (outside graph/ and profile/) is a new key too."""
+    from pathlib import Path as P
+
+    import memflow.profile as prof
+
+    base = prof.code_hash.__wrapped__()
+    real = P.read_bytes
+
+    def edited(self):
+        data = real(self)
+        return data + b"\n# edited" if str(self).endswith(module) else data
+
+    monkeypatch.setattr(P, "read_bytes", edited)
+    assert prof.code_hash.__wrapped__() != base
+    monkeypatch.undo()
+    assert prof.code_hash.__wrapped__() == base
+
+
 def test_roofline_orders_devices():
     spec = load_model_file(ROOT / "examples" / "gpt2.py")
     g = capture_graph(spec, 4)

@@ -79,6 +79,7 @@ def run_device(kind: str, local_rank: int) -> torch.device:
 
 def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[str, Any] | None:
     from ..graph.build import _autocast, capture_program
+    from ..profile.trace import in_model_order
 
     strat = cfg.get_strategy()
     if world != strat.dp * strat.pp:
@@ -93,14 +94,16 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
     spec = load_model_file(cfg.model_file)
     mb = strat.microbatch_size(cfg.batch_size)
     # captured on the device it runs on: the export bakes device constants (masks, positions) in
-    captured, program, _, _model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,
+    captured, program, _, model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,
                                                    seed=cfg.seed, device=device, dtype=cfg.dtype)
     _check_names(cfg.node_names, captured.names, cfg.model_file)
     strat.validate(program.n, world, cfg.batch_size)
 
     stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
                   device, timeout, cfg.bucket_cap_bytes)
-    opt = StageOptimizer(spec, stage.params, shard=strat.shard_state[stage.stage] and strat.dp > 1,
+    # the optimizer steps the stage's parameters in the model's order, as the profiler traced it
+    opt = StageOptimizer(spec, in_model_order(model, stage.params),
+                         shard=strat.shard_state[stage.stage] and strat.dp > 1,
                          on_host=strat.optimizer_on_host[stage.stage], dp_group=stage.dp_group, device=device)
 
     preds = cfg.predicted.get("peak_bytes") or []

@@ -28,6 +28,9 @@ __all__ = ["profile_model", "profile_models", "cache_key", "code_hash", "Profile
 
 
 _CODE_DIRS = ("graph", "profile")  # the packages whose code makes a costed graph
+# and the modules outside them that it runs: the live-bytes counter, the model-file loader, the
+# swap hooks the CPU executor uses (traced for a node's swapped transients)
+_CODE_FILES = ("memory.py", "model_file.py", "executor/actions.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -36,10 +39,10 @@ def code_hash() -> str:
     (an older memflow) is not reused."""
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent.parent
-    for d in _CODE_DIRS:
-        for f in sorted((root / d).glob("*.py")):
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
+    files = [f for d in _CODE_DIRS for f in sorted((root / d).glob("*.py"))] + [root / f for f in _CODE_FILES]
+    for f in files:
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -41,15 +41,15 @@ def _child(job: dict, rank: int) -> None:
     from ..graph.build import _autocast, capture_program
     from ..model_file import load_model_file
     from .timing import measure_phase_times
-    from .trace import unique_params
+    from .trace import opt_params
 
     spec = load_model_file(job["model_file"])
     d = Path(job["dir"])
     out = {}
     for b in job["sizes"]:
-        captured, program, _, _ = capture_program(spec, b, granularity=job["granularity"], dtype=job["dtype"],
-                                                  fake=False)
-        opt = spec.make_optimizer(unique_params(captured.split))
+        captured, program, _, model = capture_program(spec, b, granularity=job["granularity"], dtype=job["dtype"],
+                                                      fake=False)
+        opt = spec.make_optimizer(opt_params(model, captured.split))
         with _autocast(job["dtype"]):
             measure_phase_times(program, captured.flat_inputs, opt, repeats=1, warmup=1, accounted=True)
             _barrier(d, f"b{b}", rank, job["n"])  # every process times this size at the same moment

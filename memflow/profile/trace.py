@@ -36,7 +36,8 @@ from ..memory import LiveBytes, _storages
 from .fakecache import warm_call
 from .opcost import OpCost
 
-__all__ = ["trace_step", "node_state", "unique_params", "opt_params", "grad_meta", "OptPhase", "opt_phase_alone"]
+__all__ = ["trace_step", "node_state", "unique_params", "in_model_order", "opt_params", "grad_meta", "OptPhase",
+           "opt_phase_alone"]
 
 
 @dataclass(frozen=True)
@@ -65,14 +66,19 @@ def unique_params(module: torch.nn.Module) -> list[torch.nn.Parameter]:
     return out
 
 
+def in_model_order(model: torch.nn.Module, params: list) -> list:
+    """``params`` in ``model``'s parameter order, as a training script hands ``model.parameters()``
+    to its optimizer; any the model does not hold come last, as they were. The order matters:
+    a one-tensor-at-a-time step holds one parameter's temporaries while it makes the next one's,
+    so its peak depends on which tensors come side by side (the tracer and the executor agree)."""
+    pos = {id(p): i for i, p in enumerate(unique_params(model))}
+    return sorted(params, key=lambda p: pos.get(id(p), len(pos)))
+
+
 def opt_params(model: torch.nn.Module, split: torch.nn.Module) -> list[torch.nn.Parameter]:
-    """The parameters of ``split`` (a program cut from ``model``) in the model's order, as a
-    training script hands ``model.parameters()`` to its optimizer (the order its step makes its
-    buffers in); any the model does not hold come last."""
-    mine = {id(p): p for p in unique_params(split)}
-    out = [p for p in unique_params(model) if id(p) in mine]
-    seen = {id(p) for p in out}
-    return out + [p for p in mine.values() if id(p) not in seen]
+    """The parameters of ``split`` (a program cut from ``model``) as the traced step's optimizer
+    gets them: in the model's order (:func:`in_model_order`)."""
+    return in_model_order(model, unique_params(split))
 
 
 def grad_meta(t: torch.Tensor) -> tuple:

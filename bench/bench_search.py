@@ -10,7 +10,7 @@ Run: ``python -m bench search``; writes its section of BENCHMARKS.md.
 ``memflow.plan`` table (cold and warm, each in a fresh process, 5 runs; beside it the
 ``memflow plan`` command end to end, median and max: issue #4's time-to-plan figure);
 ``python -m bench.bench_search real --against REV`` times the cold command of this checkout
-and of git revision REV side by side (interleaved, 6 runs each; prints, writes nothing).
+and of git revision REV side by side (interleaved, 6 runs each; its own section of BENCHMARKS.md).
 """
 from __future__ import annotations
 
@@ -240,10 +240,17 @@ def cold_cli_against(rev: str, pairs: int = 6) -> None:
                         runs[label].append(_cli_plan_once(cache, where))
         finally:
             subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", wt], capture_output=True)
-    for label, xs in runs.items():
-        print(f"{label:14s} median {statistics.median(xs):.2f} s, range {min(xs):.2f}-{max(xs):.2f} s "
-              f"({', '.join(f'{x:.1f}' for x in xs)})")
-    print(f"ratio of medians (this / {sha}): {statistics.median(runs['this checkout']) / statistics.median(runs[sha]):.3f}")
+    from .common import md_table, write_section
+
+    rows = [[label, f"{statistics.median(xs):.2f}", f"{min(xs):.2f}–{max(xs):.2f}", ", ".join(f"{x:.1f}" for x in xs)]
+            for label, xs in runs.items()]
+    ratio = statistics.median(runs["this checkout"]) / statistics.median(runs[sha])
+    body = (f"The cold command `memflow plan examples/gpt2_medium.py --gpus 8` (a fresh profile cache each run) of "
+            f"this checkout and of revision {sha}, {pairs} runs each, interleaved on the same host:\n\n"
+            + md_table(["code", "median s", "range s", "runs s"], rows)
+            + f"\n\nratio of medians (this checkout / {sha}): {ratio:.3f}")
+    write_section("plan-ab", "Time to plan, side by side with an earlier revision", body,
+                  command=f"python -m bench.bench_search real --against {rev}")
 
 
 def update_real_plan_rows(repeats: int = 5) -> None:

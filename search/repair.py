@@ -27,6 +27,7 @@ TOP_NODES = 3  # the over-full stage's kept nodes with the most saved bytes trie
 MAX_STEPS_PER_NODE = 2  # steps allowed: this × nodes (+ 8)
 CANDIDATES = 6  # infeasible strategies repaired per round of the descent: on best's mesh, and on others
 PER_MESH = 2  # of those, at most this many with one dp and micro-batch count
+RECUTS = 2  # and on best's mesh, this many more that move nodes between its stages (past the CANDIDATES)
 OVERFLOW_WEIGHT = 4.0  # how much a candidate's time counts as grown per capacity it overflows
 ROUNDS = 3
 
@@ -199,13 +200,19 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
                 bad.append((_promise(e), len(bad), c, e))
         bad.sort(key=lambda x: (x[0], x[1]))
         # the most promising: up to CANDIDATES on best's own mesh (one step from it), and up to
-        # CANDIDATES on others, at most PER_MESH from one dp × micro-batch count
+        # CANDIDATES on others, at most PER_MESH from one dp × micro-batch count; and RECUTS more on
+        # best's mesh that move nodes between stages: such a move overflows the stage it grows by
+        # much (the promise ranks it low) yet may need only cheap fixes there (its optimizer on
+        # the host) while the stage it shrinks can drop one
         own = (best.dp, best.microbatches)
-        picked, per_mesh, n_own, n_other = [], {}, 0, 0
+        picked, per_mesh, n_own, n_other, n_recut = [], {}, 0, 0, 0
         for _k, _i, c, e in bad:
             mesh = (c.dp, c.microbatches)
             if mesh == own and n_own < CANDIDATES:
                 n_own += 1
+                picked.append((c, e))
+            elif mesh == own and n_recut < RECUTS and c.stage_of != best.stage_of:
+                n_recut += 1
                 picked.append((c, e))
             elif mesh != own and n_other < CANDIDATES and per_mesh.get(mesh, 0) < PER_MESH:
                 per_mesh[mesh] = per_mesh.get(mesh, 0) + 1

@@ -192,21 +192,22 @@ def test_capture_graphs_handoff_falls_back(spoil, monkeypatch):
     state is rebuilt from the size-1 process's description only with a phase to go with it)
     and traces its first size in full: still exactly the graphs of one capture per size."""
     import memflow.graph.build as build
+    import memflow.graph.handoff as handoff
 
     spec = load_model_file(ROOT / "examples" / "lstm.py")
     sizes = [8, 4, 2, 1]
-    real_loose, real_make = build._SharedCapture.loose_opt_phase, build._SharedCapture.make_state
+    real_loose, real_make = handoff.loose_opt_phase, build._SharedCapture.make_state
     made_here = []
 
-    def loose(self, state):  # runs in the forked size-1 process
-        got = real_loose(self, state)
+    def loose(shared, state):  # runs in the forked size-1 process
+        got = real_loose(shared, state)
         return None if got is None or spoil == "nothing sent" else (tuple(reversed(got[0])), got[1])
 
     def make(self):
         made_here.append(os.getpid())
         return real_make(self)
 
-    monkeypatch.setattr(build._SharedCapture, "loose_opt_phase", loose)
+    monkeypatch.setattr(handoff, "loose_opt_phase", loose)
     monkeypatch.setattr(build._SharedCapture, "make_state", make)
     together = capture_graphs(spec, sizes, processes=2)
     monkeypatch.undo()

@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..errors import CaptureError, MemflowError
 from ..forking import ForkedJobs
 from ..gcfreeze import freeze, long_lived, paused_collection
+from . import handoff
 from .capture import Captured, split_step
 from .program import StepProgram
 from .record import TaskGraph
@@ -212,25 +213,25 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
     fixed = [b for b in sizes if b not in symbolic]
 
     forked: list[tuple[list[int], ForkedJobs]] = []
-    handoff = None  # (connection, gradient layouts): the fixed-size process makes the state, and sends it
+    taking = None  # (connection, gradient layouts): the fixed-size process makes the state and sends it
     state = None
     if processes > 1 and fixed and symbolic:
         # the process forked for the fixed sizes makes the optimizer state, records the optimizer
         # phase on its own and sends both here before its first export; this process goes
         # straight to the symbolic export and takes them after it (neither steps an optimizer here)
-        layouts = shared.grad_layouts()
-        pipe = _pipe() if layouts is not None else None
-        if pipe is not None:
-            theirs, tx = fixed, pipe[1]
+        layouts = handoff.grad_layouts(shared)
+        ends = handoff.pipe() if layouts is not None else None
+        if ends is not None:
+            theirs, tx = fixed, ends[1]
             h = ForkedJobs(lambda t=theirs: shared.trace_fixed(t, shared.make_state(), early=tx)[0])
             tx.close()  # the child holds the sending end now: its exit ends the wait for it
             if h.running:
                 forked.append((theirs, h))
                 fixed = []
-                handoff = (pipe[0], layouts)
+                taking = (ends[0], layouts)
             else:
-                pipe[0].close()
-    if handoff is None:
+                ends[0].close()
+    if taking is None:
         state = shared.make_state()
         freeze()
         if processes > 1 and fixed and (symbolic or len(fixed) > 1):
@@ -243,8 +244,8 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
     graphs: dict[int, TaskGraph] = {}
     if symbolic:
         prog = shared.symbolic_program(max(symbolic), dims)
-        if handoff is not None:
-            state = shared.take_handoff(*handoff, prog[1] if prog is not None else None)
+        if taking is not None:
+            state = handoff.take(shared, *taking, prog[1] if prog is not None else None)
         freeze()
         if prog is None:  # not exportable with a symbolic batch: one export per size
             fixed = [b for b in sizes if b in fixed or b in symbolic]
@@ -279,26 +280,6 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
             got = {b: capture_graph(spec, b, dtype=dtype, granularity=granularity, seed=seed) for b in theirs}
         graphs.update(got)
     return {b: graphs[b] for b in sizes}
-
-
-def _pipe():
-    """A one-way pipe that survives a fork (None where there is no fork)."""
-    import multiprocessing as mp
-
-    try:
-        return mp.get_context("fork").Pipe(duplex=False)
-    except (ValueError, OSError):
-        return None
-
-
-def _receive(conn, timeout_s: float = 120.0) -> Any:
-    """What the other end sent, or None if it sent nothing (it failed, or exited first)."""
-    try:
-        return conn.recv() if conn.poll(timeout_s) else None
-    except (EOFError, OSError):
-        return None
-    finally:
-        conn.close()
 
 
 class _SharedCapture:
@@ -369,142 +350,21 @@ class _SharedCapture:
     def trace_fixed(self, sizes: list[int], state: Any, early: Any = None) -> tuple[dict[int, TaskGraph], Any]:
         """Each size exported at that size and traced (errors as :func:`capture_graph` raises them).
 
-        ``early``: a connection that first gets ``(state description, loose optimizer phase)``
-        (:meth:`describe_state`, :meth:`loose_opt_phase`; None where they cannot be had), for
-        the process tracing the symbolic program (:meth:`take_handoff`); the sizes here take
-        that optimizer phase too."""
-        loose = None
-        if early is not None:
-            loose = self.loose_opt_phase(state)
-            try:
-                early.send((self.describe_state(state), loose))
-            finally:
-                early.close()
+        ``early``: a connection that first gets the state's description and the optimizer phase
+        recorded on its own, for the process tracing the symbolic program
+        (:mod:`memflow.graph.handoff`); the sizes here take that optimizer phase too."""
+        loose = handoff.send(self, state, early) if early is not None else None
         graphs: dict[int, TaskGraph] = {}
         for b in sizes:
             with _autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity)
             program = StepProgram(captured.split)
             if loose is not None:
-                self.adopt(loose, program)
+                handoff.adopt(self, loose, program)
                 loose = None
             got, state = self.trace((captured, program), [b], state, fixed=True)
             graphs.update(got)
         return graphs, state
-
-    def grad_layouts(self) -> dict | None:
-        """What :meth:`make_state` gives every trainable parameter as its gradient (its own
-        layout: :func:`~memflow.profile.trace.grad_meta`), without stepping; None under autocast."""
-        from ..profile.trace import grad_meta, unique_params
-
-        if _casts(self.dtype):
-            return None
-        with self.mode:
-            return {p: grad_meta(torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=p.device))
-                    for p in unique_params(self.model) if p.requires_grad}
-
-    _LOOSE_PHASE = 2  # the phase a loose optimizer phase is recorded at (moved to 2n by adopt)
-
-    def loose_opt_phase(self, state: Any) -> tuple | None:
-        """``(order, OptPhase)``: the optimizer phase of a steady-state step recorded without a
-        program (:func:`memflow.profile.trace.opt_phase_alone`): the optimizer over every model
-        parameter, in the model's order, on gradients of the layouts :meth:`make_state`
-        assumed. ``order`` (what was stepped) and ``reads`` (``("param", i)``) hold positions in
-        the model's parameters. None without a state made that way, or if the step fails."""
-        from ..profile.trace import opt_phase_alone, unique_params
-
-        if state is None or self.made_grads is None:
-            return None
-        params = unique_params(self.model)
-        pos = {id(p): i for i, p in enumerate(params)}
-        try:
-            with self.mode:
-                opt = self.spec.make_optimizer(params)
-                for prm in params:
-                    if prm in state:
-                        opt.state[prm] = state[prm]
-                tracked = list(params) + list(self.model.buffers())
-                tracked += [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
-                with _autocast(self.dtype):
-                    rec = opt_phase_alone(params, opt, self.made_grads, phase=self._LOOSE_PHASE,
-                                          key_of={k: ("param", i) for k, i in pos.items()}, state=tracked)
-        except Exception:  # noqa: BLE001 - the first size traces the optimizer step in full instead
-            return None
-        return None if rec is None else (tuple(range(len(params))), rec)
-
-    def adopt(self, loose: tuple, program: StepProgram) -> bool:
-        """Take ``loose`` (:meth:`loose_opt_phase`) as ``program``'s optimizer phase, if the
-        program's optimizer steps the same parameters (the optimizer's buffers come in their
-        order): its reads are named as the program names them and its phases moved to ``2n``."""
-        from dataclasses import replace
-
-        from ..profile.trace import node_state, opt_params, unique_params
-
-        order, rec = loose
-        model_params = unique_params(self.model)
-        pos = {id(p): i for i, p in enumerate(model_params)}
-        if tuple(pos.get(id(p), -1) for p in opt_params(self.model, program.split)) != order:
-            return False
-        names_by_id = node_state(program, None)[2]
-        names = [names_by_id.get(id(model_params[i])) for _, i in rec.reads]
-        if not all(names):
-            return False
-        p0, p = self._LOOSE_PHASE, 2 * program.n
-
-        def move(v: int) -> int:
-            return v - p0 + p if v >= p0 else v
-
-        bufs = tuple((nb, move(free), frozenset(move(u) for u in uses), kind) for nb, free, uses, kind in rec.buffers)
-        self.opt_phase = (program, replace(rec, reads=frozenset(names), buffers=bufs))
-        return True
-
-    def describe_state(self, state: Any) -> dict | None:
-        """``state`` (fake tensors: no values) as plain data: per model-parameter position, each
-        entry's tensor layout or value. None if a tensor is not the whole of a storage of its own."""
-        from ..profile.trace import unique_params
-
-        if state is None:
-            return None
-        pos = {id(p): i for i, p in enumerate(unique_params(self.model))}
-        out, storages = {}, set()
-        for prm, st in state.items():
-            if id(prm) not in pos:
-                return None
-            ent = {}
-            for k, v in st.items():
-                if isinstance(v, torch.Tensor):
-                    sto = v.untyped_storage()
-                    if (v.storage_offset() or sto.nbytes() != v.numel() * v.element_size()
-                            or id(sto) in storages):
-                        return None
-                    storages.add(id(sto))
-                    ent[k] = ("tensor", tuple(v.shape), tuple(v.stride()), v.dtype, str(v.device))
-                else:
-                    ent[k] = ("value", v)
-            out[pos[id(prm)]] = ent
-        return out
-
-    def take_handoff(self, conn: Any, layouts: dict, program: StepProgram | None) -> dict | None:
-        """The optimizer state the fixed-size process made (:meth:`trace_fixed`), rebuilt here
-        from its description, with the optimizer phase it recorded adopted for ``program``.
-        Without both (that process failed, or ``program`` steps other parameters) the state
-        is made here (:meth:`make_state`) and the first size steps in full."""
-        from ..profile.trace import unique_params
-
-        got = _receive(conn)
-        desc, loose = got if isinstance(got, tuple) and len(got) == 2 else (None, None)
-        if desc is None or loose is None or program is None or not self.adopt(loose, program):
-            self.opt_phase = None
-            return self.make_state()
-        params = unique_params(self.model)
-        state: dict = {}
-        with self.mode:
-            for i, ent in desc.items():
-                state[params[i]] = {
-                    k: (torch.empty_strided(v[1], v[2], dtype=v[3], device=v[4]) if v[0] == "tensor" else v[1])
-                    for k, v in ent.items()}
-        self.made_grads = layouts
-        return state
 
     def trace(self, prog: tuple[Captured, StepProgram], sizes: list[int], state: Any,
               fixed: bool = False) -> tuple[dict[int, TaskGraph] | None, Any]:

@@ -113,6 +113,21 @@ def _better(ev, best_ev, aware: bool) -> bool:
     return best_ev is None or ev.step_time_s < best_ev.step_time_s
 
 
+def _shifts(so: list[int]):
+    """``stage_of`` with one node moved across one stage boundary (every stage kept non-empty)."""
+    n = len(so)
+    for c in range(1, n):
+        if so[c] != so[c - 1]:
+            if c - 1 >= 1 and so[c - 2] == so[c - 1]:
+                new = list(so)
+                new[c - 1] = so[c]
+                yield new
+            if c + 1 < n and so[c + 1] == so[c]:
+                new = list(so)
+                new[c] = so[c - 1]
+                yield new
+
+
 def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
     """A deterministic neighbourhood for the final local descent (``jumps``: and the mesh
     re-factorings below)."""
@@ -123,17 +138,8 @@ def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                 acts = list(st.actions)
                 acts[k] = a
                 yield mv.make(st, actions=acts)
-    so = st.stage_of
-    for c in range(1, n):
-        if so[c] != so[c - 1]:
-            if c - 1 >= 1 and so[c - 2] == so[c - 1]:
-                new = list(so)
-                new[c - 1] = so[c]
-                yield mv.make(st, stage_of=new)
-            if c + 1 < n and so[c + 1] == so[c]:
-                new = list(so)
-                new[c] = so[c - 1]
-                yield mv.make(st, stage_of=new)
+    for new in _shifts(st.stage_of):
+        yield mv.make(st, stage_of=new)
     for m in ctx.ms[st.dp]:
         if m != st.microbatches:
             yield mv.make(st, microbatches=m)
@@ -157,9 +163,17 @@ def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
     # with each per-stage option on every stage, on none, or carried over by node
     if st.pp > 1:  # this mesh re-cut, balanced by time or by memory
         mb = ctx.mb_of(st)
-        for so in (ctx.partition(st.pp, mb, st.actions), ctx.state_partition(st.pp, mb)):
-            if so != st.stage_of:
-                yield mv.make(st, stage_of=so)
+        balanced = [so for so in (ctx.partition(st.pp, mb, st.actions), ctx.state_partition(st.pp, mb))
+                    if so != st.stage_of]
+        for so in balanced:
+            yield mv.make(st, stage_of=so)
+        if any(st.shard_state) or any(st.optimizer_on_host):
+            # and each re-cut (one node across a boundary, or balanced) with no per-stage option:
+            # an option belongs to the stage it was set for, and a moved node can leave it on a
+            # stage that no longer needs it (the repair sets the ones the new cut needs)
+            off = [False] * st.pp
+            for so in dict.fromkeys(tuple(x) for x in list(_shifts(st.stage_of)) + balanced):
+                yield mv.make(st, stage_of=list(so), shard_state=off, optimizer_on_host=off)
     for dp in ctx.dps:
         if dp == st.dp:
             continue

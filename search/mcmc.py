@@ -28,7 +28,7 @@ from . import moves as mv
 from .context import SearchContext
 from .pareto import ParetoFront
 
-__all__ = ["ChainParams", "ChainResult", "Evaluator", "run_chain", "polish", "cost_of"]
+__all__ = ["ChainParams", "ChainResult", "Evaluator", "run_chain", "polish", "cost_of", "neighbours"]
 
 
 @dataclass
@@ -128,7 +128,7 @@ def _shifts(so: list[int]):
                 yield new
 
 
-def _neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
+def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
     """A deterministic neighbourhood for the final local descent (``jumps``: and the mesh
     re-factorings below)."""
     n = len(st.actions)
@@ -223,7 +223,7 @@ def polish(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext, aware: bo
     over every dp × pp re-factoring at every micro-batch count, as a last resort each round)."""
     for _ in range(max_rounds):
         improved = False
-        for nb in _neighbours(st, ctx, jumps):
+        for nb in neighbours(st, ctx, jumps):
             e2, _ = evaluator.evaluate(nb, st)
             if _better(e2, ev, aware) and e2.step_time_s < ev.step_time_s * (1 - 1e-12):
                 st, ev, improved = nb, e2, True

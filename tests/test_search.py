@@ -280,13 +280,13 @@ def test_mesh_jumps_carry_per_stage_options_by_node():
     node: a host optimizer on the old last stage stays on the new stage that holds those
     nodes (ResNet at 45% of data parallel's peak needs this jump: dp 1 × pp 4 with the last
     stage's optimizer on the host -> dp 2 × pp 2, sharded, last stage on the host)."""
-    from search.mcmc import _neighbours
+    from search.mcmc import neighbours
 
     g = provider("chain", 7, 0)
     ctx = SearchContext(g, GB, Cluster.for_gpus(4, "v100-16gb"))
     st = Strategy(dp=1, pp=4, stage_of=[0, 0, 1, 2, 3, 3, 3], actions=["keep"] * 7, microbatches=4,
                   optimizer_on_host=[False, False, False, True])
-    jumps = [nb for nb in _neighbours(st, ctx, jumps=True) if nb.dp == 2]
+    jumps = [nb for nb in neighbours(st, ctx, jumps=True) if nb.dp == 2]
     assert jumps and all(ctx.valid(nb) for nb in jumps)
     for nb in jumps:  # every carried pattern follows the nodes of the old host stage
         oh = nb.optimizer_on_host

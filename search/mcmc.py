@@ -62,11 +62,16 @@ class ChainResult:
     history: list = field(default_factory=list)  # (iteration, best time) at each improvement
 
 
+def fullest_overflow(ev) -> float:
+    """How far the fullest device overflows, as a fraction of its capacity (0 when it fits)."""
+    cap = ev.capacity_bytes
+    return max(0, max(ev.peak_bytes) - cap) / cap if cap else 1.0
+
+
 def cost_of(ev, memory_aware: bool, p: ChainParams) -> float:
     if not memory_aware or ev.fits:
         return ev.step_time_s
-    cap = ev.capacity_bytes
-    over = max(0, max(ev.peak_bytes) - cap) / cap if cap else 1.0
+    over = fullest_overflow(ev)
     if not ev.host_fits:
         over += 0.5
     return ev.step_time_s * (1.0 + p.penalty_base + p.penalty_weight * over)

@@ -20,6 +20,7 @@ from memflow.strategy import KEEP, RECOMPUTE, SWAP, Strategy
 
 from . import moves as mv
 from .context import SearchContext
+from .mcmc import fullest_overflow
 
 __all__ = ["greedy_repair", "repair_descent", "overflow"]
 
@@ -104,10 +105,9 @@ def _stage_fixes(st: Strategy, s: int, ctx: SearchContext, recut: bool = True) -
 
 def _promise(ev) -> float:
     """How promising an over-full strategy is to repair: its time, grown by how far its fullest
-    device overflows (as the chains rank infeasible states)."""
-    cap = ev.capacity_bytes
-    over = max(0, max(ev.peak_bytes) - cap) / cap if cap else 1.0
-    return ev.step_time_s * (1.0 + OVERFLOW_WEIGHT * over + (0.5 if not ev.host_fits else 0.0))
+    device overflows, as the chains rank infeasible states (:func:`search.mcmc.cost_of`; a host
+    that overflows weighs less here: its fixes are few and cheap)."""
+    return ev.step_time_s * (1.0 + OVERFLOW_WEIGHT * fullest_overflow(ev) + (0.5 if not ev.host_fits else 0.0))
 
 
 def _cascade(stage_of: list[int], s: int, t: int) -> list[int]:

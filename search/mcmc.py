@@ -172,13 +172,19 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                     if so != st.stage_of]
         for so in balanced:
             yield mv.make(st, stage_of=so)
-        if any(st.shard_state) or any(st.optimizer_on_host):
-            # and each re-cut (one node across a boundary, or balanced) with no per-stage option:
-            # an option belongs to the stage it was set for, and a moved node can leave it on a
-            # stage that no longer needs it (the repair sets the ones the new cut needs)
-            off = [False] * st.pp
-            for so in dict.fromkeys(tuple(x) for x in list(_shifts(st.stage_of)) + balanced):
+        # and each re-cut (one node across a boundary, or balanced) with no per-stage option, in
+        # this schedule and in the other: an option belongs to the stage it was set for, and a
+        # moved node can leave it on a stage that no longer needs it; the other schedule holds
+        # other micro-batches in flight, so a cut that was slower in this one can be the fastest
+        # in that one once the over-full stage recomputes (the repair sets what the new cut needs)
+        off = [False] * st.pp
+        opts = any(st.shard_state) or any(st.optimizer_on_host)
+        others = [x for x in SCHEDULES if x != st.schedule] if st.microbatches > 1 else []
+        for so in dict.fromkeys(tuple(x) for x in list(_shifts(st.stage_of)) + balanced):
+            if opts:
                 yield mv.make(st, stage_of=list(so), shard_state=off, optimizer_on_host=off)
+            for sched in others:
+                yield mv.make(st, stage_of=list(so), schedule=sched, shard_state=off, optimizer_on_host=off)
     for dp in ctx.dps:
         if dp == st.dp:
             continue

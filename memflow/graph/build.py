@@ -282,6 +282,11 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
     return {b: graphs[b] for b in sizes}
 
 
+def dense_grad(p: torch.Tensor) -> torch.Tensor:
+    """An uninitialised gradient of the layout autograd gives the dense parameter ``p``."""
+    return torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=p.device)
+
+
 class _SharedCapture:
     """One fake model and its batches at several sizes; programs exported from it and traced."""
 
@@ -325,7 +330,7 @@ class _SharedCapture:
             with self.mode:
                 opt = self.spec.make_optimizer(params)
                 for p in params:
-                    p.grad = torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=p.device)
+                    p.grad = dense_grad(p)
                 self.made_grads = {p: grad_meta(p.grad) for p in params}
                 with _autocast(self.dtype):
                     opt.step()

@@ -51,13 +51,12 @@ def grad_layouts(shared: Any) -> dict | None:
     """What ``make_state`` gives every trainable parameter as its gradient (its own layout:
     :func:`~memflow.profile.trace.grad_meta`), without stepping; None under autocast."""
     from ..profile.trace import grad_meta, unique_params
-    from .build import _casts
+    from .build import _casts, dense_grad
 
     if _casts(shared.dtype):
         return None
     with shared.mode:
-        return {p: grad_meta(torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=p.device))
-                for p in unique_params(shared.model) if p.requires_grad}
+        return {p: grad_meta(dense_grad(p)) for p in unique_params(shared.model) if p.requires_grad}
 
 
 def send(shared: Any, state: Any, conn) -> tuple | None:

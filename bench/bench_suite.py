@@ -24,6 +24,10 @@ at all, depend on how tight memory is. Where the graph is small enough (ResNet,
 Llama, LSTM), the exact solver also solves each point: it says whether the
 plan is the optimum of the whole strategy space, and proves where no strategy
 fits at all.
+
+A third table (full run only) leaves each preset's memory as it is and grows
+the batch instead, until plain data parallel no longer fits: memory made tight
+the way a user meets it.
 """
 from __future__ import annotations
 
@@ -172,6 +176,42 @@ def _sweep_summary(points: list[dict]) -> str:
             f"baseline fits ({len(both_ran)} of them), the exact optimum allows {TARGET}× at {len(bound_ok)}.")
 
 
+PRESET_MAX_BATCH = 1024
+
+
+def _preset_point(model: str, cluster: str, batch: int) -> dict:
+    """At the preset's own memory: the case's batch doubled until plain data parallel (one
+    micro-batch) no longer fits there (at most PRESET_MAX_BATCH), and the plan at that batch."""
+    path = str(ROOT / "examples" / f"{model}.py")
+    b = batch
+    while True:
+        p = memflow.plan(path, cluster=cluster, batch_size=b)
+        if not p.baselines["dp/m1"]["fits"] or b >= PRESET_MAX_BATCH:
+            break
+        b *= 2
+    fit = {n: x for n, x in p.baselines.items() if x["fits"] and n != "memory-unaware search"}
+    best = min(fit, key=lambda n: fit[n]["step_time_s"]) if fit else None
+    return {"model": model, "cluster": cluster, "batch": b, "cap": p.cluster["device"]["memory_bytes"],
+            "usable": min(p.predicted["capacity_bytes"]),
+            "dp_peak": max(p.baselines["dp/m1"]["peak_bytes"]), "dp_fits": p.baselines["dp/m1"]["fits"],
+            "fits": p.fits, "plan": p.strategy.summary(), "t": p.predicted["step_time_s"],
+            "base": best, "bt": fit[best]["step_time_s"] if best else None, "free": _unaware_time(p)}
+
+
+def _preset_rows(points: list[dict]) -> list[list]:
+    rows = []
+    for x in points:
+        base = f"{x['base']}: {x['bt'] * 1e3:,.1f} ms" if x["base"] else "none fits"
+        speed = (f"{x['bt'] / x['t']:.2f}×" if x["base"] else "only MemFlow fits") if x["fits"] else "—"
+        ceiling = f"{x['bt'] / x['free']:.2f}×" if x["base"] and x["free"] else "—"
+        dp = f"{x['dp_peak'] / 2**30:.2f} GiB" + ("" if not x["dp_fits"] else " (fits: batch limit)")
+        mem = f"{x['cap'] / 2**30:.0f} GiB ({x['usable'] / 2**30:.1f} usable)"
+        rows.append([x["model"], x["cluster"], mem, x["batch"], dp,
+                     x["plan"] if x["fits"] else "—", f"{x['t'] * 1e3:,.1f}" if x["fits"] else "—", base, speed,
+                     ceiling])
+    return rows
+
+
 def main(quick: bool = False) -> None:
     os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
     t0 = time.perf_counter()
@@ -207,6 +247,17 @@ def main(quick: bool = False) -> None:
                            "step ms", "fastest fitting baseline", "speed-up", "ceiling", "exact optimum"],
                           _sweep_rows(points)) +
                  f"\n\n{_sweep_summary(points)} Sweep {time.perf_counter() - t1:.0f} s.")
+        t2 = time.perf_counter()
+        presets = [_preset_point(m, c, b) for m, c, b in CASES]
+        body += ("\n\n### At the presets' own memory, the batch grown until plain data parallel does not fit\n\n"
+                 "Each case on its cluster preset's full memory (10% headroom as always), its batch doubled "
+                 "from the one above until plain data parallel with one micro-batch no longer fits the usable memory "
+                 "(at most "
+                 f"{PRESET_MAX_BATCH}): memory made tight by the batch, not by capping the device. Default "
+                 "budget, seed 0; 'ceiling' as above.\n\n" +
+                 md_table(["model", "cluster", "memory / device", "batch", "plain DP peak", "MemFlow plan",
+                           "step ms", "fastest fitting baseline", "speed-up", "ceiling"], _preset_rows(presets)) +
+                 f"\n\nPresets {time.perf_counter() - t2:.0f} s.")
     write_section("suite", "Search on tight memory: plan vs best feasible baseline", body,
                   command="python -m bench suite" + (" --quick" if quick else ""))
 

@@ -24,7 +24,7 @@ from memflow.strategy import Strategy
 from .baselines import fixed_baselines, memory_unaware_search
 from .context import GraphProvider, SearchContext
 from memflow.forking import ForkedJobs
-from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, neighbours, polish, run_chain, simplify
+from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, neighbours, polish, run_chain
 from .pareto import ParetoFront
 from .repair import repair_descent
 from .seeds import start_pool
@@ -193,8 +193,6 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
         best, best_ev = repair_descent(best, best_ev, evaluator, ctx,
                                        polish=lambda s, e: polish(s, e, evaluator, ctx, True),
                                        neighbours=lambda s: neighbours(s, ctx, jumps=True), starts=starts)
-        if best is not None:  # and nothing kept from that which buys no time
-            best, best_ev = simplify(best, best_ev, evaluator, ctx)
     base = fixed_baselines(ctx, evaluator) if baselines else {}
     front.extend(evaluator.pareto.points())
     if unaware_res is not None and unaware_res.best is not None:

@@ -22,13 +22,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from memflow.strategy import KEEP, SCHEDULES, Strategy
+from memflow.strategy import SCHEDULES, Strategy
 
 from . import moves as mv
 from .context import SearchContext
 from .pareto import ParetoFront
 
-__all__ = ["ChainParams", "ChainResult", "Evaluator", "run_chain", "polish", "cost_of", "neighbours", "simplify",
+__all__ = ["ChainParams", "ChainResult", "Evaluator", "run_chain", "polish", "cost_of", "neighbours",
            "fullest_overflow"]
 
 
@@ -241,35 +241,6 @@ def polish(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext, aware: bo
                 st, ev, improved = nb, e2, True
                 break
         if not improved:
-            break
-    return st, ev
-
-
-def simplify(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext):
-    """Undo what buys no time: each recomputed or swapped node kept, each stage's optimizer back on
-    the device and its state unsharded, one at a time (nodes first, in order), wherever the strategy
-    still fits and is no slower. Where the step is bound elsewhere (an exposed all-reduce), the
-    search can end on a plan that recomputes or swaps for nothing: the device still does that work,
-    and a plan should not ask for it."""
-    while st is not None:
-        cands = []
-        for k, a in enumerate(st.actions):
-            if a != KEEP:
-                acts = list(st.actions)
-                acts[k] = KEEP
-                cands.append(mv.make(st, actions=acts))
-        for s in range(st.pp):
-            for field_ in ("optimizer_on_host", "shard_state"):
-                if getattr(st, field_)[s]:
-                    flags = list(getattr(st, field_))
-                    flags[s] = False
-                    cands.append(mv.make(st, **{field_: flags}))
-        for c in cands:
-            e2, _ = evaluator.evaluate(c, st)
-            if e2.fits and e2.step_time_s <= ev.step_time_s * (1 + 1e-12):  # (equal, but for rounding)
-                st, ev = c, e2
-                break
-        else:
             break
     return st, ev
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memflow.cluster import Cluster
-from memflow.strategy import KEEP, Strategy
+from memflow.strategy import Strategy
 from search import (
     MOVES,
     REPAIRS,
@@ -296,35 +296,3 @@ def test_mesh_jumps_carry_per_stage_options_by_node():
     carried = {(tuple(nb.stage_of), nb.microbatches) for nb in jumps
                if nb.optimizer_on_host == [False, True] and nb.shard_state == [True, True]}
     assert {(tuple(nb.stage_of), nb.microbatches) for nb in jumps} == carried  # on every partition and count
-
-
-# (kind, nodes, devices, memory fraction, graph seed, host link shared, search seed): before the
-# search's last simplification each of the first four plans had a recompute, swap or option that
-# bought no time (a step bound by an exposed all-reduce, or a time equal but for rounding)
-@pytest.mark.parametrize("kind,n,ndev,frac,gseed,shared,seed", [
-    ("random", 4, 4, 0.45, 492, False, 6), ("chain", 4, 3, 0.45, 8, False, 6), ("random", 6, 3, 0.7, 577, False, 69),
-    ("random", 7, 4, 1.2, 9, False, 9), ("random", 7, 3, 0.45, 96, True, 2), ("chain", 6, 4, 0.35, 7, False, 3)])
-def test_plan_keeps_nothing_that_buys_no_time(kind, n, ndev, frac, gseed, shared, seed):
-    """Undoing any one recompute, swap, host optimizer or sharded state of the plan either
-    overflows or makes the step slower: the plan asks for no work that buys nothing."""
-    import dataclasses
-
-    from search.moves import make
-
-    g = provider(kind, n, gseed)
-    cl = tight_cluster(g, ndev, frac)
-    if shared:
-        cl = dataclasses.replace(cl, host_link_shared=True)
-    r = search(g, GB, cl, seed=seed, baselines=False)
-    assert r.best is not None
-    st, t = r.best, r.best_eval.step_time_s
-    ctx = SearchContext(g, GB, cl)
-    undo = [make(st, actions=[KEEP if j == k else a for j, a in enumerate(st.actions)])
-            for k, a in enumerate(st.actions) if a != KEEP]
-    for s in range(st.pp):
-        for name in ("optimizer_on_host", "shard_state"):
-            if getattr(st, name)[s]:
-                undo.append(make(st, **{name: [False if j == s else f for j, f in enumerate(getattr(st, name))]}))
-    for c in undo:
-        ev = ctx.sim_for(c).evaluate(c)
-        assert not ev.fits or ev.step_time_s > t * (1 + 1e-12), c.summary()

@@ -43,6 +43,12 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind == "m2-swap-chain":  # one stage; every node but the last swapped (consecutive blocks save
         # the tensor between them twice, and both copies go to host)
         return Strategy.from_boundaries(n, [], dp=1, microbatches=2, actions=[SWAP] * (n - 1) + ["keep"])
+    if kind == "rec-alt":  # one stage; every other node recomputed (a recomputed node's output stays
+        # while the kept node after it, which saved it, holds it)
+        return Strategy.from_boundaries(n, [], dp=1, actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)])
+    if kind == "rec-blocks":  # one stage; every node but the first and last recomputed (a recomputed
+        # node's output stays while its reader holds it: a later node saved it, or its checkpoint)
+        return Strategy.from_boundaries(n, [], dp=1, actions=["keep"] + [RECOMPUTE] * (n - 2) + ["keep"])
     if kind == "pp2-gpipe-m2":
         return Strategy.from_boundaries(n, half, dp=1, microbatches=2, schedule="gpipe")
     raise ValueError(kind)
@@ -62,6 +68,8 @@ CASES = [
     ("lstm", {"MEMFLOW_LSTM_LAYERS": "4"}, 64, "dp2"),
     ("lstm", {"MEMFLOW_LSTM_LAYERS": "4"}, 64, "pp2-gpipe-m2"),
     ("lstm", {"MEMFLOW_LSTM_LAYERS": "4"}, 64, "m2-swap-chain"),
+    ("lstm", {"MEMFLOW_LSTM_LAYERS": "4"}, 64, "rec-alt"),
+    ("lstm", {"MEMFLOW_LSTM_LAYERS": "4"}, 64, "rec-blocks"),
 ]
 QUICK = [CASES[1], CASES[2]]
 RUNS = 2  # executor runs per case

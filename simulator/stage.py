@@ -624,10 +624,22 @@ def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host
         for i in (set(touched) if has_rec else touched):  # (only recompute touches a group twice)
             nb, la, lf, extra, late, x, hold, fusers, lo, hi, dnb, xi, xnb, rnb, holders = groups[i]
             act = actions[x] if x >= 0 else KEEP
-            if act == RECOMPUTE and la == x:  # made by x: freed at the end of F_x, re-made inside B_x
-                d[lo] -= dnb
-                d[hi] += dnb
+            if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
+                d[lo] -= dnb  # its other users still hold it: later forwards that read it, later
+                d[hi] += dnb  # nodes that saved it (until their backward)
                 R -= rnb
+                end = hold
+                for _y, u in holders:
+                    if u > end:
+                        end = u
+                for u in fusers:  # a recomputed reader's checkpoint holds it until its backward
+                    if actions[u] == RECOMPUTE and twom - 1 - u > end:
+                        end = twom - 1 - u
+                if end > la:
+                    d[lo] += nb
+                    d[end + 1] -= nb
+                    if not late and la <= m - 1 and end >= m:
+                        R += nb
                 continue
             lf0 = lf
             if has_rec:  # inputs of recomputed nodes stay until their backward (their checkpoint holds them)
@@ -827,8 +839,14 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                         lf = bk[u]
                         extra = False
                     hold = max(hold, bk[u])
-        if act == RECOMPUTE and la == x:
-            continue  # made by x: freed at the end of F_x, re-made inside B_x
+        if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
+            end = max([hold] + [u for _y, u in gho[i]])  # its other users still hold it (later forward
+            if end > la:  # readers, later nodes that saved it until their backward)
+                dmb[la + 1] += nb
+                dmb[end + 1] -= nb
+                if not gl[i] and la <= m - 1 and end >= m:
+                    R += nb
+            continue
         if act == SWAP and x in copy_done:
             c = copy_done[x]
             if c <= end_f[x]:

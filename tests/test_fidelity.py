@@ -8,7 +8,7 @@ from bench.bench_fidelity import run_case
 
 @pytest.mark.parametrize("model,batch,kind,ranks", [("gpt2", 64, "pp2-m4-swap", 2), ("resnet", 32, "pp2", 2),
                                                    ("gpt2", 64, "m2-swap-mid", 1), ("resnet", 32, "m2-swap-mid", 1),
-                                                   ("lstm", 64, "m2-swap-chain", 1),
+                                                   ("lstm", 64, "m2-swap-chain", 1), ("lstm", 64, "rec-alt", 1),
                                                    ("gpt2", 8, "pp2", 2)])  # stage 0's peak: its optimizer step
 def test_peak_per_rank_is_predicted(model, batch, kind, ranks):
     env = {"MEMFLOW_LSTM_LAYERS": "4"} if model == "lstm" else {}

@@ -46,13 +46,14 @@ def test_single_device_plain_equals_replay():
 
 def _inputs_kept(g, k, st) -> bool:
     """Every buffer node k's forward reads (made before F_k) is read again on k's stage
-    at B_k or later by a node that is not swapped (so that stage keeps it on the device for
-    backward anyway; a swapped node's saved tensors go to host)."""
+    at B_k or later by a node that keeps it (so that stage keeps it on the device for
+    backward anyway; a swapped node's saved tensors go to host, and a recomputed node's
+    checkpoint drops what it saves and makes it again in its backward)."""
     bk = g.bwd_phase(k)
     for b in g.buffers:
         if k in b.uses and b.alloc_phase < k:
             if not any(bk <= u < 2 * g.n and st.stage_of[g.node_of_phase(u)] == st.stage_of[k]
-                       and st.actions[g.node_of_phase(u)] != "swap" for u in b.uses):
+                       and st.actions[g.node_of_phase(u)] == "keep" for u in b.uses):
                 return False
     return True
 

@@ -56,6 +56,14 @@ def _unaware_time(p) -> float | None:
     return b["step_time_s"] if b else None
 
 
+def _fastest_fitting(p) -> tuple[str | None, float | None]:
+    """(name, step time) of the plan's fastest baseline that fits (the memory-unaware search is
+    not a baseline here), or (None, None)."""
+    fit = {n: b["step_time_s"] for n, b in p.baselines.items() if b["fits"] and n != "memory-unaware search"}
+    best = min(fit, key=fit.get) if fit else None
+    return best, (fit[best] if best else None)
+
+
 def _case(model: str, cluster: str, batch: int) -> list:
     from search import default_iterations
 
@@ -70,13 +78,11 @@ def _case(model: str, cluster: str, batch: int) -> list:
     t1 = time.perf_counter()
     long = memflow.plan(path, cluster=cluster, gpu_memory=cap, batch_size=batch, iterations=LONG * per_chain)
     long_secs = time.perf_counter() - t1
-    fit = {n: b for n, b in p.baselines.items() if b["fits"] and n != "memory-unaware search"}
-    best_name = min(fit, key=lambda n: fit[n]["step_time_s"]) if fit else None
+    best_name, bt = _fastest_fitting(p)
     t = p.predicted["step_time_s"]
     tl = long.predicted["step_time_s"]
     free = [x for x in (_unaware_time(p), _unaware_time(long)) if x]
     if best_name:
-        bt = fit[best_name]["step_time_s"]
         base = f"{best_name}: {bt * 1e3:,.0f} ms"
         speed = f"{bt / t:.2f}×" if p.fits else "—"
         ceiling = f"{bt / min(free):.2f}×" if free else "—"
@@ -116,13 +122,11 @@ def _exact(path: str, cluster: str, batch: int, cap: int) -> dict:
 def _sweep_point(path: str, model: str, cluster: str, batch: int, dp_peak: int, frac: float) -> dict:
     cap = int(dp_peak * frac)
     p = memflow.plan(path, cluster=cluster, gpu_memory=cap, batch_size=batch)
-    fit = {n: b for n, b in p.baselines.items() if b["fits"] and n != "memory-unaware search"}
-    best = min(fit, key=lambda n: fit[n]["step_time_s"]) if fit else None
+    best, bt = _fastest_fitting(p)
     return {"model": model, "cluster": cluster, "batch": batch, "frac": frac, "cap": cap, "fits": p.fits,
             "plan": p.strategy.summary(), "t": p.predicted["step_time_s"], "peak": max(p.predicted["peak_bytes"]),
             "usable": min(p.predicted["capacity_bytes"]),
-            "base": best, "bt": fit[best]["step_time_s"] if best else None,
-            "free": _unaware_time(p), "exact": _exact(path, cluster, batch, cap)}
+            "base": best, "bt": bt, "free": _unaware_time(p), "exact": _exact(path, cluster, batch, cap)}
 
 
 def _exact_cell(x: dict) -> str:
@@ -189,13 +193,12 @@ def _preset_point(model: str, cluster: str, batch: int) -> dict:
         if not p.baselines["dp/m1"]["fits"] or b >= PRESET_MAX_BATCH:
             break
         b *= 2
-    fit = {n: x for n, x in p.baselines.items() if x["fits"] and n != "memory-unaware search"}
-    best = min(fit, key=lambda n: fit[n]["step_time_s"]) if fit else None
+    best, bt = _fastest_fitting(p)
     return {"model": model, "cluster": cluster, "batch": b, "cap": p.cluster["device"]["memory_bytes"],
             "usable": min(p.predicted["capacity_bytes"]),
             "dp_peak": max(p.baselines["dp/m1"]["peak_bytes"]), "dp_fits": p.baselines["dp/m1"]["fits"],
             "fits": p.fits, "plan": p.strategy.summary(), "t": p.predicted["step_time_s"],
-            "base": best, "bt": fit[best]["step_time_s"] if best else None, "free": _unaware_time(p)}
+            "base": best, "bt": bt, "free": _unaware_time(p)}
 
 
 def _preset_rows(points: list[dict]) -> list[list]:

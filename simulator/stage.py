@@ -840,8 +840,10 @@ def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, op
                         extra = False
                     hold = max(hold, bk[u])
         if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
-            end = max([hold] + [u for _y, u in gho[i]])  # its other users still hold it (later forward
-            if end > la:  # readers, later nodes that saved it until their backward)
+            # its other users still hold it: later forward readers and a recomputed reader's
+            # checkpoint (in hold, set above), later nodes that saved it (until their backward)
+            end = max([hold] + [u for _y, u in gho[i]])
+            if end > la:
                 dmb[la + 1] += nb
                 dmb[end + 1] -= nb
                 if not gl[i] and la <= m - 1 and end >= m:

@@ -18,6 +18,7 @@ from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
 from memflow.strategy import RECOMPUTE, Strategy
 from simulator import Simulator
+from simulator.pipeline import inflight
 
 __all__ = ["SearchContext", "GraphProvider", "divisors", "balanced_partition"]
 
@@ -28,10 +29,11 @@ def divisors(x: int) -> list[int]:
     return [d for d in range(1, x + 1) if x % d == 0]
 
 
-def balanced_partition(costs, pp: int) -> list[int]:
+def balanced_partition(costs, pp: int, extra=None, weights=None) -> list[int]:
     """``stage_of`` splitting ``costs`` (per node, in order) into ``pp`` contiguous,
     non-empty stages minimising the largest stage sum (exact linear-partition DP;
-    ties go to the earliest cut)."""
+    ties go to the earliest cut). With ``extra`` (per node) and ``weights`` (per stage),
+    stage ``j``'s sum is its ``costs`` plus ``weights[j]`` × its ``extra``."""
     n = len(costs)
     if pp <= 1:
         return [0] * n
@@ -39,6 +41,7 @@ def balanced_partition(costs, pp: int) -> list[int]:
         return list(range(n))
     # Python floats: the same float64 values as numpy's, without numpy's per-scalar cost in the loop
     pre = np.concatenate([[0.0], np.cumsum(np.asarray(costs, dtype=float))]).tolist()
+    pex = np.concatenate([[0.0], np.cumsum(np.asarray(extra, dtype=float))]).tolist() if extra is not None else None
     INF = math.inf
     # best[j][i]: minimal max-sum splitting the first i nodes into j stages
     best = [[INF] * (n + 1) for _ in range(pp + 1)]
@@ -46,6 +49,7 @@ def balanced_partition(costs, pp: int) -> list[int]:
     best[0][0] = 0.0
     for j in range(1, pp + 1):
         prev_row, row, cut_row = best[j - 1], best[j], cut[j]
+        w = float(weights[j - 1]) if pex is not None else 0.0
         for i in range(j, n - (pp - j) + 1):
             bv, bc = INF, j - 1
             pi = pre[i]
@@ -54,6 +58,8 @@ def balanced_partition(costs, pp: int) -> list[int]:
                 if prev == INF:
                     continue
                 v = pi - pre[c]
+                if pex is not None:
+                    v += w * (pex[i] - pex[c])
                 if not v > prev:  # v = max(prev, v), as max() picks it
                     v = prev
                 if v < bv - 1e-15:
@@ -179,10 +185,12 @@ class SearchContext:
             p = self._parts[key] = balanced_partition(costs, pp)
         return list(p)
 
-    def state_partition(self, pp: int, mb: int) -> list[int]:
+    def state_partition(self, pp: int, mb: int, m: int | None = None, schedule: str = "1f1b") -> list[int]:
         """A ``stage_of`` for ``pp`` stages balancing what each holds: parameters, gradients,
-        optimizer state and the activations its nodes make (all-keep)."""
-        key = ("state", pp, mb)
+        optimizer state and the activations its nodes make (all-keep), once per micro-batch
+        in flight on the stage when ``m`` is given (1F1B: an early stage holds more of them,
+        so it is given fewer nodes), else once."""
+        key = ("state", pp, mb, m, schedule if m is not None else None)
         p = self._parts.get(key)
         if p is None:
             g = self.graph(mb)
@@ -190,8 +198,9 @@ class SearchContext:
             for buf in g.buffers:
                 if buf.alloc_phase < g.n:
                     made[buf.alloc_phase] += int(buf.nbytes)
-            costs = [nd.param_bytes + nd.grad_bytes + nd.optimizer_bytes + made[k] for k, nd in enumerate(g.nodes)]
-            p = self._parts[key] = balanced_partition(costs, pp)
+            state = [nd.param_bytes + nd.grad_bytes + nd.optimizer_bytes for nd in g.nodes]
+            weights = [1] * pp if m is None else [inflight(pp, s, m, schedule) for s in range(pp)]
+            p = self._parts[key] = balanced_partition(state, pp, made, weights)
         return list(p)
 
     def nearest_m(self, dp: int, target: float) -> int:

@@ -169,8 +169,11 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
     # with each per-stage option on every stage, on none, or carried over by node
     if st.pp > 1:  # this mesh re-cut, balanced by time or by memory
         mb = ctx.mb_of(st)
-        balanced = [so for so in (ctx.partition(st.pp, mb, st.actions), ctx.state_partition(st.pp, mb))
-                    if so != st.stage_of]
+        balanced = []
+        for so in (ctx.partition(st.pp, mb, st.actions), ctx.state_partition(st.pp, mb),
+                   ctx.state_partition(st.pp, mb, st.microbatches, st.schedule)):
+            if so != st.stage_of and so not in balanced:
+                balanced.append(so)
         for so in balanced:
             yield mv.make(st, stage_of=so)
         # and each re-cut (one node across a boundary, or balanced) with no per-stage option, in
@@ -196,9 +199,9 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
             mb = ctx.global_batch // (dp * m)
             parts = [ctx.partition(pp, mb, st.actions)]
             if pp > 1:
-                by_state = ctx.state_partition(pp, mb)
-                if by_state != parts[0]:
-                    parts.append(by_state)
+                for by_state in (ctx.state_partition(pp, mb), ctx.state_partition(pp, mb, m)):
+                    if by_state not in parts:
+                        parts.append(by_state)
             for stage_of in parts:
                 # each option on every stage or none, or as it was: on the new stages that hold a
                 # node whose old stage had it

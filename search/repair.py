@@ -7,12 +7,13 @@ host optimizer on some stages and a recomputed node), a chain at low
 temperature rarely walks that far. :func:`greedy_repair` walks it
 deterministically: at each step it tries the fixes on every over-full
 stage — its optimizer on the host, its state sharded, one of its largest kept
-nodes recomputed or swapped (or a recomputed one swapped, or the reverse), a
-node moved towards any other stage, 1F1B for GPipe, the next micro-batch
-count — and walks on by the one that frees the most overflow per second it
-adds; the answer is the fastest fit met on the way. :func:`repair_descent`
-runs it from the most promising over-full neighbours of the search's best,
-and from the restart points when nothing fits.
+nodes recomputed or swapped (or a recomputed one swapped, or the reverse), or
+all its kept nodes, a node moved towards any other stage, 1F1B for GPipe, the
+next micro-batch count — and walks on by the one that frees the most overflow
+per second it adds; the answer is the fastest fit met on the way.
+:func:`repair_descent` runs it from the most promising over-full neighbours of
+the search's best, polishes a few neighbours that fit on other meshes, and
+starts from the restart points when nothing fits.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ MAX_STEPS_PER_NODE = 2  # steps allowed: this × nodes (+ 8)
 CANDIDATES = 6  # infeasible strategies repaired per round of the descent: on best's mesh, and on others
 PER_MESH = 2  # of those, at most this many with one dp and micro-batch count
 RECUTS = 2  # and on best's mesh, this many more that move nodes between its stages (past the CANDIDATES)
+ESCAPES = 4  # strategies that fit on another mesh, slower than best, polished per round (at most PER_MESH a mesh)
 OVERFLOW_WEIGHT = 4.0  # how much a candidate's time counts as grown per capacity it overflows
 ROUNDS = 3
 
@@ -87,6 +89,15 @@ def _stage_fixes(st: Strategy, s: int, ctx: SearchContext, recut: bool = True) -
         for a in ([RECOMPUTE, SWAP] if ctx.allow_swap else [RECOMPUTE]):
             acts = list(st.actions)
             acts[k] = a
+            out.append(mv.make(st, actions=acts))
+    # every kept node of the stage at once: where the peak falls while one node's tensors are
+    # alive and another's, freeing either alone frees nothing (the chains' repair_stage_recompute)
+    every = [k for k in range(len(st.actions)) if st.stage_of[k] == s and st.actions[k] == KEEP]
+    if len(every) > 1:
+        for a in ([RECOMPUTE, SWAP] if ctx.allow_swap else [RECOMPUTE]):
+            acts = list(st.actions)
+            for k in every:
+                acts[k] = a
             out.append(mv.make(st, actions=acts))
     if ctx.allow_swap:  # recompute and swap free different bytes: each node's other one
         for k in range(len(st.actions)):
@@ -193,12 +204,17 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
         if best is None:
             return None, None
     for _ in range(ROUNDS):
-        bad = []
+        bad, fit = [], []
         for c in neighbours(best):
             e, _ = evaluator.evaluate(c)
-            if not e.fits and e.step_time_s < best_ev.step_time_s and c.key() not in tried:
+            if c.key() in tried:
+                continue
+            if not e.fits and e.step_time_s < best_ev.step_time_s:
                 bad.append((_promise(e), len(bad), c, e))
+            elif e.fits and (c.dp, c.microbatches) != (best.dp, best.microbatches):
+                fit.append((e.step_time_s, len(fit), c, e))
         bad.sort(key=lambda x: (x[0], x[1]))
+        fit.sort(key=lambda x: (x[0], x[1]))
         # the most promising: up to CANDIDATES on best's own mesh (one step from it), and up to
         # CANDIDATES on others, at most PER_MESH from one dp × micro-batch count; and RECUTS more on
         # best's mesh that move nodes between stages: such a move overflows the stage it grows by
@@ -218,10 +234,19 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
                 per_mesh[mesh] = per_mesh.get(mesh, 0) + 1
                 n_other += 1
                 picked.append((c, e))
+        # and a few that already fit on another mesh, though slower: carried over from best, they
+        # keep recomputes and swaps that mesh does not need, and polishing drops them (a chain
+        # that settled on one mesh rarely crosses to another through the slower states between)
+        escapes, per_mesh = [], {}
+        for _t, _i, c, e in fit:
+            mesh = (c.dp, c.microbatches)
+            if len(escapes) < ESCAPES and per_mesh.get(mesh, 0) < PER_MESH:
+                per_mesh[mesh] = per_mesh.get(mesh, 0) + 1
+                escapes.append((c, e))
         improved = False
-        for c, e in picked:
+        for c, e in picked + escapes:
             tried.add(c.key())
-            for got in _repairs(c, e, evaluator, ctx):
+            for got in _repairs(c, e, evaluator, ctx) if not e.fits else [(c, e)]:
                 st2, ev2 = polish(*got)
                 if ev2.step_time_s < best_ev.step_time_s * (1 - 1e-12):
                     best, best_ev, improved = st2, ev2, True

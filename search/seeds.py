@@ -55,16 +55,22 @@ def seed_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
 
 def start_pool(ctx: SearchContext) -> list[tuple[str, Strategy]]:
     """The seeds plus a time-balanced, all-kept strategy for every other valid
-    (dp, micro-batch count): the chains' restart points."""
+    (dp, micro-batch count), and with a pipeline one balanced by memory
+    (:meth:`SearchContext.state_partition` with 1F1B's micro-batches in flight):
+    the chains' restart points."""
     out = seed_strategies(ctx)
     have = {st.key() for _, st in out}
     n = ctx.n
     for dp in sorted(ctx.dps, reverse=True):
         pp = ctx.N // dp
         for m in ctx.ms[dp]:
-            so = ctx.partition(pp, ctx.global_batch // (dp * m))
-            st = Strategy(dp=dp, pp=pp, stage_of=so, actions=[KEEP] * n, microbatches=m)
-            if st.key() not in have:
-                have.add(st.key())
-                out.append((f"balanced-dp{dp}-pp{pp}/m{m}", st))
+            mb = ctx.global_batch // (dp * m)
+            cuts = [("balanced", ctx.partition(pp, mb))]
+            if pp > 1:  # and balanced by what each stage holds with 1F1B's micro-batches in flight
+                cuts.append(("memory-balanced", ctx.state_partition(pp, mb, m)))
+            for name, so in cuts:
+                st = Strategy(dp=dp, pp=pp, stage_of=so, actions=[KEEP] * n, microbatches=m)
+                if st.key() not in have:
+                    have.add(st.key())
+                    out.append((f"{name}-dp{dp}-pp{pp}/m{m}", st))
     return out

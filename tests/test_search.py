@@ -234,6 +234,28 @@ def test_balanced_partition_exact():
     assert balanced_partition([1, 2, 3], 3) == [0, 1, 2]
 
 
+def test_weighted_partition_matches_enumeration():
+    """With per-stage weights on a second cost (activations × micro-batches in flight), the DP's
+    cut has the smallest largest stage of every contiguous cut."""
+    import itertools
+
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        n, pp = int(rng.integers(2, 9)), int(rng.integers(2, 5))
+        pp = min(pp, n)
+        state, act = rng.integers(0, 50, n).tolist(), rng.integers(0, 50, n).tolist()
+        w = rng.integers(1, 6, pp).tolist()
+
+        def worst(so):
+            return max(sum(state[k] + w[s] * act[k] for k in range(n) if so[k] == s) for s in range(pp))
+
+        best = min(worst([sum(k >= c for c in cuts) for k in range(n)])
+                   for cuts in itertools.combinations(range(1, n), pp - 1))
+        so = balanced_partition(state, pp, act, w)
+        assert sorted(set(so)) == list(range(pp)) and so == sorted(so)
+        assert worst(so) == best
+
+
 def test_planner_checks_every_strategy_when_the_search_finds_none():
     """Where nothing the search saw fits, a small graph is solved exactly: a strategy that fits
     is found if one exists (here the capacity is the exact optimum's own peak), and otherwise

@@ -164,7 +164,15 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
             yield mv.make(st, optimizer_on_host=oh)
     if not jumps:
         return
-    # last, the larger jumps the chain makes only through infeasible states: this mesh re-cut, and
+    # two nodes of one stage exchanging their actions: a recompute or swap moved to another node
+    # passes through a state that is slower (both) or does not fit (neither) one flip at a time
+    for i in range(n):
+        for j in range(i + 1, n):
+            if st.actions[i] != st.actions[j] and st.stage_of[i] == st.stage_of[j]:
+                acts = list(st.actions)
+                acts[i], acts[j] = acts[j], acts[i]
+                yield mv.make(st, actions=acts)
+    # then the larger jumps the chain makes only through infeasible states: this mesh re-cut, and
     # the mesh re-factored at every micro-batch count and schedule, balanced by time or by memory,
     # with each per-stage option on every stage, on none, or carried over by node
     if st.pp > 1:  # this mesh re-cut, balanced by time or by memory

@@ -32,8 +32,8 @@ def divisors(x: int) -> list[int]:
 def balanced_partition(costs, pp: int, extra=None, weights=None) -> list[int]:
     """``stage_of`` splitting ``costs`` (per node, in order) into ``pp`` contiguous,
     non-empty stages minimising the largest stage sum (exact linear-partition DP;
-    ties go to the earliest cut). With ``extra`` (per node) and ``weights`` (per stage),
-    stage ``j``'s sum is its ``costs`` plus ``weights[j]`` × its ``extra``."""
+    ties go to the earliest cut). With ``extra`` (per node), stage ``j``'s sum is its
+    ``costs`` plus ``weights[j]`` (per stage; default 1) × its ``extra``."""
     n = len(costs)
     if pp <= 1:
         return [0] * n
@@ -49,7 +49,7 @@ def balanced_partition(costs, pp: int, extra=None, weights=None) -> list[int]:
     best[0][0] = 0.0
     for j in range(1, pp + 1):
         prev_row, row, cut_row = best[j - 1], best[j], cut[j]
-        w = float(weights[j - 1]) if pex is not None else 0.0
+        w = float(weights[j - 1]) if weights is not None else 1.0
         for i in range(j, n - (pp - j) + 1):
             bv, bc = INF, j - 1
             pi = pre[i]
@@ -199,7 +199,7 @@ class SearchContext:
                 if buf.alloc_phase < g.n:
                     made[buf.alloc_phase] += int(buf.nbytes)
             state = [nd.param_bytes + nd.grad_bytes + nd.optimizer_bytes for nd in g.nodes]
-            weights = [1] * pp if m is None else [inflight(pp, s, m, schedule) for s in range(pp)]
+            weights = None if m is None else [inflight(pp, s, m, schedule) for s in range(pp)]
             p = self._parts[key] = balanced_partition(state, pp, made, weights)
         return list(p)
 

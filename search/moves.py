@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 from memflow.strategy import KEEP, RECOMPUTE, SWAP, Strategy
 
 __all__ = [
-    "State", "MOVES", "MOVE_WEIGHTS", "REPAIRS", "REPAIR_WEIGHTS", "make",
+    "State", "MOVES", "MOVE_WEIGHTS", "REPAIRS", "REPAIR_WEIGHTS", "make", "stage_kept_to",
     "shift_boundary", "flip_action", "flip_block", "refactor_mesh", "change_microbatches",
     "change_schedule", "toggle_shard", "toggle_host", "rebalance",
     "repair_action", "repair_boundary", "repair_shard", "repair_microbatches", "repair_stage_recompute",
@@ -255,17 +255,20 @@ def repair_action(state: State, rng, ctx) -> Strategy | None:
     return make(st, actions=acts)
 
 
-def repair_stage_recompute(state: State, rng, ctx) -> Strategy | None:
-    """Recompute every kept node of the over-full stage."""
-    st = state.strategy
-    s = _target_stage(state, rng)
+def stage_kept_to(st: Strategy, s: int, action: str) -> Strategy | None:
+    """``st`` with every kept node of stage ``s`` given ``action`` (None when it keeps none)."""
     acts = list(st.actions)
     changed = False
     for k in range(len(acts)):
         if st.stage_of[k] == s and acts[k] == KEEP:
-            acts[k] = RECOMPUTE
+            acts[k] = action
             changed = True
     return make(st, actions=acts) if changed else None
+
+
+def repair_stage_recompute(state: State, rng, ctx) -> Strategy | None:
+    """Recompute every kept node of the over-full stage."""
+    return stage_kept_to(state.strategy, _target_stage(state, rng), RECOMPUTE)
 
 
 def repair_boundary(state: State, rng, ctx) -> Strategy | None:

@@ -92,13 +92,8 @@ def _stage_fixes(st: Strategy, s: int, ctx: SearchContext, recut: bool = True) -
             out.append(mv.make(st, actions=acts))
     # every kept node of the stage at once: where the peak falls while one node's tensors are
     # alive and another's, freeing either alone frees nothing (the chains' repair_stage_recompute)
-    every = [k for k in range(len(st.actions)) if st.stage_of[k] == s and st.actions[k] == KEEP]
-    if len(every) > 1:
-        for a in ([RECOMPUTE, SWAP] if ctx.allow_swap else [RECOMPUTE]):
-            acts = list(st.actions)
-            for k in every:
-                acts[k] = a
-            out.append(mv.make(st, actions=acts))
+    if len(kept) > 1:
+        out += [mv.stage_kept_to(st, s, a) for a in ([RECOMPUTE, SWAP] if ctx.allow_swap else [RECOMPUTE])]
     if ctx.allow_swap:  # recompute and swap free different bytes: each node's other one
         for k in range(len(st.actions)):
             if st.stage_of[k] == s and st.actions[k] != KEEP:

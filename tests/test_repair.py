@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from memflow.strategy import Strategy
 from search import SearchContext, search, solve_exact
 from search.mcmc import Evaluator
 from search.repair import _cascade, greedy_repair, overflow
 from search.seeds import start_pool
-from memflow.strategy import Strategy
 from test_search import GB, provider, tight_cluster
 
 

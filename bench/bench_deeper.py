@@ -202,7 +202,7 @@ def param_bytes(blocks: int) -> int:
 def sim_part(plan_budget: float, max_blocks: int, mf_blocks: int = 512) -> dict:
     from memflow.model_file import load_model_file
     from memflow.planner import GraphSource, micro_batch_sizes
-    from simulator import Simulator
+    from memflow.simulator import Simulator
 
     cl = Cluster.for_gpus(1, "titan-x-12gb")
     cap = cl.device.memory_bytes

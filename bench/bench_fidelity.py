@@ -96,7 +96,7 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     st = _strategy(kind, n or src.all([batch // (probe.dp * probe.microbatches)])[
         batch // (probe.dp * probe.microbatches)].n)
     g = src(st.microbatch_size(batch))
-    from simulator import Simulator
+    from memflow.simulator import Simulator
 
     ev = Simulator(g, cl).evaluate(st, detail=True)
     plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=batch, strategy=st, cluster=cl.to_dict(),

@@ -53,7 +53,7 @@ def main(quick: bool = False) -> None:
     from memflow.model_file import load_model_file
     from memflow.profile import profile_model
     from memflow.runner import run_plan_file
-    from simulator import Simulator
+    from memflow.simulator import Simulator
 
     os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
     spec = load_model_file(ROOT / "examples" / "gpt2.py")

@@ -384,7 +384,7 @@ def plot(results: list[dict]) -> None:
 def sim_model(name: str, example: str, extra: dict, plan_budget: float, max_batch: int) -> dict:
     from memflow.model_file import load_model_file
     from memflow.planner import GraphSource
-    from simulator import Simulator
+    from memflow.simulator import Simulator
 
     mf = ROOT / "examples" / f"{example}.py"
     cl = Cluster.for_gpus(1, "titan-x-12gb")

@@ -41,7 +41,7 @@ def predict_peaks(rec: dict) -> list[int]:
     from memflow.model_file import load_model_file
     from memflow.profile import profile_model
     from memflow.strategy import Strategy
-    from simulator import Simulator
+    from memflow.simulator import Simulator
 
     path = Path(rec["model_file"])
     if not path.is_file() and (ROOT / "examples" / path.name).is_file():

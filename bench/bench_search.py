@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from memflow.cluster import Cluster
-from simulator.synthetic import gpt2_like_graph
+from memflow.simulator.synthetic import gpt2_like_graph
 
 
 def gpt2_medium_like_graph(micro_batch: int = 4, seq: int = 1024, *, d: int = 1024, layers: int = 24,
@@ -46,14 +46,14 @@ class CachedGraphs:
 
 def bench_plan(repeats: int, global_batch: int, seq: int, processes: int, reference: bool = True,
                memory: str | None = None) -> list[str]:
-    from search import search
+    from memflow.search import search
 
     cl = Cluster.for_gpus(8, "v100-16gb", memory=memory)
     rows = []
     gap_ref = None
     graphs = CachedGraphs(seq=seq)
     # warm the provider so timings are the search's, not graph building
-    from search import SearchContext
+    from memflow.search import SearchContext
     ctx = SearchContext(graphs, global_batch, cl)
     for mb in ctx.microbatch_sizes():
         graphs(mb)
@@ -75,7 +75,7 @@ def bench_plan(repeats: int, global_batch: int, seq: int, processes: int, refere
                     f"{res.evaluations} | {best.step_time_s * 1e3:.1f} | {max(best.peak_bytes) / 2**30:.2f} |"
                     if best else f"| {label} | {statistics.median(times):.2f} | — | nothing fits |")
     if reference:
-        from search import default_iterations
+        from memflow.search import default_iterations
         t0 = time.perf_counter()
         ref = search(graphs, global_batch, cl, seed=1000, iterations=10 * default_iterations(ctx.n), chains=2,
                      processes=processes, baselines=False)
@@ -106,7 +106,7 @@ def bench_gap(seeds: int) -> list[str]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from test_search import GB, INSTANCES, provider, tight_cluster  # the test suite's small instances
 
-    from search import search, solve_exact
+    from memflow.search import search, solve_exact
 
     rows, gaps, ex_t, se_t, found = [], [], [], [], 0
     n_feasible = 0

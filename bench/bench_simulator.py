@@ -15,7 +15,7 @@ from pathlib import Path
 from memflow.cluster import Cluster, Link  # noqa: E402
 from memflow.devices import DeviceSpec  # noqa: E402
 from memflow.strategy import ACTIONS, Strategy  # noqa: E402
-from simulator import Simulator  # noqa: E402
+from memflow.simulator import Simulator  # noqa: E402
 
 
 def bench_cluster() -> Cluster:

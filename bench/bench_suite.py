@@ -65,7 +65,7 @@ def _fastest_fitting(p) -> tuple[str | None, float | None]:
 
 
 def _case(model: str, cluster: str, batch: int) -> list:
-    from search import default_iterations
+    from memflow.search import default_iterations
 
     path = str(ROOT / "examples" / f"{model}.py")
     t0 = time.perf_counter()
@@ -109,7 +109,7 @@ def _exact(path: str, cluster: str, batch: int, cap: int) -> dict:
     """The exact optimum of the plan's problem (same graphs, usable memory and micro-batch
     counts), or why not: the graph is too big to enumerate."""
     from memflow.planner import MAX_MICROBATCHES, search_problem
-    from search import solve_exact
+    from memflow.search import solve_exact
 
     graphs, B, usable = search_problem(path, cluster=cluster, gpu_memory=cap, batch_size=batch)
     n = next(iter(graphs.values())).n

@@ -44,7 +44,7 @@ def _one(inst: tuple) -> dict:
         sys.path.insert(0, tests)
     from test_search import GB, provider, tight_cluster  # the test suite's instance builders
 
-    from search import search, solve_exact
+    from memflow.search import search, solve_exact
 
     kind, n, ndev, frac, gseed, shared, sseed = inst
     g = provider(kind, n, gseed)

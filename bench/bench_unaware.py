@@ -47,7 +47,7 @@ def fmt_mem(x: float, tiny: bool) -> str:
 
 
 def run_case(label, example, scale, preset, batch, budget):
-    from search import search
+    from memflow.search import search
 
     from memflow.model_file import load_model_file
     from memflow.planner import GraphSource, micro_batch_sizes

@@ -14,6 +14,7 @@ caches the figures as JSON under ``$MEMFLOW_CACHE_DIR`` (default
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import json
 import math
 import os
@@ -55,8 +56,8 @@ __all__ = [
     "read_yaml_mapping",
 ]
 
-#: Root of the shipped presets: ``<repo>/configs``.
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+#: Root of the shipped presets: the package data ``memflow.configs`` (``configs/`` in the repository).
+CONFIG_DIR = Path(str(importlib.resources.files("memflow.configs")))
 #: Device presets: ``configs/devices/NAME.yaml``.
 DEVICE_DIR = CONFIG_DIR / "devices"
 

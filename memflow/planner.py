@@ -264,8 +264,8 @@ def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = No
 def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, granularity: Any, seed: int,
           time_budget_s: float | None, iterations: int | None, report: Callable[[str], None] | None,
           cache: bool, headroom: float, measure: bool) -> Plan:
-    from search import search
-    from simulator import Simulator
+    from memflow.search import search
+    from memflow.simulator import Simulator
 
     source = GraphSource(spec, cl, dtype=dtype, granularity=granularity, progress=report, cache=cache,
                          measure=measure or None)
@@ -337,7 +337,7 @@ EXACT_PROOF_S = 60.0
 def _prove_no_fit(graphs: Any, B: int, usable: Cluster, report: Callable[[str], None] | None):
     """Nothing the search saw fits: on a small graph, enumerate the whole space (exactly, with
     pruning) for a strategy that does, or a proof that none does. None on a bigger graph."""
-    from search import SearchContext, solve_exact
+    from memflow.search import SearchContext, solve_exact
 
     ctx = SearchContext(graphs, B, usable, max_microbatches=MAX_MICROBATCHES)
     if ctx.n > EXACT_PROOF_NODES:
@@ -368,7 +368,7 @@ def plan_graph(p: Plan, cache: bool = True) -> TaskGraph:
 
 def simulate_plan(p: Plan, cache: bool = True):
     """Full simulator detail (SimResult) for a plan."""
-    from simulator import Simulator
+    from memflow.simulator import Simulator
 
     graph = plan_graph(p, cache=cache)
     if [nd.name for nd in graph.nodes] != p.node_names:

@@ -17,8 +17,8 @@ import numpy as np
 from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
 from memflow.strategy import RECOMPUTE, Strategy
-from simulator import Simulator
-from simulator.pipeline import inflight
+from memflow.simulator import Simulator
+from memflow.simulator.pipeline import inflight
 
 __all__ = ["SearchContext", "GraphProvider", "divisors", "balanced_partition"]
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from memflow.strategy import Strategy
-from search import SearchContext, search, solve_exact
-from search.mcmc import Evaluator
-from search.repair import _cascade, greedy_repair, overflow
-from search.seeds import start_pool
+from memflow.search import SearchContext, search, solve_exact
+from memflow.search.mcmc import Evaluator
+from memflow.search.repair import _cascade, greedy_repair, overflow
+from memflow.search.seeds import start_pool
 from test_search import GB, provider, tight_cluster
 
 
@@ -115,7 +115,7 @@ def test_final_descent_exchanges_two_nodes_actions():
     recomputes node 0 (1.4% faster): one flip at a time the way there is slower (both
     recomputed) or over capacity (neither). The final descent's neighbourhood exchanges two
     nodes' actions, and from that answer reaches the exact optimum."""
-    from search.mcmc import polish
+    from memflow.search.mcmc import polish
 
     g = provider("random", 7, 368)
     cl = dataclasses.replace(tight_cluster(g, 2, 0.85), host_link_shared=True)

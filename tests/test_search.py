@@ -7,7 +7,7 @@ import pytest
 
 from memflow.cluster import Cluster
 from memflow.strategy import Strategy
-from search import (
+from memflow.search import (
     MOVES,
     REPAIRS,
     SearchContext,
@@ -17,8 +17,8 @@ from search import (
     search,
     solve_exact,
 )
-from search.mcmc import Evaluator
-from simulator import chain_graph, random_graph
+from memflow.search.mcmc import Evaluator
+from memflow.simulator import chain_graph, random_graph
 
 GB = 8  # global batch
 
@@ -160,7 +160,7 @@ def test_moves_return_valid_strategies():
         ctx = SearchContext(g, gb, cl)
         ev = Evaluator(ctx)
         fns = list(MOVES.values()) + list(REPAIRS.values())
-        from search.seeds import seed_strategies
+        from memflow.search.seeds import seed_strategies
         st = seed_strategies(ctx)[0][1]
         for i in range(1500):
             e, _ = ev.evaluate(st)
@@ -302,7 +302,7 @@ def test_mesh_jumps_carry_per_stage_options_by_node():
     node: a host optimizer on the old last stage stays on the new stage that holds those
     nodes (ResNet at 45% of data parallel's peak needs this jump: dp 1 × pp 4 with the last
     stage's optimizer on the host -> dp 2 × pp 2, sharded, last stage on the host)."""
-    from search.mcmc import neighbours
+    from memflow.search.mcmc import neighbours
 
     g = provider("chain", 7, 0)
     ctx = SearchContext(g, GB, Cluster.for_gpus(4, "v100-16gb"))

@@ -12,7 +12,7 @@ from memflow.errors import StrategyError
 from memflow.graph.record import replay
 from memflow.strategy import Strategy
 from memflow.units import format_bytes
-from simulator import Simulator, chain_graph, simulate
+from memflow.simulator import Simulator, chain_graph, simulate
 
 A, S, P = 100, 1000, 10  # bytes: activation, saved-for-backward, params per node
 MS = 1e-3
@@ -134,7 +134,7 @@ def test_pipeline_ops_start_when_stage_and_input_are_ready():
     one stage) returns the same times."""
     import random
 
-    from simulator.pipeline import run_pipeline, stage_order
+    from memflow.simulator.pipeline import run_pipeline, stage_order
 
     rng = random.Random(0)
     for _ in range(200):

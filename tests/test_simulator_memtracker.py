@@ -12,7 +12,7 @@ from memflow.graph.build import capture_graph
 from memflow.graph.record import replay
 from memflow.model_file import load_model_file
 from memflow.strategy import Strategy
-from simulator import simulate
+from memflow.simulator import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 TOL = {"gpt2": 0.02, "bert": 0.02, "llama": 0.02, "resnet": 0.02, "lstm": 0.02}

@@ -11,7 +11,7 @@ from memflow.cluster import Cluster, Link
 from memflow.devices import DeviceSpec
 from memflow.graph.record import replay
 from memflow.strategy import ACTIONS, Strategy
-from simulator import Simulator, random_graph
+from memflow.simulator import Simulator, random_graph
 
 SEEDS = range(40)
 PRESETS = ("cpu-2", "cpu-4", "v100-4-pcie", "a100-8-nvlink")
@@ -205,7 +205,7 @@ def test_memory_curve_peaks_at_reported_peak():
 
 
 def test_fast_stage_path_equals_full_path():
-    from simulator.stage import build_layout, eval_stage
+    from memflow.simulator.stage import build_layout, eval_stage
 
     fields = ("fwd_s", "bwd_s", "stall_s", "host_s", "swap_bytes", "base", "R", "maxF0", "maxB0", "maxF", "maxB",
               "S_fwd", "S_after", "opt_mem", "bwd_node_end")

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from memflow.model_file import load_model_file
-from simulator.stage import build_layout
-from simulator.synthetic import chain_graph, gpt2_like_graph, random_graph
-from simulator.window import BufferWindow
+from memflow.simulator.stage import build_layout
+from memflow.simulator.synthetic import chain_graph, gpt2_like_graph, random_graph
+from memflow.simulator.window import BufferWindow
 
 ROOT = Path(__file__).resolve().parent.parent
 

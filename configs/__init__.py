@@ -1,0 +1,1 @@
+"""Device and cluster presets, shipped as package data (``memflow.configs``)."""

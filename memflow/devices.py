@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import yaml
 
 from memflow.errors import ConfigError
+from memflow.kinds import FLOP_DTYPES
 from memflow.fileio import atomic_write_text
 from memflow.units import (
     format_bandwidth,
@@ -62,7 +63,7 @@ CONFIG_DIR = Path(str(importlib.resources.files("memflow.configs")))
 DEVICE_DIR = CONFIG_DIR / "devices"
 
 #: Dtypes with a peak-FLOP/s entry, in fallback order for :meth:`DeviceSpec.flops`.
-DTYPES = ("fp32", "bf16", "fp16")
+DTYPES = FLOP_DTYPES
 #: PCIe 3.0 x16: 15.75 GB/s theoretical per direction, ~12 GB/s effective for
 #: pinned cudaMemcpy (bytes/s).  Default device<->host link.
 PCIE3_X16_BANDWIDTH = 12e9

@@ -22,12 +22,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import StrategyError
+from .kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SWAP, Action, Schedule
 
 __all__ = ["Strategy", "ACTIONS", "SCHEDULES", "KEEP", "RECOMPUTE", "SWAP"]
-
-KEEP, RECOMPUTE, SWAP = "keep", "recompute", "swap"
-ACTIONS = (KEEP, RECOMPUTE, SWAP)
-SCHEDULES = ("1f1b", "gpipe")
 
 
 @dataclass
@@ -35,9 +32,9 @@ class Strategy:
     dp: int
     pp: int
     stage_of: list[int]
-    actions: list[str]
+    actions: list[Action]
     microbatches: int = 1
-    schedule: str = "1f1b"
+    schedule: Schedule = ONE_F_ONE_B
     shard_state: list[bool] = field(default_factory=list)
     optimizer_on_host: list[bool] = field(default_factory=list)
 

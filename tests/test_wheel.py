@@ -28,8 +28,14 @@ def _run(cmd, **kw):
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"  # a copy: setuptools' build/ directory is not left in the checkout, nor stale files taken from it
+    src.mkdir()
+    for name in ("memflow", "simulator", "search", "configs", "bench"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
     r = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"),
-              str(ROOT)])
+              str(src)])
     assert r.returncode == 0, r.stderr[-2000:]
     (whl,) = (tmp / "dist").glob("memflow-*.whl")
     env_dir = tmp / "venv"

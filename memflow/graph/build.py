@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..errors import CaptureError, MemflowError
 from ..forking import ForkedJobs
+from ..kinds import TRAIN_DTYPES
 from ..gcfreeze import freeze, long_lived, paused_collection
 from . import handoff
 from .capture import Captured, split_step
@@ -28,7 +29,7 @@ from .record import TaskGraph
 
 __all__ = ["capture_graph", "capture_graphs", "capture_program", "fingerprint", "DTYPES"]
 
-DTYPES = ("fp32", "bf16")
+DTYPES = TRAIN_DTYPES
 
 
 def _casts(dtype: str) -> bool:

@@ -1,0 +1,36 @@
+"""The named choices every layer shares, as ``Literal`` types with their values.
+
+One source each: a memory action of a node, a pipeline schedule, a training
+precision, and the dtypes a device spec gives peak FLOP/s for. Modules compare
+against these constants, never against spelled-out strings.
+"""
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+__all__ = [
+    "Action", "KEEP", "RECOMPUTE", "SWAP", "ACTIONS",
+    "Schedule", "ONE_F_ONE_B", "GPIPE", "SCHEDULES",
+    "TrainDtype", "TRAIN_DTYPES", "FlopDtype", "FLOP_DTYPES",
+]
+
+#: What a node does with the tensors its forward saves for its backward.
+Action = Literal["keep", "recompute", "swap"]
+KEEP: Final = "keep"  # held on the device until the backward
+RECOMPUTE: Final = "recompute"  # dropped; the forward runs again before the backward (checkpoint)
+SWAP: Final = "swap"  # copied to host memory after the forward, back before the backward
+ACTIONS: tuple[Action, ...] = get_args(Action)
+
+#: The order in which a pipeline stage runs its micro-batches' forwards and backwards.
+Schedule = Literal["1f1b", "gpipe"]
+ONE_F_ONE_B: Final = "1f1b"
+GPIPE: Final = "gpipe"
+SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+
+#: The precision a plan trains in: fp32, or bf16 autocast with fp32 master weights.
+TrainDtype = Literal["fp32", "bf16"]
+TRAIN_DTYPES: tuple[TrainDtype, ...] = get_args(TrainDtype)
+
+#: Dtypes a device spec may give a peak FLOP/s for, in fallback order.
+FlopDtype = Literal["fp32", "bf16", "fp16"]
+FLOP_DTYPES: tuple[FlopDtype, ...] = get_args(FlopDtype)

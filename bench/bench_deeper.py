@@ -56,7 +56,7 @@ def depth(blocks: int) -> int:
 
 def min_peak(p) -> int:
     """The smallest max-peak the plan's search saw (its Pareto front includes the non-fitting points)."""
-    return min([int(x["max_peak_bytes"]) for x in p.pareto] + [max(p.predicted["peak_bytes"])])
+    return min([int(x.max_peak_bytes) for x in p.pareto] + [max(p.predicted.peak_bytes)])
 
 
 def _plan_probe(cl, plans: dict, plan_budget: float, label: str):
@@ -123,21 +123,21 @@ def cpu_part(quick: bool, plan_budget: float, max_blocks: int, timed_steps: int,
         # plain's throughput at its deepest depth, through the executor as MemFlow's plans run (not capped:
         # the executor runs the exported graph, which may hold a little more than eager PyTorch); the two
         # timed side by side, runs interleaved (the confirming run is MemFlow's first), median per side
-        t_plain, t_mf = [], [vrep["measured_step_time_s"]] if vrep else []
+        t_plain, t_mf = [], [vrep.measured_step_time_s] if vrep else []
         for i in range(rounds):
             with env(MEMFLOW_RESNET_DEPTH=depth(bp)):
                 rp = run_strategy(MF, Strategy.single(n_nodes(MF)), BATCH, None, steps=1 + timed_steps, warmup=1)
-            t_plain.append(rp["measured_step_time_s"])
+            t_plain.append(rp.measured_step_time_s)
             if verified and i + 1 < rounds:
                 with env(MEMFLOW_RESNET_DEPTH=depth(verified)):
                     r = run_memflow(plans[verified], steps=1 + timed_steps, warmup=1)
                 if r:
-                    t_mf.append(r["measured_step_time_s"])
+                    t_mf.append(r.measured_step_time_s)
         log(f"plain depth {depth(bp)} in the executor: peak {peak_of(rp)} (in-process {plain_peaks[bp]}, cap {cap})")
         out.update(plain_blocks=bp, plain_fail=bp_fail, mf_pred_blocks=bm, mf_pred_fail=bm_fail, mf_blocks=verified,
                    mf_ooms=ooms, plan=describe(plans[verified].strategy) if verified else "—",
                    mf_peak=peak_of(vrep) if vrep else None,
-                   mf_pred_peak=max(plans[verified].predicted["peak_bytes"]) if verified else None,
+                   mf_pred_peak=max(plans[verified].predicted.peak_bytes) if verified else None,
                    plain_peak=plain_peaks[bp], plain_exec_peak=peak_of(rp), probed=sorted(depth(b) for b in plans),
                    t_plain=statistics.median(t_plain), t_mf=statistics.median(t_mf) if t_mf else math.nan,
                    t_runs=(t_plain, t_mf), nodes=n)
@@ -245,8 +245,8 @@ def sim_part(plan_budget: float, max_blocks: int, mf_blocks: int = 512) -> dict:
         fits, _ = probe(bm)
         p = plans[bm]
         out.update(mf_blocks=bm if fits else None, mf_tried=bm, plan=describe(p.strategy),
-                   mf_step=p.predicted["step_time_s"] if fits else None,
-                   mf_peak=max(p.predicted["peak_bytes"]), mf_min_peak=min_peak(p), mf_usable=usable)
+                   mf_step=p.predicted.step_time_s if fits else None,
+                   mf_peak=max(p.predicted.peak_bytes), mf_min_peak=min_peak(p), mf_usable=usable)
     return out
 
 

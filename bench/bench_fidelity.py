@@ -14,7 +14,7 @@ import tempfile
 from memflow.cluster import Cluster
 from memflow.planfile import Plan
 from memflow.planner import GraphSource, resolve_spec
-from memflow.runner import run_plan_file
+from memflow.runner import run as run_plan_file
 from memflow.strategy import RECOMPUTE, SWAP, Strategy
 
 from .common import ROOT, env, md_table, write_section
@@ -109,10 +109,10 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     warmup = min(warmup, steps - 1)
     runs = [run_plan_file(plan, steps=steps, check=False, warmup=warmup) for _ in range(runs or RUNS)]
     rows = []
-    for i, r in enumerate(runs[0]["ranks"]):
-        mt = min(run["ranks"][i]["measured_step_time_s"] for run in runs)
-        rows.append(dict(model=model, batch=batch, kind=kind, rank=r["rank"], mp=r["measured_peak_bytes"],
-                         pp=r["predicted_peak_bytes"], mt=mt, pt=r["predicted_step_time_s"]))
+    for i, r in enumerate(runs[0].ranks):
+        mt = min(run.ranks[i].measured_step_time_s for run in runs)
+        rows.append(dict(model=model, batch=batch, kind=kind, rank=r.rank, mp=r.measured_peak_bytes,
+                         pp=r.predicted_peak_bytes, mt=mt, pt=r.predicted_step_time_s))
     return rows
 
 

@@ -52,7 +52,7 @@ def main(quick: bool = False) -> None:
         return
     from memflow.model_file import load_model_file
     from memflow.profile import profile_model
-    from memflow.runner import run_plan_file
+    from memflow.runner import run as run_plan_file
     from memflow.simulator import Simulator
 
     os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
@@ -84,11 +84,11 @@ def main(quick: bool = False) -> None:
                                "peak_bytes": [int(pred["measured"].peak_bytes[0])],
                                "capacity_bytes": [int(cl.device.memory_bytes)]})
         try:
-            r = run_plan_file(plan, steps=STEPS, check=False)["ranks"][0]
+            r = run_plan_file(plan, steps=STEPS, check=False).ranks[0]
         except Exception as e:  # noqa: BLE001 - a failed strategy is a row, not the end of the table
             rows.append([name, f"failed: {' '.join(str(e).split())[:120]}"] + [""] * 9)
             continue
-        mt, mp = r["measured_step_time_s"], r["measured_peak_bytes"]
+        mt, mp = r.measured_step_time_s, r.measured_peak_bytes
         for src in pred:
             terr[src].append(abs(pred[src].step_time_s / mt - 1))
             perr[src].append(abs(pred[src].peak_bytes[0] / mp - 1))

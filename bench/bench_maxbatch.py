@@ -67,7 +67,7 @@ def describe(st: Strategy) -> str:
 
 
 def n_nodes(model_file, batch: int = 2) -> int:
-    from memflow.graph.build import capture_graph
+    from memflow.profile.build import capture_graph
     from memflow.model_file import load_model_file
 
     return capture_graph(load_model_file(model_file), batch).n
@@ -90,12 +90,12 @@ def run_memflow(p, steps: int = 2, warmup: int = 1) -> dict | None:
     """Run a Plan under its own capacity (what ``run_plan_file`` launches, with ``warmup``)."""
     from memflow.executor import RunConfig, run_plan
 
-    caps = p.predicted.get("capacity_bytes") or []
+    caps = p.predicted.capacity_bytes
     cfg = RunConfig(model_file=p.model_file, batch_size=p.batch_size, strategy=p.strategy.to_dict(), steps=steps,
-                    seed=p.seed, granularity=p.granularity, node_names=list(p.node_names),
+                    seed=p.settings.seed, granularity=p.settings.granularity, node_names=list(p.node_names),
                     capacity_bytes=int(max(caps)) if caps else None, warmup=warmup, device="cpu",
-                    predicted={"peak_bytes": p.predicted.get("peak_bytes", []),
-                               "step_time_s": p.predicted.get("step_time_s")})
+                    predicted={"peak_bytes": p.predicted.peak_bytes,
+                               "step_time_s": p.predicted.rank_step_time_s})
     try:
         return run_plan(cfg, nproc=p.strategy.num_devices, timeout_s=600)
     except DeviceOutOfMemoryError:
@@ -103,7 +103,7 @@ def run_memflow(p, steps: int = 2, warmup: int = 1) -> dict | None:
 
 
 def peak_of(rep: dict) -> int:
-    return max(r["measured_peak_bytes"] for r in rep["ranks"])
+    return max(r.measured_peak_bytes for r in rep.ranks)
 
 
 def cpu_seconds() -> float:
@@ -282,10 +282,10 @@ def cpu_model(name: str, example: str, extra: dict, timed_steps: int, plan_budge
             t = time.time()
             p = make_plan(mf, cluster=cl, batch_size=b, seed=0, time_budget_s=plan_budget)
             plans[b] = p
-            curve_mf[b] = max(p.predicted["peak_bytes"])
+            curve_mf[b] = max(p.predicted.peak_bytes)
             base = p.baselines.get("dp/m1")  # single device, all kept, one micro-batch: plain
             if base:
-                curve_plain_pred[b] = max(base["peak_bytes"])
+                curve_plain_pred[b] = max(base.peak_bytes)
             log(f"{name}: MemFlow batch {b}: {'fits' if p.fits else 'no fit'} ({describe(p.strategy)}, "
                 f"{time.time() - t:.1f} s)")
             return p.fits
@@ -313,7 +313,7 @@ def cpu_model(name: str, example: str, extra: dict, timed_steps: int, plan_budge
         out.update(mf_pred_max=pred[-1] if pred else None, mf_max=verified, mf_oom=oom_pred,
                    mf_plan=describe(plans[verified].strategy) if verified else "—",
                    mf_peak=peak_of(vrep) if vrep else None,
-                   mf_pred_peak=max(plans[verified].predicted["peak_bytes"]) if verified else None)
+                   mf_pred_peak=max(plans[verified].predicted.peak_bytes) if verified else None)
         out["curve_plain"], out["curve_mf"], out["curve_plain_pred"] = curve_plain, curve_mf, curve_plain_pred
 
         # overhead: plain (through the executor, as MemFlow's plans run) vs MemFlow's plan at the plain
@@ -325,9 +325,9 @@ def cpu_model(name: str, example: str, extra: dict, timed_steps: int, plan_budge
         r2 = run_memflow(p_at, steps=1 + timed_steps, warmup=1)
         log(f"{name}: plain batch {bp} in the executor: peak {peak_of(r1)} (in-process {curve_plain[bp]}, cap {cap})")
         out.update(plan_at_bp=describe(p_at.strategy), plain_exec_peak=peak_of(r1),
-                   t_plain=r1["measured_step_time_s"],
-                   t_mf_bp=r2["measured_step_time_s"] if r2 else math.nan,
-                   t_mf_max=vrep["measured_step_time_s"] if vrep else math.nan)
+                   t_plain=r1.measured_step_time_s,
+                   t_mf_bp=r2.measured_step_time_s if r2 else math.nan,
+                   t_mf_max=vrep.measured_step_time_s if vrep else math.nan)
     return out
 
 
@@ -426,8 +426,8 @@ def sim_model(name: str, example: str, extra: dict, plan_budget: float, max_batc
         res = dict(name=name, plain_max=bp, mf_max=best, limit_hit=b > max_batch)
         if best:
             p = plans[best]
-            res.update(plan=describe(p.strategy), step=p.predicted["step_time_s"],
-                       peak=max(p.predicted["peak_bytes"]))
+            res.update(plan=describe(p.strategy), step=p.predicted.step_time_s,
+                       peak=max(p.predicted.peak_bytes))
         # plain step time at its max, for the per-sample overhead (roofline)
         if bp:
             g = src(bp)

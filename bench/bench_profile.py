@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from memflow.graph.build import capture_graph
+from memflow.profile.build import capture_graph
 from memflow.graph.record import replay
 from memflow.model_file import load_model_file
 from memflow.profile.measure import measure_plain_step
@@ -54,7 +54,7 @@ def _llama7b():
     code = r'''
 import json, resource, time, os
 from memflow.model_file import load_model_file
-from memflow.graph.build import capture_graph
+from memflow.profile.build import capture_graph
 from memflow.profile.roofline import predict_times
 from memflow.devices import load_device
 from memflow.graph.record import replay

@@ -53,13 +53,13 @@ LONG = 10  # the long search's budget, × the default iterations
 
 def _unaware_time(p) -> float | None:
     b = p.baselines.get("memory-unaware search")
-    return b["step_time_s"] if b else None
+    return b.step_time_s if b else None
 
 
 def _fastest_fitting(p) -> tuple[str | None, float | None]:
     """(name, step time) of the plan's fastest baseline that fits (the memory-unaware search is
     not a baseline here), or (None, None)."""
-    fit = {n: b["step_time_s"] for n, b in p.baselines.items() if b["fits"] and n != "memory-unaware search"}
+    fit = {n: b.step_time_s for n, b in p.baselines.items() if b.fits and n != "memory-unaware search"}
     best = min(fit, key=fit.get) if fit else None
     return best, (fit[best] if best else None)
 
@@ -70,7 +70,7 @@ def _case(model: str, cluster: str, batch: int) -> list:
     path = str(ROOT / "examples" / f"{model}.py")
     t0 = time.perf_counter()
     loose = memflow.plan(path, cluster=cluster, gpu_memory="1TiB", batch_size=batch, time_budget_s=1)
-    dp_peak = max(loose.baselines["dp/m1"]["peak_bytes"])
+    dp_peak = max(loose.baselines["dp/m1"].peak_bytes)
     cap = int(dp_peak * 0.6)
     p = memflow.plan(path, cluster=cluster, gpu_memory=cap, batch_size=batch)
     secs = time.perf_counter() - t0
@@ -79,8 +79,8 @@ def _case(model: str, cluster: str, batch: int) -> list:
     long = memflow.plan(path, cluster=cluster, gpu_memory=cap, batch_size=batch, iterations=LONG * per_chain)
     long_secs = time.perf_counter() - t1
     best_name, bt = _fastest_fitting(p)
-    t = p.predicted["step_time_s"]
-    tl = long.predicted["step_time_s"]
+    t = p.predicted.step_time_s
+    tl = long.predicted.step_time_s
     free = [x for x in (_unaware_time(p), _unaware_time(long)) if x]
     if best_name:
         base = f"{best_name}: {bt * 1e3:,.0f} ms"
@@ -95,7 +95,7 @@ def _case(model: str, cluster: str, batch: int) -> list:
     return [model, cluster, batch, f"{cap / 2**30:.2f} GiB", "yes" if p.fits else "NO",
             p.strategy.summary(), f"{t * 1e3:,.1f}", base, speed,
             f"{tl * 1e3:,.1f}" + ("" if long.fits else " (no fit)"), gap, ceiling,
-            f"{p.settings['iterations']:,} / {long.settings['iterations']:,}", f"{secs:.0f} / {long_secs:.0f}"]
+            f"{p.settings.iterations:,} / {long.settings.iterations:,}", f"{secs:.0f} / {long_secs:.0f}"]
 
 
 SWEEP = (0.8, 0.6, 0.45, 0.35, 0.25)  # memory per device, as a fraction of plain data parallel's peak
@@ -124,8 +124,8 @@ def _sweep_point(path: str, model: str, cluster: str, batch: int, dp_peak: int, 
     p = memflow.plan(path, cluster=cluster, gpu_memory=cap, batch_size=batch)
     best, bt = _fastest_fitting(p)
     return {"model": model, "cluster": cluster, "batch": batch, "frac": frac, "cap": cap, "fits": p.fits,
-            "plan": p.strategy.summary(), "t": p.predicted["step_time_s"], "peak": max(p.predicted["peak_bytes"]),
-            "usable": min(p.predicted["capacity_bytes"]),
+            "plan": p.strategy.summary(), "t": p.predicted.step_time_s, "peak": max(p.predicted.peak_bytes),
+            "usable": min(p.predicted.capacity_bytes),
             "base": best, "bt": bt, "free": _unaware_time(p), "exact": _exact(path, cluster, batch, cap)}
 
 
@@ -190,14 +190,14 @@ def _preset_point(model: str, cluster: str, batch: int) -> dict:
     b = batch
     while True:
         p = memflow.plan(path, cluster=cluster, batch_size=b)
-        if not p.baselines["dp/m1"]["fits"] or b >= PRESET_MAX_BATCH:
+        if not p.baselines["dp/m1"].fits or b >= PRESET_MAX_BATCH:
             break
         b *= 2
     best, bt = _fastest_fitting(p)
     return {"model": model, "cluster": cluster, "batch": b, "cap": p.cluster["device"]["memory_bytes"],
-            "usable": min(p.predicted["capacity_bytes"]),
-            "dp_peak": max(p.baselines["dp/m1"]["peak_bytes"]), "dp_fits": p.baselines["dp/m1"]["fits"],
-            "fits": p.fits, "plan": p.strategy.summary(), "t": p.predicted["step_time_s"],
+            "usable": min(p.predicted.capacity_bytes),
+            "dp_peak": max(p.baselines["dp/m1"].peak_bytes), "dp_fits": p.baselines["dp/m1"].fits,
+            "fits": p.fits, "plan": p.strategy.summary(), "t": p.predicted.step_time_s,
             "base": best, "bt": bt, "free": _unaware_time(p)}
 
 
@@ -237,7 +237,7 @@ def main(quick: bool = False) -> None:
         for model, cluster, batch in CASES:
             path = str(ROOT / "examples" / f"{model}.py")
             loose = memflow.plan(path, cluster=cluster, gpu_memory="1TiB", batch_size=batch, time_budget_s=1)
-            dp_peak = max(loose.baselines["dp/m1"]["peak_bytes"])
+            dp_peak = max(loose.baselines["dp/m1"].peak_bytes)
             points += [_sweep_point(path, model, cluster, batch, dp_peak, f) for f in SWEEP]
         body += ("\n\n### How tight: the same cases from 80% down to 25% of plain data parallel's peak\n\n"
                  "Default budget, seed 0; 'ceiling' as above. Where nothing fits, the plan is the "

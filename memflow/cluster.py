@@ -31,9 +31,10 @@ from memflow.devices import (
     host_memory_bytes,
     list_devices,
     load_device,
-    read_yaml_mapping,
 )
 from memflow.errors import ConfigError
+from memflow.fileio import read_yaml_mapping
+from memflow.linkprobe import measured_gloo_link
 from memflow.units import GiB, format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes, parse_time
 
 __all__ = [
@@ -397,42 +398,24 @@ class Cluster:
         if gpu_type == "cpu":
             device = load_device("cpu")
             host_mem = device.memory_bytes
-            dev_mem = memory if memory is not None else max(1, host_mem // n)
-            device = device.with_memory(dev_mem)
-            if n > 1:
-                from .linkprobe import measured_gloo_link
-
-                gloo = measured_gloo_link()
-            else:
-                gloo = GLOO_LOOPBACK  # never used: one process talks to no one
-            return cls(
-                name=f"cpu-{n}",
-                num_nodes=1,
-                devices_per_node=n,
-                device=device,
-                intra_link=gloo,
-                inter_link=gloo,
-                host_link=Link(device.host_link_bandwidth, 1e-6),  # a memcpy in the same memory
-                host_link_shared=True,  # all processes share the one memory bus
-                host_memory_bytes=host_mem,
-                description=f"{n} local process(es) on this host, gloo over loopback (measured)",
-            )
-        device = load_device(gpu_type)
-        if memory is not None:
-            device = device.with_memory(memory)
-        intra = _DEFAULT_INTRA.get(device.name, Link(device.host_link_bandwidth, 10e-6))
-        return cls(
-            name=f"{device.name}-x{n}",
-            num_nodes=1,
-            devices_per_node=n,
-            device=device,
-            intra_link=intra,
-            inter_link=ETH_25G,
-            host_link=Link(device.host_link_bandwidth, _HOST_LINK_LATENCY),
-            host_link_shared=False,
-            host_memory_bytes=max(2 * n * device.memory_bytes, 64 * GiB),
-            description=f"one machine with {n} × {device.name} (generated defaults)",
-        )
+            device = device.with_memory(memory if memory is not None else max(1, host_mem // n))
+            measured = measured_gloo_link() if n > 1 else None  # (one process talks to no one)
+            gloo = Link(*measured) if measured is not None else GLOO_LOOPBACK
+            links = dict(intra_link=gloo, inter_link=gloo,
+                         host_link=Link(device.host_link_bandwidth, 1e-6),  # a memcpy in the same memory
+                         host_link_shared=True)  # all processes share the one memory bus
+            name, what = f"cpu-{n}", f"{n} local process(es) on this host, gloo over loopback (measured)"
+        else:
+            device = load_device(gpu_type)
+            if memory is not None:
+                device = device.with_memory(memory)
+            host_mem = max(2 * n * device.memory_bytes, 64 * GiB)
+            links = dict(intra_link=_DEFAULT_INTRA.get(device.name, Link(device.host_link_bandwidth, 10e-6)),
+                         inter_link=ETH_25G, host_link=Link(device.host_link_bandwidth, _HOST_LINK_LATENCY),
+                         host_link_shared=False)
+            name, what = f"{device.name}-x{n}", f"one machine with {n} × {device.name} (generated defaults)"
+        return cls(name=name, num_nodes=1, devices_per_node=n, device=device, host_memory_bytes=host_mem,
+                   description=what, **links)
 
 
 def list_clusters() -> list[str]:

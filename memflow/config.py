@@ -1,83 +1,34 @@
-"""Experiment files: model + batch + cluster + search + run settings in one YAML.
+"""Experiment files: a model, its environment, a plan request and run settings in one YAML.
 
-Every section maps to a dataclass validated in ``__post_init__``; unknown
-keys are rejected with the list of valid ones; sizes, bandwidths and times
-take units (``16GiB``, ``300GB/s``, ``2us``). ``memflow run EXPERIMENT.yaml``
-plans (or loads ``plan_file``) and runs. Example::
+The ``plan:`` section holds :class:`~memflow.request.PlanRequest`'s fields
+under their own names (the flags of ``memflow plan``, with ``_`` for ``-``):
+one schema for the CLI, the YAML and the API. Unknown keys are rejected with
+the list of valid ones; sizes take units (``16GiB``). Paths inside are
+relative to the file. ``memflow run EXPERIMENT.yaml`` plans (or loads
+``plan_file``) and runs. Example::
 
     kind: experiment
-    model: ../../examples/gpt2.py      # relative to this file
-    batch_size: 4
+    model: ../../examples/gpt2.py
     env: {MEMFLOW_EXAMPLE_SCALE: tiny}
-    cluster: {preset: cpu-2, gpu_memory: 64MiB}
-    search: {seed: 0, time_budget_s: 5}
+    plan: {batch_size: 4, cluster: cpu-2, gpu_memory: 64MiB, seed: 0, time_budget_s: 5}
     run: {steps: 3}
+
+Files written for earlier versions (``batch_size`` at the top, ``cluster:
+{preset, gpus, gpu_type, gpu_memory}`` and ``search: {seed, time_budget_s,
+iterations, dtype, granularity}`` sections) are read as the same request.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ConfigError
-from .units import parse_bytes
+from .fileio import read_yaml_mapping
+from .request import OPTION_FIELDS, PlanRequest, check_positive_int
+from .typed import from_data
 
-__all__ = ["ClusterSection", "SearchSection", "RunSection", "Experiment", "load_experiment", "is_experiment"]
-
-
-def _build(cls, d: Any, where: str):
-    if d is None:
-        return cls()
-    if not isinstance(d, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(d).__name__}")
-    valid = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(d) - set(valid))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {valid}")
-    try:
-        return cls(**d)
-    except TypeError as e:
-        raise ConfigError(f"{where}: {e}") from None
-
-
-@dataclass
-class ClusterSection:
-    preset: str | None = None  # a configs/clusters name, a YAML path or cpu-N
-    gpus: int | None = None
-    gpu_type: str | None = None
-    gpu_memory: Any = None  # "16GiB"
-
-    def __post_init__(self) -> None:
-        if self.preset is not None and self.gpu_type is not None:
-            raise ConfigError("cluster: give preset or gpu_type, not both")
-        if self.gpus is not None and (not isinstance(self.gpus, int) or self.gpus < 1):
-            raise ConfigError(f"cluster.gpus must be a positive integer, got {self.gpus!r}")
-        if self.gpu_memory is not None:
-            parse_bytes(self.gpu_memory, name="cluster.gpu_memory", allow_zero=False)
-
-
-@dataclass
-class SearchSection:
-    seed: int = 0
-    time_budget_s: float | None = None
-    iterations: int | None = None
-    dtype: str = "fp32"
-    granularity: Any = "auto"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.seed, int):
-            raise ConfigError(f"search.seed must be an integer, got {self.seed!r}")
-        if self.time_budget_s is not None and not (isinstance(self.time_budget_s, (int, float))
-                                                   and self.time_budget_s > 0 and math.isfinite(self.time_budget_s)):
-            raise ConfigError(f"search.time_budget_s must be a positive number, got {self.time_budget_s!r}")
-        if self.iterations is not None and (not isinstance(self.iterations, int) or self.iterations < 1):
-            raise ConfigError(f"search.iterations must be a positive integer, got {self.iterations!r}")
-        if self.dtype not in ("fp32", "bf16"):
-            raise ConfigError(f"search.dtype must be one of ['fp32', 'bf16'], got {self.dtype!r}")
+__all__ = ["RunSection", "Experiment", "load_experiment", "is_experiment"]
 
 
 @dataclass
@@ -87,65 +38,88 @@ class RunSection:
     checkpoint_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.steps, int) or self.steps < 1:
-            raise ConfigError(f"run.steps must be a positive integer, got {self.steps!r}")
-        if not isinstance(self.checkpoint_every, int) or self.checkpoint_every < 0:
+        check_positive_int(self.steps, "run.steps")
+        if isinstance(self.checkpoint_every, bool) or not isinstance(self.checkpoint_every, int) \
+                or self.checkpoint_every < 0:
             raise ConfigError(f"run.checkpoint_every must be a non-negative integer, got {self.checkpoint_every!r}")
 
 
 @dataclass
 class Experiment:
-    model: str
-    kind: str = "experiment"
-    batch_size: int | None = None
+    request: PlanRequest
     env: dict[str, str] = field(default_factory=dict)
-    cluster: ClusterSection = field(default_factory=ClusterSection)
-    search: SearchSection = field(default_factory=SearchSection)
     run: RunSection = field(default_factory=RunSection)
     plan_file: str | None = None  # load this plan instead of planning
     source: str = ""
 
-    def __post_init__(self) -> None:
-        if self.kind != "experiment":
-            raise ConfigError(f"kind must be 'experiment', got {self.kind!r}")
-        if self.batch_size is not None and (not isinstance(self.batch_size, int) or self.batch_size < 1):
-            raise ConfigError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-        if not isinstance(self.env, dict):
-            raise ConfigError("env must be a mapping of environment variables")
+
+_TOP = ("kind", "model", "env", "plan", "run", "plan_file")
+_LEGACY = {"cluster": {"preset": "cluster", "gpus": "gpus", "gpu_type": "gpu_type", "gpu_memory": "gpu_memory"},
+           "search": {k: k for k in ("seed", "time_budget_s", "iterations", "dtype", "granularity")}}
 
 
 def is_experiment(d: Any) -> bool:
     return isinstance(d, dict) and (d.get("kind") == "experiment" or ("model" in d and "strategy" not in d))
 
 
+def _legacy_options(d: dict[str, Any], where: str) -> dict[str, Any]:
+    """Plan options from an earlier version's top-level batch_size and cluster / search sections."""
+    opts: dict[str, Any] = {}
+    if "batch_size" in d:
+        opts["batch_size"] = d.pop("batch_size")
+    for section, names in _LEGACY.items():
+        if section not in d:
+            continue
+        sec = d.pop(section)
+        if sec is None:
+            continue
+        if not isinstance(sec, dict):
+            raise ConfigError(f"{where}: {section} must be a mapping, got {sec!r}")
+        unknown = sorted(str(k) for k in sec if k not in names)
+        if unknown:
+            raise ConfigError(f"{where}: {section}: unknown key(s) {unknown}; valid: {sorted(names)}")
+        opts.update({names[k]: v for k, v in sec.items()})
+    return opts
+
+
 def load_experiment(path: str | Path, data: Any = None) -> Experiment:
     """Read and validate an experiment file; paths inside are relative to it."""
     path = Path(path)
-    if data is None:
-        if not path.exists():
-            raise ConfigError(f"{path}: file not found")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError:
-            raise ConfigError(f"{path}: not valid YAML") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: an experiment must be a YAML mapping")
-    d = dict(data)
-    valid = [f.name for f in dataclasses.fields(Experiment) if f.name != "source"]
-    unknown = sorted(set(d) - set(valid))
+    where = str(path)
+    raw = read_yaml_mapping(path, "experiment file") if data is None else data
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: an experiment must be a YAML mapping")
+    d = dict(raw)
+    legacy = _legacy_options(d, where)
+    unknown = sorted(str(k) for k in d if k not in _TOP)
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {unknown}; valid: {valid}")
-    if "model" not in d:
-        raise ConfigError(f"{path}: an experiment needs `model: PATH/TO/model.py`")
-    d["cluster"] = _build(ClusterSection, d.get("cluster"), f"{path}: cluster")
-    d["search"] = _build(SearchSection, d.get("search"), f"{path}: search")
-    d["run"] = _build(RunSection, d.get("run"), f"{path}: run")
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {list(_TOP)}")
+    if d.get("kind", "experiment") != "experiment":
+        raise ConfigError(f"{where}: kind must be 'experiment', got {d.get('kind')!r}")
+    model = d.get("model")
+    if not isinstance(model, str) or not model:
+        raise ConfigError(f"{where}: an experiment needs `model: PATH/TO/model.py`, got {model!r}")
+    env = d.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) and
+                                            not isinstance(v, bool) for k, v in env.items()):
+        raise ConfigError(f"{where}: env must be a mapping of environment variable names to values, got {env!r}")
+    opts = d.get("plan") or {}
+    if not isinstance(opts, dict):
+        raise ConfigError(f"{where}: plan must be a mapping of plan options, got {opts!r}")
+    unknown = sorted(str(k) for k in opts if k not in OPTION_FIELDS)
+    if unknown:
+        raise ConfigError(f"{where}: plan: unknown key(s) {unknown}; valid: {list(OPTION_FIELDS)}")
+    opts = {**legacy, **opts}
     base = path.parent
-    d["model"] = str((base / d["model"]).resolve())
-    if d.get("plan_file"):
-        d["plan_file"] = str((base / d["plan_file"]).resolve())
-    d["env"] = {str(k): str(v) for k, v in (d.get("env") or {}).items()}
+    if isinstance(opts.get("cluster"), str) and opts["cluster"].endswith((".yaml", ".yml")):
+        opts["cluster"] = str((base / opts["cluster"]).resolve())
     try:
-        return Experiment(source=str(path), **d)
-    except TypeError as e:
-        raise ConfigError(f"{path}: {e}") from None
+        request = PlanRequest(str((base / model).resolve()), **opts)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: plan: {e}") from None
+    plan_file = d.get("plan_file")
+    if plan_file is not None and (not isinstance(plan_file, str) or not plan_file):
+        raise ConfigError(f"{where}: plan_file must be a path, got {plan_file!r}")
+    return Experiment(request=request, env={str(k): str(v) for k, v in env.items()},
+                      run=from_data(RunSection, d.get("run") or {}, f"{where}: run"),
+                      plan_file=str((base / plan_file).resolve()) if plan_file else None, source=where)

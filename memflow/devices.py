@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 
 from memflow.errors import ConfigError
 from memflow.kinds import FLOP_DTYPES
-from memflow.fileio import atomic_write_text
+from memflow.fileio import atomic_write_text, read_yaml_mapping
 from memflow.units import (
     format_bandwidth,
     format_bytes,
@@ -54,7 +53,6 @@ __all__ = [
     "measure_cuda_host_link",
     "host_memory_bytes",
     "cache_dir",
-    "read_yaml_mapping",
 ]
 
 #: Root of the shipped presets: the package data ``memflow.configs`` (``configs/`` in the repository).
@@ -237,20 +235,6 @@ class DeviceSpec:
 
 
 # -- YAML presets ------------------------------------------------------------------
-
-
-def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """Read a YAML file that must hold a mapping; errors become :class:`ConfigError`."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
 
 
 def _looks_like_path(s: str) -> bool:

@@ -25,6 +25,9 @@ import time
 import warnings
 from pathlib import Path
 
+from .devices import cache_dir
+from .fileio import atomic_write_text
+
 __all__ = ["measured_gloo_link", "fit_alpha_beta", "SIZES"]
 
 SIZES = (4 << 10, 256 << 10, 2 << 20, 8 << 20)
@@ -103,33 +106,29 @@ def probe(repeats: int = 15, timeout_s: float = 120.0) -> tuple[float, float, li
     return alpha, beta, rows
 
 
-def measured_gloo_link(*, remeasure: bool = False):
-    """The measured loopback gloo :class:`~memflow.cluster.Link` of this host (cached)."""
-    from .cluster import GLOO_LOOPBACK, Link
-    from .devices import cache_dir
-    from .fileio import atomic_write_text
-
+def measured_gloo_link(*, remeasure: bool = False) -> tuple[float, float] | None:
+    """``(bandwidth bytes/s, latency s)`` of this host's loopback gloo link, measured (cached);
+    None, with a warning, where the probe cannot run."""
     key = f"{socket.gethostname()}-{os.cpu_count()}cpu"
     path = cache_dir() / f"gloo-link-{key}.json"
     if not remeasure and path.exists():
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
             if d.get("format") == _FORMAT and d.get("key") == key:
-                return Link(d["bandwidth"], d["latency"])
+                return float(d["bandwidth"]), float(d["latency"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
     try:
         alpha, beta, rows = probe()
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as e:
         warnings.warn(f"could not measure gloo over loopback ({e}); using approximate link figures", stacklevel=2)
-        return GLOO_LOOPBACK
-    link = Link(beta, alpha)
+        return None
     try:
         atomic_write_text(path, json.dumps({"format": _FORMAT, "key": key, "measured_at": time.time(),
                                             "bandwidth": beta, "latency": alpha, "rows": rows}, indent=1))
     except OSError as e:
         warnings.warn(f"could not write the link measurement cache {path}: {e}", stacklevel=2)
-    return link
+    return beta, alpha
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .errors import DeviceOutOfMemoryError
 
-__all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "tensors_in"]
+__all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "storages", "tensors_in"]
 
 _DEVICE = torch.ops.prim.device.default
 
@@ -48,7 +48,7 @@ def tensors_in(x: Any, out: list | None = None) -> list[torch.Tensor]:
     return out
 
 
-def _storages(t: torch.Tensor) -> list:
+def storages(t: torch.Tensor) -> list:
     if type(t) is torch.Tensor or isinstance(t, torch.nn.Parameter) or not hasattr(t, "__tensor_flatten__"):
         try:
             return [t.untyped_storage()]
@@ -59,7 +59,7 @@ def _storages(t: torch.Tensor) -> list:
     for a in attrs:
         inner = getattr(t, a)
         if isinstance(inner, torch.Tensor):
-            out.extend(_storages(inner))
+            out.extend(storages(inner))
     return out
 
 
@@ -67,7 +67,7 @@ def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
     """Bytes of the distinct storages behind ``tensors``."""
     seen: dict[int, int] = {}
     for t in tensors:
-        for st in _storages(t):
+        for st in storages(t):
             seen[id(st)] = st.nbytes()
     return sum(seen.values())
 
@@ -151,12 +151,12 @@ class LiveBytes(TorchDispatchMode):
         """Count already existing tensors (parameters, optimizer state, the batch)."""
         for t in tensors:
             if isinstance(t, torch.Tensor):
-                for st in _storages(t):
+                for st in storages(t):
                     self._add(st, kind, check=False, record=False)
 
     def event_of(self, t: torch.Tensor) -> BufferEvent | None:
         """The recorded event of the storage behind ``t`` (None if untracked)."""
-        for st in _storages(t):
+        for st in storages(t):
             ent = self._refs.get(id(st))
             if ent is not None:
                 return ent[2]
@@ -211,7 +211,7 @@ class LiveBytes(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.record:
             for t in tensors_in(kwargs, tensors_in(args)):
-                for st in _storages(t):
+                for st in storages(t):
                     ent = self._refs.get(id(st))
                     if ent is not None and ent[2] is not None:
                         ent[2].uses.add(self.phase)
@@ -219,7 +219,7 @@ class LiveBytes(TorchDispatchMode):
             return func(*args, **kwargs)  # fake step; no tensor out, nothing to count or to call again
         out = func(*args, **kwargs) if self.call is None else self.call(func, args, kwargs)
         for t in tensors_in(out):
-            for st in _storages(t):
+            for st in storages(t):
                 self._add(st, "")
         if self.after is not None:
             self.after(func, args, kwargs, out)

@@ -1,11 +1,13 @@
-"""Orchestration: model + cluster → profiled graphs → search → Plan.
+"""Orchestration: a PlanRequest → profiled graphs → search → Plan.
 
 This is the one place that imports the stages (graph, profile, simulator,
-search) and puts them together; the CLI and :func:`memflow.plan` call it.
+search) and puts them together; the CLI, the experiment files and
+:func:`memflow.plan` call it with a :class:`~memflow.request.PlanRequest`.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -14,54 +16,64 @@ from typing import Any, Callable
 
 import torch
 
-from .cluster import Cluster
-from .errors import ConfigError, ModelLoadError
+from .cluster import Cluster, Link
+from .devices import measure_cuda_host_link
+from .errors import ConfigError, ModelLoadError, PlanMismatchError
 from .gcfreeze import freeze, long_lived, paused_collection
+from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
 from .planfile import Plan
+from .profile import ProfileCache, cache_key, profile_model, profile_models
+from .profile.build import capture_graph
+from .profile.concurrent import concurrent_phase_times
+from .profile.timing import apply_measured_times
+from .records import BaselineResult, MemoryBreakdown, ParetoPoint, PlanSettings, Prediction
+from .request import PlanRequest
+from .search import SearchContext, search, solve_exact
+from .simulator import SimResult, Simulator
 from .strategy import Strategy
+from .units import parse_bytes
 
-__all__ = ["plan", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource", "evaluation_dict",
-           "plan_graph", "simulate_plan", "search_problem"]
+__all__ = ["plan", "plan_request", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource",
+           "baseline_result", "plan_graph", "simulate_plan", "search_problem", "check_model", "prove_no_fit",
+           "prediction"]
 
 
-def resolve_spec(model: Any, example_batch: Callable | None = None, batch_size: int | None = None) -> ModelSpec:
-    """A ModelSpec from a model file path, a ModelSpec, or a module + example_batch function."""
+def resolve_spec(model: Any, example_batch: Callable | None = None, batch_size: int | None = None,
+                 loss_fn: Callable | None = None) -> ModelSpec:
+    """A ModelSpec from a model file path, a ModelSpec, or a module + example_batch (+ loss_fn)."""
     if isinstance(model, ModelSpec):
-        return model
+        return dataclasses.replace(model, loss_fn=loss_fn) if loss_fn is not None else model
     if isinstance(model, (str, os.PathLike)):
-        return load_model_file(model)
+        spec = load_model_file(model)
+        return dataclasses.replace(spec, loss_fn=loss_fn) if loss_fn is not None else spec
     if isinstance(model, torch.nn.Module):
-        if example_batch is None or not callable(example_batch):
-            raise ModelLoadError("planning a module needs example_batch: a function batch_size -> batch")
+        if example_batch is None:
+            raise ModelLoadError("planning a module needs example_batch: a function batch_size -> batch "
+                                 "(a dict of tensors, or an (inputs, target) pair with loss_fn)")
         module = model
         return ModelSpec(path=Path("<module>"), name=type(model).__name__, build_model=lambda: module,
-                         example_batch=example_batch, batch_size=batch_size or DEFAULT_BATCH_SIZE)
+                         example_batch=example_batch, loss_fn=loss_fn,
+                         batch_size=batch_size or DEFAULT_BATCH_SIZE)
     raise ModelLoadError(f"model must be a model file path, a ModelSpec or an nn.Module, got {type(model).__name__}")
 
 
 def resolve_cluster(cluster: Any = None, *, gpus: int | None = None, gpu_type: str | None = None,
                     gpu_memory: Any = None) -> Cluster:
-    """A Cluster from a preset name / YAML path / Cluster, or from --gpus/--gpu-type/--gpu-memory."""
-    from .units import parse_bytes
-
+    """A Cluster from a preset name / YAML path / Cluster, or from gpus / gpu_type / gpu_memory."""
     mem = parse_bytes(gpu_memory, name="--gpu-memory", allow_zero=False) if gpu_memory is not None else None
     if cluster is not None:
         c = cluster if isinstance(cluster, Cluster) else Cluster.load(cluster)
         if gpus is not None and gpus != c.num_devices:
             c = c.with_devices(gpus)
     else:
-        n = 1 if gpus is None else gpus
-        if n < 1:
-            raise ConfigError(f"--gpus must be >= 1, got {n}")
-        c = Cluster.for_gpus(n, gpu_type or "v100-16gb")
+        c = Cluster.for_gpus(1 if gpus is None else gpus, gpu_type or "v100-16gb")
     if mem is not None:
         c = c.with_memory(mem)
     return c
 
 
-DEFAULT_HEADROOM = 0.1  # plans keep 10% of each device's memory free
 MAX_MICROBATCHES = 32  # the most micro-batches a plan may use (profiled sizes and the search agree on it)
 
 
@@ -102,8 +114,6 @@ class GraphSource:
         self.threads = max(1, (os.cpu_count() or 1) // max(1, cluster.devices_per_node))
 
     def __call__(self, micro_batch: int) -> TaskGraph:
-        from .profile import profile_model
-
         n = self.cluster.devices_per_node
         if micro_batch not in self.graphs and self._concurrent():
             self._cpu_concurrent([micro_batch], n)
@@ -123,8 +133,6 @@ class GraphSource:
         todo = [b for b in sizes if b not in self.graphs]
         if len(todo) > 1 and self.cluster.device.kind != "cpu" and not self.measure:
             # predicted costs: the sizes share one model and one export (profile_models)
-            from .profile import profile_models
-
             if self.progress:
                 self.progress(f"profiling {self.spec.name} at micro-batch sizes {todo} for {self.cluster.device.name}")
             self.graphs.update(profile_models(self.spec, todo, device=self.cluster.device, dtype=self.dtype,
@@ -139,11 +147,6 @@ class GraphSource:
 
     def _cpu_concurrent(self, sizes: list[int], n: int) -> None:
         """cpu-N: memory traced here, phase times measured in N concurrent processes (cached)."""
-        from .graph.build import capture_graph
-        from .profile import ProfileCache, cache_key
-        from .profile.concurrent import concurrent_phase_times
-        from .profile.timing import apply_measured_times
-
         keys = {b: cache_key(self.spec, b, self.dtype, self.granularity, f"cpu-concurrent{n}", True) for b in sizes}
         store = ProfileCache() if self.cache else None
         todo = []
@@ -169,12 +172,10 @@ class GraphSource:
                     store.put(keys[b], g)
 
 
-def evaluation_dict(ev: Any) -> dict[str, Any]:
-    return {
-        "fits": bool(ev.fits),
-        "step_time_s": float(ev.step_time_s),
-        "peak_bytes": [int(x) for x in ev.peak_bytes],
-    }
+def baseline_result(ev: Any) -> BaselineResult:
+    """A search Evaluation as the plan records a baseline."""
+    return BaselineResult(fits=bool(ev.fits), step_time_s=float(ev.step_time_s),
+                          peak_bytes=[int(x) for x in ev.peak_bytes])
 
 
 def _stderr_progress(msg: str) -> None:
@@ -198,86 +199,81 @@ def search_progress(report: Callable[[str], None], every_s: float = 1.0) -> Call
     return cb
 
 
-def _resolve(model: Any, example_batch: Callable | None, *, cluster: Any, gpus: int | None, gpu_type: str | None,
-             gpu_memory: Any, batch_size: int | None, headroom: float, measure: bool) -> tuple:
+def _resolve(req: PlanRequest) -> tuple[ModelSpec, Cluster, Cluster, int]:
     """(spec, cluster, cluster with the usable memory, global batch) of a plan request."""
-    spec = resolve_spec(model, example_batch, batch_size)
-    cl = resolve_cluster(cluster, gpus=gpus, gpu_type=gpu_type, gpu_memory=gpu_memory)
-    B = batch_size or spec.batch_size
-    if B < 1:
-        raise ConfigError(f"batch size must be >= 1, got {B}")
-    if not 0.0 <= headroom < 1.0:
-        raise ConfigError(f"headroom must be a fraction in [0, 1), got {headroom}")
-    if measure and cl.device.kind == "gpu" and torch.cuda.is_available():
+    spec = resolve_spec(req.model, req.example_batch, req.batch_size, req.loss_fn)
+    cl = resolve_cluster(req.cluster, gpus=req.gpus, gpu_type=req.gpu_type, gpu_memory=req.gpu_memory)
+    B = req.batch_size or spec.batch_size
+    if req.measure and cl.device.kind == "gpu" and torch.cuda.is_available():
         # what a swap moves here: the pinned copy rate of this host's GPU, the slower direction
-        import dataclasses
-
-        from .cluster import Link
-        from .devices import measure_cuda_host_link
-
         cl = dataclasses.replace(cl, host_link=Link(min(measure_cuda_host_link()), cl.host_link.latency))
-    usable = cl.with_memory(int(cl.device.memory_bytes * (1.0 - headroom))) if headroom else cl
+    usable = cl.with_memory(int(cl.device.memory_bytes * (1.0 - req.headroom))) if req.headroom else cl
     return spec, cl, usable, B
 
 
-def search_problem(model: Any, example_batch: Callable | None = None, *, cluster: Any = None,
-                   gpus: int | None = None, gpu_type: str | None = None, gpu_memory: Any = None,
-                   batch_size: int | None = None, dtype: str = "fp32", granularity: Any = "auto",
-                   cache: bool = True, headroom: float = DEFAULT_HEADROOM,
-                   measure: bool = False) -> tuple[dict[int, TaskGraph], int, Cluster]:
+def _request(model: Any, example_batch: Callable | None, loss_fn: Callable | None, options: dict) -> PlanRequest:
+    if isinstance(model, PlanRequest):
+        if example_batch is not None or loss_fn is not None or options:
+            raise ConfigError("give a PlanRequest alone, or a model with keyword options, not both")
+        return model
+    try:
+        return PlanRequest(model, example_batch=example_batch, loss_fn=loss_fn, **options)
+    except TypeError as e:
+        raise ConfigError(f"plan(): {e}") from None
+
+
+def search_problem(model: Any, example_batch: Callable | None = None, loss_fn: Callable | None = None,
+                   **options: Any) -> tuple[dict[int, TaskGraph], int, Cluster]:
     """What :func:`plan` with these arguments searches: ``(graphs by micro-batch size, global batch,
-    cluster with the usable memory)``, e.g. for :func:`search.solve_exact` on a small graph."""
-    spec, cl, usable, B = _resolve(model, example_batch, cluster=cluster, gpus=gpus, gpu_type=gpu_type,
-                                   gpu_memory=gpu_memory, batch_size=batch_size, headroom=headroom, measure=measure)
-    source = GraphSource(spec, cl, dtype=dtype, granularity=granularity, cache=cache, measure=measure or None)
+    cluster with the usable memory)``, e.g. for :func:`memflow.search.solve_exact` on a small graph."""
+    req = _request(model, example_batch, loss_fn, options)
+    spec, cl, usable, B = _resolve(req)
+    source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, cache=req.cache,
+                         measure=req.measure or None)
     return source.all(micro_batch_sizes(B, cl.num_devices)), B, usable
 
 
-def plan(model: Any, example_batch: Callable | None = None, *, cluster: Any = None, gpus: int | None = None,
-         gpu_type: str | None = None, gpu_memory: Any = None, batch_size: int | None = None, dtype: str = "fp32",
-         granularity: Any = "auto", seed: int = 0, time_budget_s: float | None = None,
-         iterations: int | None = None, progress: Callable[[str], None] | bool | None = None,
-         cache: bool = True, headroom: float = DEFAULT_HEADROOM, measure: bool = False) -> Plan:
+def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | None = None, *,
+         progress: Callable[[str], None] | bool | None = None, **options: Any) -> Plan:
     """Find the fastest strategy that fits, and return it as an executable :class:`Plan`.
 
-    ``model``: a model file path (``build_model``/``example_batch``), or an
-    ``nn.Module`` with ``example_batch(batch_size)``. ``cluster``: a preset
-    name (``"v100-4-pcie"``, ``"cpu-2"``), a YAML path or a Cluster; or give
-    ``gpus``/``gpu_type``/``gpu_memory`` (``"16GiB"``). Times in seconds,
-    memory in bytes. ``headroom``: the fraction of each device's memory the plan
-    leaves free (predictions are not exact: see BENCHMARKS.md, fidelity). ``measure``: for a
-    named GPU, time every node on this host's GPU instead of predicting from FLOPs
-    and bytes (``cpu`` costs are always measured). Example::
+    ``model``: a model file path (``build_model``/``example_batch``), an ``nn.Module`` with
+    ``example_batch(batch_size)`` (and ``loss_fn(output, target)`` where the output has no
+    ``loss``), or a :class:`~memflow.request.PlanRequest`. ``options`` are the request's fields:
+    ``cluster`` (a preset name such as ``"v100-4-pcie"`` or ``"cpu-2"``, a YAML path or a
+    Cluster) or ``gpus``/``gpu_type``/``gpu_memory`` (``"16GiB"``); ``batch_size``, ``dtype``,
+    ``granularity``, ``seed``, ``time_budget_s``, ``iterations``, ``headroom`` (the fraction of
+    each device's memory the plan leaves free), ``measure`` (time every node on this host's GPU
+    instead of predicting from FLOPs and bytes; ``cpu`` costs are always measured), ``cache``.
+    Times in seconds, memory in bytes. Example::
 
         p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")
-        print(p.predicted["step_time_s"], p.strategy.summary())
+        print(p.predicted.step_time_s, p.strategy.summary())
     """
+    return plan_request(_request(model, example_batch, loss_fn, options), progress=progress)
+
+
+def plan_request(req: PlanRequest, *, progress: Callable[[str], None] | bool | None = None) -> Plan:
+    """:func:`plan` for a validated request."""
     report = _stderr_progress if progress is True else (progress or None)
-    spec, cl, usable, B = _resolve(model, example_batch, cluster=cluster, gpus=gpus, gpu_type=gpu_type,
-                                   gpu_memory=gpu_memory, batch_size=batch_size, headroom=headroom, measure=measure)
+    spec, cl, usable, B = _resolve(req)
     with long_lived():  # what exists now, then the graphs, outlive everything the search makes
-        return _plan(spec, cl, usable, B, dtype=dtype, granularity=granularity, seed=seed,
-                     time_budget_s=time_budget_s, iterations=iterations, report=report, cache=cache,
-                     headroom=headroom, measure=measure)
+        return _plan(spec, cl, usable, B, req, report)
 
 
-def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, granularity: Any, seed: int,
-          time_budget_s: float | None, iterations: int | None, report: Callable[[str], None] | None,
-          cache: bool, headroom: float, measure: bool) -> Plan:
-    from memflow.search import search
-    from memflow.simulator import Simulator
-
-    source = GraphSource(spec, cl, dtype=dtype, granularity=granularity, progress=report, cache=cache,
-                         measure=measure or None)
+def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest,
+          report: Callable[[str], None] | None) -> Plan:
+    source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=report, cache=req.cache,
+                         measure=req.measure or None)
     sizes = micro_batch_sizes(B, cl.num_devices)
     graphs = source.all(sizes)
     freeze()
     if report:
         report(f"searching {cl.num_devices} device(s) of {cl.device.name} "
-               f"({sum(1 for _ in sizes)} micro-batch sizes, seed {seed})")
+               f"({len(sizes)} micro-batch sizes, seed {req.seed})")
     # two processes where there are two cores: the plan is the same (search/api.py), sooner
     with paused_collection():  # strategies and evaluations: freed by reference counting
-        res = search(graphs, B, usable, seed=seed, iterations=iterations, time_budget_s=time_budget_s,
+        res = search(graphs, B, usable, seed=req.seed, iterations=req.iterations, time_budget_s=req.time_budget_s,
                      max_microbatches=MAX_MICROBATCHES, processes=min(2, os.cpu_count() or 1),
                      progress=search_progress(report) if report else None)
     if report:
@@ -286,28 +282,15 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, 
     best: Strategy | None = res.best
     proof = None
     if best is None:
-        proof = _prove_no_fit(graphs, B, usable, report)
+        proof = prove_no_fit(graphs, B, usable, report)
         if proof and proof.best is not None:
             best = proof.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
         best = res.smallest_peak[0]
     if best is None:
         raise ConfigError("the search returned no strategy at all")
-    mb = best.microbatch_size(B)
-    graph = graphs[mb]
+    graph = graphs[best.microbatch_size(B)]
     sim = Simulator(graph, usable).evaluate(best, detail=True)
-    predicted = {
-        "fits": bool(sim.fits),
-        "step_time_s": float(sim.step_time_s),
-        "rank_step_time_s": [float(x) for x in sim.end_s],  # when each rank's own step ends
-        "peak_bytes": [int(x) for x in sim.peak_bytes],
-        "capacity_bytes": [int(x) for x in sim.capacity_bytes],
-        "binding": sim.binding,
-        "samples_per_s": B / sim.step_time_s if sim.step_time_s > 0 else 0.0,
-        "breakdown": [{k: (int(v) if isinstance(v, (int, float)) else v) for k, v in b.items()} for b in sim.breakdown],
-    }
-    baselines = {name: evaluation_dict(ev) for name, (st, ev) in res.baselines.items()}
-    pareto = [{"step_time_s": float(t), "max_peak_bytes": int(p)} for t, p, _ in res.pareto]
     return Plan(
         model_file=str(Path(spec.path).resolve()) if str(spec.path) != "<module>" else "",
         model_name=spec.name,
@@ -316,17 +299,27 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, *, dtype: str, 
         cluster=cl.to_dict(),
         node_names=[nd.name for nd in graph.nodes],
         fingerprint=graph.fingerprint,
-        predicted=predicted,
-        baselines=baselines,
-        pareto=pareto,
-        settings={
-            "seed": seed, "dtype": dtype, "granularity": granularity, "time_budget_s": time_budget_s,
-            "headroom": headroom, "measure": bool(measure),
-            # nothing fit the search: whether the exact solver then proved that nothing can
-            "no_fit_proved": bool(proof and proof.complete and proof.best is None),
-            "iterations": int(res.iterations), "search_seconds": float(res.seconds),
-            "cost_source": graph.time_source, "torch": torch.__version__,
-        },
+        predicted=prediction(sim, B),
+        baselines={name: baseline_result(ev) for name, (st, ev) in res.baselines.items()},
+        pareto=[ParetoPoint(step_time_s=float(t), max_peak_bytes=int(p)) for t, p, _ in res.pareto],
+        settings=PlanSettings(
+            seed=req.seed, dtype=req.dtype, granularity=req.granularity, time_budget_s=req.time_budget_s,
+            headroom=float(req.headroom), measure=bool(req.measure),
+            no_fit_proved=bool(proof and proof.complete and proof.best is None),
+            iterations=int(res.iterations), search_seconds=float(res.seconds),
+            cost_source=graph.time_source, torch=torch.__version__,
+        ),
+    )
+
+
+def prediction(sim: SimResult, batch_size: int) -> Prediction:
+    """The plan's record of a detailed simulation."""
+    return Prediction(
+        fits=bool(sim.fits), step_time_s=float(sim.step_time_s),
+        peak_bytes=[int(x) for x in sim.peak_bytes], capacity_bytes=[int(x) for x in sim.capacity_bytes],
+        rank_step_time_s=[float(x) for x in sim.end_s], binding=sim.binding,
+        samples_per_s=batch_size / sim.step_time_s if sim.step_time_s > 0 else 0.0,
+        breakdown=[MemoryBreakdown.from_sim(b) for b in sim.breakdown],
     )
 
 
@@ -334,11 +327,9 @@ EXACT_PROOF_NODES = 8  # where the search finds nothing that fits, graphs this s
 EXACT_PROOF_S = 60.0
 
 
-def _prove_no_fit(graphs: Any, B: int, usable: Cluster, report: Callable[[str], None] | None):
+def prove_no_fit(graphs: Any, B: int, usable: Cluster, report: Callable[[str], None] | None):
     """Nothing the search saw fits: on a small graph, enumerate the whole space (exactly, with
     pruning) for a strategy that does, or a proof that none does. None on a bigger graph."""
-    from memflow.search import SearchContext, solve_exact
-
     ctx = SearchContext(graphs, B, usable, max_microbatches=MAX_MICROBATCHES)
     if ctx.n > EXACT_PROOF_NODES:
         return None
@@ -355,24 +346,37 @@ def _prove_no_fit(graphs: Any, B: int, usable: Cluster, report: Callable[[str], 
     return ex
 
 
-def plan_graph(p: Plan, cache: bool = True) -> TaskGraph:
-    """The costed task graph a plan was made from (re-profiled, or from the cache)."""
+def _plan_spec(p: Plan) -> ModelSpec:
     if not p.model_file:
         raise ModelLoadError("this plan was made from an in-memory module; save the model as a model file to "
                              "simulate or run it")
-    spec = load_model_file(p.model_file)
-    source = GraphSource(spec, p.get_cluster(), dtype=p.dtype, granularity=p.granularity, cache=cache,
-                         measure=p.settings.get("measure") or None)
+    return load_model_file(p.model_file)
+
+
+def check_model(p: Plan, spec: ModelSpec | None = None) -> None:
+    """Raise PlanMismatchError unless the model file's step (captured under fake tensors at the plan's
+    micro-batch size: no profiling) has the plan's fingerprint."""
+    spec = spec or _plan_spec(p)
+    st = p.settings
+    captured, _, _, model = capture_program(spec, p.micro_batch_size, granularity=st.granularity, dtype=st.dtype)
+    fp = fingerprint(model, captured, p.micro_batch_size, st.dtype, st.granularity)
+    if fp != p.fingerprint:
+        what = "its nodes differ" if captured.names != p.node_names else "its parameters or batch shapes differ"
+        raise PlanMismatchError(f"{spec.path}: the model no longer matches the plan ({what}; fingerprint {fp} ≠ "
+                                f"{p.fingerprint}); re-run `memflow plan`")
+
+
+def plan_graph(p: Plan, cache: bool = True) -> TaskGraph:
+    """The costed task graph a plan was made from (re-profiled, or from the cache), after checking
+    that the model still matches the plan."""
+    spec = _plan_spec(p)
+    check_model(p, spec)
+    st = p.settings
+    source = GraphSource(spec, p.get_cluster(), dtype=st.dtype, granularity=st.granularity, cache=cache,
+                         measure=st.measure or None)
     return source(p.micro_batch_size)
 
 
-def simulate_plan(p: Plan, cache: bool = True):
+def simulate_plan(p: Plan, cache: bool = True) -> SimResult:
     """Full simulator detail (SimResult) for a plan."""
-    from memflow.simulator import Simulator
-
-    graph = plan_graph(p, cache=cache)
-    if [nd.name for nd in graph.nodes] != p.node_names:
-        from .errors import PlanMismatchError
-
-        raise PlanMismatchError(f"{p.model_file}: the model's nodes no longer match the plan; re-run `memflow plan`")
-    return Simulator(graph, p.get_cluster()).evaluate(p.strategy, detail=True)
+    return Simulator(plan_graph(p, cache=cache), p.get_cluster()).evaluate(p.strategy, detail=True)

@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .fileio import atomic_write_text
+from .planfile import Plan
+from .summary import summary
 from .units import format_bytes, format_time
 
 __all__ = ["render_report", "write_report"]
@@ -80,10 +83,8 @@ def _polyline_chart(series: list[tuple[str, list[float], list[float]]], *, width
     return "\n".join(out)
 
 
-def render_report(plan: Any, sim: Any) -> str:
+def render_report(plan: Plan, sim: Any) -> str:
     """The report page as an HTML string. ``sim`` is the plan's SimResult (detail)."""
-    from .cli.plan_cmd import summary
-
     series = []
     for d, curve in enumerate(sim.memory_curve):
         times, bytes_ = curve
@@ -95,15 +96,14 @@ def render_report(plan: Any, sim: Any) -> str:
     par_svg = "<p>none</p>"
     if pareto:
         pser, _, pxu, _, pyu = _scaled(
-            [("Pareto front", [p["max_peak_bytes"] for p in pareto], [p["step_time_s"] for p in pareto])],
+            [("Pareto front", [p.max_peak_bytes for p in pareto], [p.step_time_s for p in pareto])],
             "bytes", "time")
         par_svg = _polyline_chart(pser, xlabel=f"max peak memory per device ({pxu})", ylabel=f"step time ({pyu})",
                                   points=True)
     rows = []
     for name, b in plan.baselines.items():
-        mp = max(b["peak_bytes"]) if b["peak_bytes"] else 0
-        rows.append(f"<tr><td>{html.escape(name)}</td><td>{'yes' if b['fits'] else 'no (OOM)'}</td>"
-                    f"<td>{format_time(b['step_time_s'])}</td><td>{format_bytes(mp)}</td></tr>")
+        rows.append(f"<tr><td>{html.escape(name)}</td><td>{'yes' if b.fits else 'no (OOM)'}</td>"
+                    f"<td>{format_time(b.step_time_s)}</td><td>{format_bytes(b.max_peak_bytes)}</td></tr>")
     title = f"MemFlow plan: {html.escape(plan.model_name)}"
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title>
@@ -126,9 +126,7 @@ td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}} td:first-child{
 """
 
 
-def write_report(plan: Any, sim: Any, path: str | os.PathLike) -> Path:
+def write_report(plan: Plan, sim: Any, path: str | os.PathLike) -> Path:
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render_report(plan, sim))
-    os.replace(tmp, path)
+    atomic_write_text(path, render_report(plan, sim))
     return path

@@ -30,10 +30,11 @@ def model_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MEMFLOW_") and k not in _SKIP_ENV}
 
 
-def record(config: Any, report: dict[str, Any]) -> None:
-    """Append ``report`` (a finished run of ``config``) to ``$MEMFLOW_RUN_LOG``, if set."""
+def record(config: Any, report: Any) -> None:
+    """Append ``report`` (a finished run of ``config``: a RunConfig and its RunReport) to
+    ``$MEMFLOW_RUN_LOG``, if set."""
     path = os.environ.get("MEMFLOW_RUN_LOG")
-    if not path or not report.get("ranks"):
+    if not path or not report.ranks:
         return
     line = {
         "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -41,14 +42,14 @@ def record(config: Any, report: dict[str, Any]) -> None:
         "model_file": str(config.model_file),
         "env": model_env(),
         "batch_size": config.batch_size,
-        "strategy": config.strategy,
+        "strategy": config.strategy.to_dict(),
         "dtype": config.dtype,
         "granularity": config.granularity,
         "steps": config.steps,
         "warmup": config.warmup,
-        "ranks": [{k: r.get(k) for k in ("rank", "measured_peak_bytes", "predicted_peak_bytes",
-                                         "measured_step_time_s", "predicted_step_time_s")}
-                  for r in report["ranks"]],
+        "ranks": [{k: getattr(r, k) for k in ("rank", "measured_peak_bytes", "predicted_peak_bytes",
+                                              "measured_step_time_s", "predicted_step_time_s")}
+                  for r in report.ranks],
     }
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -124,7 +124,12 @@ class Strategy:
                 )
         if len(self.shard_state) != self.pp or len(self.optimizer_on_host) != self.pp:
             raise StrategyError(f"per-stage options must have {self.pp} entries")
-        if batch_size is not None and batch_size % (self.dp * self.microbatches):
+        if batch_size is not None:
+            self.check_batch(batch_size)
+
+    def check_batch(self, batch_size: int) -> None:
+        """Raise :class:`StrategyError` unless ``batch_size`` splits into dp × microbatches equal parts."""
+        if batch_size % (self.dp * self.microbatches):
             raise StrategyError(
                 f"batch {batch_size} is not divisible by dp {self.dp} × microbatches {self.microbatches}"
                 f" = {self.dp * self.microbatches}"

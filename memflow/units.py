@@ -107,6 +107,13 @@ def _prefix_factor(prefix: str | None) -> float:
     return _BINARY[p] if p.endswith("i") else _DECIMAL[p]
 
 
+def _matched(pattern: re.Pattern, v: str, name: str | None, kind: str, expected: str) -> re.Match:
+    m = pattern.match(v.strip())
+    if not m:
+        raise ConfigError(f"invalid {_what(name, kind)} {v!r}: expected {expected}")
+    return m
+
+
 def parse_bytes(v: Any, *, name: str | None = None, allow_zero: bool = True) -> int:
     """Parse a size into **bytes** (``int``).
 
@@ -119,9 +126,7 @@ def parse_bytes(v: Any, *, name: str | None = None, allow_zero: bool = True) -> 
     """
     kind = "byte size"
     if isinstance(v, str):
-        m = _BYTES_RE.match(v.strip())
-        if not m:
-            raise ConfigError(f"invalid {_what(name, kind)} {v!r}: expected a size {_BYTES_EXAMPLES}")
+        m = _matched(_BYTES_RE, v, name, kind, f"a size {_BYTES_EXAMPLES}")
         prefix = m.group("prefix")
         if prefix and not prefix.lower().endswith("i") and not m.group("unit"):
             # "16G" is ambiguous (16e9 or 16 GiB?): ask for "16GB" or "16GiB".
@@ -147,9 +152,7 @@ def parse_bandwidth(v: Any, *, name: str | None = None, allow_zero: bool = False
     """
     kind = "bandwidth"
     if isinstance(v, str):
-        m = _BW_RE.match(v.strip())
-        if not m:
-            raise ConfigError(f"invalid {_what(name, kind)} {v!r}: expected a rate {_BW_EXAMPLES}")
+        m = _matched(_BW_RE, v, name, kind, f"a rate {_BW_EXAMPLES}")
         unit = m.group("unit")
         per_unit = 1 / 8 if unit == "b" or unit.lower().startswith("bit") else 1.0
         value = float(m.group("num")) * _prefix_factor(m.group("prefix")) * per_unit
@@ -166,9 +169,7 @@ def parse_time(v: Any, *, name: str | None = None, allow_zero: bool = True) -> f
     """
     kind = "time"
     if isinstance(v, str):
-        m = _TIME_RE.match(v.strip())
-        if not m:
-            raise ConfigError(f"invalid {_what(name, kind)} {v!r}: expected a duration {_TIME_EXAMPLES}")
+        m = _matched(_TIME_RE, v, name, kind, f"a duration {_TIME_EXAMPLES}")
         unit = (m.group("unit") or "s").lower()
         value = float(m.group("num")) * _TIME_UNITS[unit]
         return _check_number(value, name, kind, _TIME_EXAMPLES, allow_zero, v)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-import memflow.graph.build as build
-from memflow.graph.build import capture_graph, capture_graphs
+import memflow.profile.build as build
+from memflow.profile.build import capture_graph, capture_graphs
 from memflow.model_file import load_model_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,7 +18,7 @@ def tiny(monkeypatch):
 
 def test_state_made_without_a_step_is_checked_and_redone_on_a_mismatch(tiny, monkeypatch):
     spec = load_model_file(ROOT / "examples" / "gpt2.py")
-    make_state = build._SharedCapture.make_state
+    make_state = build.SharedCapture.make_state
     warmed = []
 
     def wrong_layouts(self):
@@ -36,8 +36,8 @@ def test_state_made_without_a_step_is_checked_and_redone_on_a_mismatch(tiny, mon
         warmed.append((k["batch_size"], k.get("state_ready", False)))
         return real_trace_step(*a, **k)
 
-    monkeypatch.setattr(build._SharedCapture, "make_state", wrong_layouts)
-    monkeypatch.setattr(trace, "trace_step", counted)
+    monkeypatch.setattr(build.SharedCapture, "make_state", wrong_layouts)
+    monkeypatch.setattr(build, "trace_step", counted)  # as the builder calls it
     together = capture_graphs(spec, [4, 2], processes=1)
     monkeypatch.undo()
     # size 4 traced from the made state, found the mismatch and was traced again after a warm-up;

@@ -20,7 +20,8 @@ def _plan_dict(**over):
                      "schedule": "1f1b", "shard_state": [False, False], "optimizer_on_host": [False, False]},
         "cluster": Cluster.load("cpu-2").to_dict(),
         "node_names": ["embedding", "blocks.0", "blocks.1", "decoder"],
-        "fingerprint": "0000", "predicted": {"fits": True, "peak_bytes": [1, 1], "capacity_bytes": [2**30, 2**30]},
+        "fingerprint": "0000",
+        "predicted": {"fits": True, "step_time_s": 0.01, "peak_bytes": [1, 1], "capacity_bytes": [2**30, 2**30]},
         "version": PLAN_VERSION,
     }
     d.update(over)

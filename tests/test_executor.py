@@ -40,7 +40,7 @@ def plain(model: str, steps: int) -> list[float]:
 
 
 def assert_losses(result: dict, model: str, steps: int | None = None, first: int = 0) -> None:
-    got = result["losses"]
+    got = result.losses
     ref = plain(model, first + len(got))[first:]
     assert len(got) == len(ref) > 0
     for a, b in zip(got, ref):
@@ -118,7 +118,7 @@ def dp2_result():
 
 def test_dp2_gpipe_lstm(dp2_result):
     assert_losses(dp2_result, "lstm")
-    assert dp2_result["world_size"] == 2 and [r["dp_rank"] for r in dp2_result["ranks"]] == [0, 1]
+    assert dp2_result.world_size == 2 and [r.dp_rank for r in dp2_result.ranks] == [0, 1]
     assert "rank" in format_report(dp2_result)
 
 
@@ -126,13 +126,13 @@ def test_pp2_1f1b_gpt2_tied_weights():
     # wte (= lm_head, tied) is read by node 0 on stage 0 and node 6 on stage 1
     res = run("gpt2", strategy("gpt2", cuts=[4], microbatches=2, schedule="1f1b"), steps=2)
     assert_losses(res, "gpt2")
-    assert [r["stage"] for r in res["ranks"]] == [0, 1]
+    assert [r.stage for r in res.ranks] == [0, 1]
 
 
 def test_dp2_pp2_1f1b_lstm_4procs():
     res = run("lstm", strategy("lstm", dp=2, cuts=[2], microbatches=2, schedule="1f1b"), steps=2)
     assert_losses(res, "lstm")
-    assert [(r["stage"], r["dp_rank"]) for r in res["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [(r.stage, r.dp_rank) for r in res.ranks] == [(0, 0), (0, 1), (1, 0), (1, 1)]
 
 
 def test_pp4_gpipe_lstm_with_swap_and_recompute():
@@ -140,7 +140,7 @@ def test_pp4_gpipe_lstm_with_swap_and_recompute():
     st.actions = ["swap", "recompute", "swap", "keep"]
     res = run("lstm", st, steps=2)
     assert_losses(res, "lstm")
-    assert [r["nodes"] for r in res["ranks"]] == [[0, 1], [1, 2], [2, 3], [3, 4]]
+    assert [r.nodes for r in res.ranks] == [[0, 1], [1, 2], [2, 3], [3, 4]]
 
 
 def test_resnet_pp2_recompute_and_swap():
@@ -155,8 +155,8 @@ def test_shard_state_dp2_lowers_peak(dp2_result):
     st.shard_state = [True]
     res = run("lstm", st, steps=2)
     assert_losses(res, "lstm")
-    for a, b in zip(res["ranks"], dp2_result["ranks"]):
-        assert a["measured_peak_bytes"] < b["measured_peak_bytes"]
+    for a, b in zip(res.ranks, dp2_result.ranks):
+        assert a.measured_peak_bytes < b.measured_peak_bytes
 
 
 # ------------------------------------------------------------------- memory
@@ -171,9 +171,9 @@ def test_memory_action_lowers_peak(single_keep, action):
     st.actions = ["keep", action, action, "keep"]
     res = run("lstm", st, steps=2)
     assert_losses(res, "lstm")
-    assert res["ranks"][0]["measured_peak_bytes"] < single_keep["ranks"][0]["measured_peak_bytes"]
+    assert res.ranks[0].measured_peak_bytes < single_keep.ranks[0].measured_peak_bytes
     if action == "swap":
-        assert res["ranks"][0]["host_peak_bytes"] > single_keep["ranks"][0]["host_peak_bytes"]
+        assert res.ranks[0].host_peak_bytes > single_keep.ranks[0].host_peak_bytes
 
 
 def test_optimizer_on_host_lowers_peak(single_keep):
@@ -181,7 +181,7 @@ def test_optimizer_on_host_lowers_peak(single_keep):
     st.optimizer_on_host = [True]
     res = run("lstm", st, steps=2)
     assert_losses(res, "lstm")
-    assert res["ranks"][0]["measured_peak_bytes"] < single_keep["ranks"][0]["measured_peak_bytes"]
+    assert res.ranks[0].measured_peak_bytes < single_keep.ranks[0].measured_peak_bytes
 
 
 def test_cap_below_need_fails_naming_rank_and_node():
@@ -206,13 +206,13 @@ def test_resume_equals_uninterrupted(tmp_path):
     first = run("lstm", st, steps=2, **kw)
     assert (tmp_path / "ck" / "step_000002" / ".metadata").exists()
     resumed = run("lstm", st, steps=4, resume=True, **kw)
-    assert resumed["first_step"] == 2 and resumed["steps"] == [2, 3]
+    assert resumed.first_step == 2 and resumed.steps == [2, 3]
     assert_losses(first, "lstm")
     assert_losses(resumed, "lstm", first=2)
     # the same arithmetic as an uninterrupted run, to the bit (a fresh optimizer
     # state would move the step-3 loss by ~6e-6 relative, inside RTOL)
     whole = run("lstm", st, steps=4)
-    assert first["losses"] + resumed["losses"] == whole["losses"]
+    assert first.losses + resumed.losses == whole.losses
 
 
 def test_killed_rank_ends_run_naming_it():
@@ -244,31 +244,31 @@ def test_two_node_launch_on_localhost(tmp_path, dp2_result):
     for r in (0, 1):
         assert not isinstance(out[r], Exception), out[r]
     result = json.loads((tmp_path / "result.json").read_text())
-    assert result["world_size"] == 2
-    for a, b in zip(result["losses"], dp2_result["losses"]):
+    assert result.world_size == 2
+    for a, b in zip(result.losses, dp2_result.losses):
         assert abs(a - b) <= RTOL * abs(b)
 
 
 def test_bf16_plan_trains_in_bf16():
     """A bf16 plan runs its forwards under autocast: plain bf16 training's losses, not fp32's."""
     st = strategy("gpt2", cuts=[3], actions=["swap", "keep", "recompute", "keep", "swap", "keep", "keep"])
-    got = run("gpt2", st, steps=3, dtype="bf16")["losses"]
+    got = run("gpt2", st, steps=3, dtype="bf16").losses
     bf16 = plain_losses(EX["gpt2"], B, 3, seed=0, dtype="bf16")
     assert all(abs(a - b) <= RTOL * abs(b) for a, b in zip(got, bf16)), (got, bf16)
     fp32 = plain("gpt2", 3)
     assert max(abs(a - b) / abs(b) for a, b in zip(got, fp32)) > 5e-6, (got, fp32)
 
 
-def test_completed_report_only_when_every_rank_reported(tmp_path):
+def testcompleted_report_only_when_every_rank_reported(tmp_path):
     """A nonzero torchrun exit after rank 0 wrote a report holding every rank's record is a teardown
     failure (the run is returned, with a warning); anything less stays a failed run."""
-    from memflow.executor.launch import _completed_report
+    from memflow.executor.launch import completed_report
 
     out = tmp_path / "result.json"
-    assert _completed_report(str(out), 2) is None  # no report
+    assert completed_report(str(out), 2) is None  # no report
     out.write_text(json.dumps({"ranks": [{"rank": 0}]}))
-    assert _completed_report(str(out), 2) is None  # a rank's record missing
+    assert completed_report(str(out), 2) is None  # a rank's record missing
     out.write_text(json.dumps({"ranks": [{"rank": 0}, {"rank": 1}]}))
-    assert _completed_report(str(out), 2)["ranks"][1]["rank"] == 1
+    assert completed_report(str(out), 2).ranks[1].rank == 1
     (tmp_path / "result.json.rank1.error.json").write_text("{}")
-    assert _completed_report(str(out), 2) is None  # a rank reported an error
+    assert completed_report(str(out), 2) is None  # a rank reported an error

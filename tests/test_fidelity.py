@@ -36,7 +36,7 @@ def test_run_log_records_each_rank_and_predicts_after_the_fact(tmp_path, monkeyp
     monkeypatch.delenv("MEMFLOW_LSTM_LAYERS")  # the record carries the model's settings
     (rec,) = runlog.read(log)
     assert rec["env"]["MEMFLOW_LSTM_LAYERS"] == "2" and rec["batch_size"] == 16 and len(rec["ranks"]) == 2
-    assert [r["measured_peak_bytes"] for r in rec["ranks"]] == [r["measured_peak_bytes"] for r in report["ranks"]]
+    assert [r["measured_peak_bytes"] for r in rec["ranks"]] == [r.measured_peak_bytes for r in report.ranks]
     assert all(r["predicted_peak_bytes"] is None for r in rec["ranks"])
     preds = predict_peaks(rec)
     for r, p in zip(rec["ranks"], preds):

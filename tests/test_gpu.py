@@ -74,22 +74,22 @@ def test_cuda_run_equals_plain_training(model, case):
         acts = [acts] * NODES[model]
     st = Strategy.from_boundaries(NODES[model], [], dp=1, actions=acts, **kw)
     res = run(model, st, dtype=dtype)
-    assert res["backend"] == "nccl"
-    ref = plain(model, len(res["losses"]), dtype)
-    worst = max(abs(a - b) / abs(b) for a, b in zip(res["losses"], ref))
-    assert worst <= RTOL, (res["losses"], ref)
-    r = res["ranks"][0]
-    assert r["cuda_peak_allocated_bytes"] > 0
+    assert res.backend == "nccl"
+    ref = plain(model, len(res.losses), dtype)
+    worst = max(abs(a - b) / abs(b) for a, b in zip(res.losses, ref))
+    assert worst <= RTOL, (res.losses, ref)
+    r = res.ranks[0]
+    assert r.cuda_peak_allocated_bytes > 0
 
 
 def test_cuda_swap_lowers_allocator_and_accounted_peak():
     # a batch at which activations, not the model state, make the peak
-    keep = run("gpt2", Strategy.single(NODES["gpt2"]), batch=256)["ranks"][0]
-    swap = run("gpt2", Strategy.single(NODES["gpt2"], action=SWAP), batch=256)["ranks"][0]
-    assert swap["measured_peak_bytes"] < keep["measured_peak_bytes"]
-    assert swap["cuda_peak_allocated_bytes"] < keep["cuda_peak_allocated_bytes"]
+    keep = run("gpt2", Strategy.single(NODES["gpt2"]), batch=256).ranks[0]
+    swap = run("gpt2", Strategy.single(NODES["gpt2"], action=SWAP), batch=256).ranks[0]
+    assert swap.measured_peak_bytes < keep.measured_peak_bytes
+    assert swap.cuda_peak_allocated_bytes < keep.cuda_peak_allocated_bytes
     # the swapped-out copies are host bytes, not device bytes
-    assert swap["host_peak_bytes"] > keep["host_peak_bytes"]
+    assert swap.host_peak_bytes > keep.host_peak_bytes
 
 
 def test_cuda_measured_profile_replays_the_executors_peak():
@@ -100,16 +100,16 @@ def test_cuda_measured_profile_replays_the_executors_peak():
     g = profile_model(load_model_file(EX["gpt2"]), B, device="h100-80gb", measure=True, cache=False)
     assert g.time_source == "measured" and g.device == "cuda"
     assert all(nd.fwd_time_s > 0 and nd.bwd_time_s > 0 for nd in g.nodes)
-    ran = run("gpt2", Strategy.single(g.n), steps=4)["ranks"][0]
-    assert abs(replay(g).peak_bytes / ran["measured_peak_bytes"] - 1) <= 0.02, (replay(g).peak_bytes, ran)
+    ran = run("gpt2", Strategy.single(g.n), steps=4).ranks[0]
+    assert abs(replay(g).peak_bytes / ran.measured_peak_bytes - 1) <= 0.02, (replay(g).peak_bytes, ran)
 
 
 def test_cpu_plan_runs_on_cpu_even_with_a_gpu():
     cfg = RunConfig(model_file=EX["lstm"], batch_size=B, strategy=Strategy.single(NODES["lstm"]).to_dict(),
                     steps=2, device="cpu")
     res = run_plan(cfg, nproc=1, timeout_s=300)
-    assert res["backend"] == "gloo"
-    assert "cuda_peak_allocated_bytes" not in res["ranks"][0]
+    assert res.backend == "gloo"
+    assert "cuda_peak_allocated_bytes" not in res.ranks[0]
 
 
 def test_plan_measured_on_this_gpu_runs_as_predicted(tmp_path):
@@ -117,9 +117,9 @@ def test_plan_measured_on_this_gpu_runs_as_predicted(tmp_path):
 
     p = memflow.plan(EX["gpt2"], gpus=1, gpu_type="h100-80gb", batch_size=B, measure=True, cache=False,
                      time_budget_s=2)
-    assert p.settings["measure"] and p.settings["cost_source"] == "measured"
+    assert p.settings.measure and p.settings.cost_source == "measured"
     p.save(tmp_path / "p.yaml")
-    res = memflow.load_plan(tmp_path / "p.yaml").run(steps=4)
-    r = res["ranks"][0]
-    assert res["backend"] == "nccl"
-    assert abs(r["predicted_peak_bytes"] / r["measured_peak_bytes"] - 1) <= 0.05, r
+    res = memflow.run(tmp_path / "p.yaml", steps=4)
+    r = res.ranks[0]
+    assert res.backend == "nccl"
+    assert abs(r.predicted_peak_bytes / r.measured_peak_bytes - 1) <= 0.05, r

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from memflow.devices import load_device
-from memflow.graph.build import capture_graph, capture_graphs
+from memflow.profile.build import capture_graph, capture_graphs
 from memflow.graph.capture import block_paths
 from memflow.graph.record import TaskGraph, replay
 from memflow.model_file import load_model_file
@@ -130,7 +130,7 @@ def test_capture_graphs_equal_one_capture_per_size(name, dtype, processes, monke
     the optimizer state reused, the optimizer phase traced once per program; with processes=2 the fixed-size export and half the sizes
     in forked processes) gives exactly the graphs of one capture per size: nodes, buffers
     (bytes, phases, uses, kinds), FLOPs, bytes moved, state, fingerprint."""
-    import memflow.graph.build as build
+    import memflow.profile.build as build
 
     spec = load_model_file(ROOT / "examples" / f"{name}.py")
     sizes = [8, 4, 2, 1]
@@ -155,7 +155,7 @@ def test_capture_graphs_equal_one_capture_per_size(name, dtype, processes, monke
         return real_trace_step(*a, **k)
 
     made_here = []
-    real_make = build._SharedCapture.make_state
+    real_make = build.SharedCapture.make_state
 
     def make(self):
         made_here.append(os.getpid())
@@ -163,8 +163,8 @@ def test_capture_graphs_equal_one_capture_per_size(name, dtype, processes, monke
 
     monkeypatch.setattr(build, "capture_graph", no_fallback)
     monkeypatch.setattr(build, "ForkedJobs", Counted)
-    monkeypatch.setattr(trace, "trace_step", counted)
-    monkeypatch.setattr(build._SharedCapture, "make_state", make)
+    monkeypatch.setattr(build, "trace_step", counted)  # as the builder calls it
+    monkeypatch.setattr(build.SharedCapture, "make_state", make)
     together = capture_graphs(spec, sizes, dtype=dtype, processes=processes)
     monkeypatch.undo()
     if processes > 1 and sys.platform.startswith("linux"):
@@ -191,12 +191,12 @@ def test_capture_graphs_handoff_falls_back(spoil, monkeypatch):
     parameter order) or it sends none, this process makes the optimizer state itself (the
     state is rebuilt from the size-1 process's description only with a phase to go with it)
     and traces its first size in full: still exactly the graphs of one capture per size."""
-    import memflow.graph.build as build
-    import memflow.graph.handoff as handoff
+    import memflow.profile.build as build
+    import memflow.profile.handoff as handoff
 
     spec = load_model_file(ROOT / "examples" / "lstm.py")
     sizes = [8, 4, 2, 1]
-    real_loose, real_make = handoff.loose_opt_phase, build._SharedCapture.make_state
+    real_loose, real_make = handoff.loose_opt_phase, build.SharedCapture.make_state
     made_here = []
 
     def loose(shared, state):  # runs in the forked size-1 process
@@ -208,7 +208,7 @@ def test_capture_graphs_handoff_falls_back(spoil, monkeypatch):
         return real_make(self)
 
     monkeypatch.setattr(handoff, "loose_opt_phase", loose)
-    monkeypatch.setattr(build._SharedCapture, "make_state", make)
+    monkeypatch.setattr(build.SharedCapture, "make_state", make)
     together = capture_graphs(spec, sizes, processes=2)
     monkeypatch.undo()
     assert made_here == [os.getpid()]  # the forked process's own call is not seen here
@@ -297,7 +297,7 @@ def test_cache_key_follows_the_code_and_the_device_figures(tmp_path, monkeypatch
     assert key2 != key and cache.get(key2) is None and cache.get(key) is not None
 
 
-@pytest.mark.parametrize("module", ["graph/build.py", "memory.py", "model_file.py", "executor/actions.py"])
+@pytest.mark.parametrize("module", ["graph/build.py", "profile/build.py", "memory.py", "model_file.py", "graph/actions.py"])
 def test_code_hash_covers_the_code_that_makes_a_graph(module, monkeypatch):
     """A cached profile is keyed by the code that makes it: a change to the live-bytes counter,
     the model-file loader or the swap hooks (outside graph/ and profile/) is a new key too."""
@@ -339,7 +339,7 @@ def test_llama7b_fake_capture_small_rss_and_6nt_rule():
 import json, resource, time, os
 os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
 from memflow.model_file import load_model_file
-from memflow.graph.build import capture_graph, capture_graphs
+from memflow.profile.build import capture_graph, capture_graphs
 from memflow.profile.roofline import predict_times
 from memflow.devices import load_device
 RULE_MFU = 0.35

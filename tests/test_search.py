@@ -260,22 +260,22 @@ def test_planner_checks_every_strategy_when_the_search_finds_none():
     """Where nothing the search saw fits, a small graph is solved exactly: a strategy that fits
     is found if one exists (here the capacity is the exact optimum's own peak), and otherwise
     the planner has a proof that none does (capacity below the smallest peak of the space)."""
-    from memflow.planner import _prove_no_fit
+    from memflow.planner import prove_no_fit
 
     g = provider("chain", 4, 2)
     cl = tight_cluster(g, 2, 0.6)
     ex = solve_exact(g, GB, cl)
     assert ex.best is not None
     peak = max(ex.best_eval.peak_bytes)
-    at_peak = _prove_no_fit(g, GB, cl.with_memory(peak), None)
+    at_peak = prove_no_fit(g, GB, cl.with_memory(peak), None)
     assert at_peak.best is not None and at_peak.complete
     assert max(at_peak.best_eval.peak_bytes) <= peak
     # the smallest peak of the whole space, from the unpruned enumeration's lowest-peak strategy
     ctx = SearchContext(g, GB, cl)
     lowest = min(max(ctx.sim(GB // s.dp // s.microbatches).evaluate(s).peak_bytes) for s in _all_strategies(ctx))
-    below = _prove_no_fit(g, GB, cl.with_memory(lowest - 1), None)
+    below = prove_no_fit(g, GB, cl.with_memory(lowest - 1), None)
     assert below.best is None and below.complete
-    assert _prove_no_fit(g, GB, cl.with_memory(lowest), None).best is not None
+    assert prove_no_fit(g, GB, cl.with_memory(lowest), None).best is not None
 
 
 def _all_strategies(ctx):

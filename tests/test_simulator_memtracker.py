@@ -8,7 +8,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 
 from memflow.cluster import Cluster
-from memflow.graph.build import capture_graph
+from memflow.profile.build import capture_graph
 from memflow.graph.record import replay
 from memflow.model_file import load_model_file
 from memflow.strategy import Strategy

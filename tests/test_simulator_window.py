@@ -32,7 +32,7 @@ def test_window_layouts_equal_whole_graph_synthetic():
 @pytest.mark.parametrize("name", ["gpt2", "lstm", "resnet"])
 def test_window_layouts_equal_whole_graph_captured(name, monkeypatch):
     """Captured graphs: tied embeddings (a gradient read on two stages), relayed and odd-direction buffers."""
-    from memflow.graph.build import capture_graph
+    from memflow.profile.build import capture_graph
 
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
     _same_layouts(capture_graph(load_model_file(ROOT / "examples" / f"{name}.py"), 2))

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from memflow.executor.actions import HostSwap, make_wrap
+from memflow.graph.actions import HostSwap, make_wrap
 from memflow.executor.launch import plain_losses
 from memflow.graph.build import capture_program
 from memflow.memory import LiveBytes
 from memflow.model_file import flatten, load_model_file
-from memflow.profile.trace import unique_params
+from memflow.graph.training import unique_params
 
 ROOT = Path(__file__).resolve().parents[1]
 

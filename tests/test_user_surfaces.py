@@ -9,32 +9,46 @@ import torch
 
 import memflow
 from memflow.cli.main import main
+from memflow.typed import to_data
 
 ROOT = Path(__file__).resolve().parent.parent
 GPT2 = str(ROOT / "examples" / "gpt2.py")
-KEYS = {"fits", "step_time_s", "peak_memory_bytes", "memory_capacity_bytes", "strategy", "baselines", "plan_file"}
+KEYS = {"model_file", "batch_size", "strategy", "cluster", "node_names", "predicted", "baselines", "pareto", "settings",
+        "plan_file"}
 
 
-def test_plan_json_has_the_promised_keys(tmp_path, capsys):
+def test_plan_json_is_the_plan_record(tmp_path, capsys):
+    """``memflow plan --json`` prints the plan file's record (and where it was written): the same
+    typed fields, with units in their names."""
     out = tmp_path / "p.yaml"
     rc = main(["plan", GPT2, "--gpus", "4", "--json", "--quiet", "-o", str(out)])
     obj = json.loads(capsys.readouterr().out)
     assert rc == 0 and KEYS <= set(obj)
-    assert {"dp", "pp", "microbatches", "schedule", "stages", "memory_actions"} <= set(obj["strategy"])
-    st = obj["strategy"]
-    assert st["dp"] * st["pp"] == 4 == len(obj["peak_memory_bytes"])
-    assert sum(len(s) for s in st["stages"]) == len(st["memory_actions"])
+    st, pr = obj["strategy"], obj["predicted"]
+    assert {"dp", "pp", "microbatches", "schedule", "stage_of", "actions"} <= set(st)
+    assert st["dp"] * st["pp"] == 4 == len(pr["peak_bytes"]) == len(pr["breakdown"])
+    assert len(st["actions"]) == len(obj["node_names"])
     for b in obj["baselines"].values():
-        assert {"fits", "step_time_s", "peak_memory_bytes"} <= set(b)
-    assert obj["fits"] and max(obj["peak_memory_bytes"]) <= min(obj["memory_capacity_bytes"])
-    assert memflow.load_plan(out).strategy.to_dict() == memflow.load_plan(obj["plan_file"]).strategy.to_dict()
+        assert set(b) == {"fits", "step_time_s", "peak_bytes"}
+    assert pr["fits"] and max(pr["peak_bytes"]) <= min(pr["capacity_bytes"])
+    for b in pr["breakdown"]:  # the parts of each device's peak sum to it
+        assert sum(v for k, v in b.items() if k.endswith("_bytes")) in pr["peak_bytes"]
+    p = memflow.load_plan(obj["plan_file"])
+    assert to_data(p) == {k: v for k, v in obj.items() if k != "plan_file"}
 
 
 def test_plan_summary_is_readable(tmp_path, capsys):
     rc = main(["plan", GPT2, "--gpus", "2", "--quiet", "-o", str(tmp_path / "p.yaml")])
     text = capsys.readouterr().out
     assert rc == 0
-    assert "stage 0" in text and "predicted step" in text and "samples/s" in text and "baselines:" in text
+    assert "predicted step" in text and "samples/s" in text and "baselines:" in text
+    head = next(ln for ln in text.splitlines() if ln.split()[:2] == ["stage", "devices"])
+    assert "peak / usable" in head
+    p = memflow.load_plan(tmp_path / "p.yaml")
+    rows = [ln.split() for ln in text.splitlines() if ln.split()[:1] in (["0"], ["1"])]
+    assert len(rows) == p.strategy.pp  # one row per stage
+    acted = [n for n, a in zip(p.node_names, p.strategy.actions) if a != "keep"]
+    assert all(n in text for n in acted) and ("memory actions: none" in text) == (not acted)
 
 
 def test_long_search_shows_progress_and_keeps_its_budget(tmp_path, capsys):
@@ -55,7 +69,7 @@ def test_same_inputs_and_seed_same_plan(tmp_path):
     a = memflow.plan(GPT2, gpus=4, seed=3, cache=True)
     b = memflow.plan(GPT2, gpus=4, seed=3, cache=True)
     assert a.strategy.key() == b.strategy.key()
-    assert a.settings["seed"] == 3
+    assert a.settings.seed == 3
 
 
 def test_plan_tight_cpu_then_run_end_to_end(tmp_path, capsys, monkeypatch):
@@ -64,7 +78,7 @@ def test_plan_tight_cpu_then_run_end_to_end(tmp_path, capsys, monkeypatch):
     rc = main(["plan", GPT2, "--gpus", "2", "--gpu-type", "cpu", "--gpu-memory", "3MiB", "--batch-size", "8",
                "--time-budget", "3", "--quiet", "--json", "-o", "p.yaml"])
     obj = json.loads(capsys.readouterr().out)
-    assert rc == 0 and obj["fits"]
+    assert rc == 0 and obj["predicted"]["fits"]
     assert not obj["baselines"]["dp/m1"]["fits"]  # plain data parallel does not fit this cap
     rc = main(["run", "p.yaml", "--steps", "3", "--json"])
     res = json.loads(capsys.readouterr().out)
@@ -113,13 +127,12 @@ def test_api_plans_a_module_and_refuses_to_run_it():
 
     import types
 
-    spec = memflow.planner.resolve_spec(Net(), example_batch, batch_size=8)
-    spec.loss_fn = lambda out, target: torch.nn.functional.mse_loss(out, target)
-    p = memflow.plan(spec, cluster="cpu-2", batch_size=8, time_budget_s=1)
+    p = memflow.plan(Net(), example_batch, loss_fn=lambda out, target: torch.nn.functional.mse_loss(out, target),
+                     cluster="cpu-2", batch_size=8, time_budget_s=1)
     assert isinstance(p, memflow.Plan) and p.fits and p.strategy.num_devices == 2
     assert isinstance(memflow.plan, types.FunctionType)
     with pytest.raises(memflow.ModelLoadError, match="model file"):
-        p.run(steps=1)
+        memflow.run(p, steps=1)
 
 
 @pytest.mark.parametrize("exp", sorted((ROOT / "configs" / "experiments").glob("*.yaml")), ids=lambda p: p.stem)

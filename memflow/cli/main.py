@@ -1,54 +1,42 @@
-"""``memflow`` command line: one module per subcommand, each with ``main(argv) -> int``.
+"""``memflow`` command line: parsers in :mod:`memflow.cli.args`, one module per subcommand.
 
-Every :class:`memflow.errors.MemflowError` becomes one line on stderr and exit
-code 2; bad flags too (never a usage dump or a traceback).
+The arguments are parsed before anything heavy is imported; then the
+subcommand's module (``memflow.cli.<command>_cmd``, which imports torch and
+the planner) runs ``main(args) -> int``. Every
+:class:`memflow.errors.MemflowError` becomes one line on stderr and exit code
+2 (3: nothing fits); bad flags too (never a usage dump or a traceback).
 """
 from __future__ import annotations
 
-import argparse
 import atexit
 import gc
 import importlib
 import os
 import sys
 
+from .. import __version__
 from ..errors import MemflowError
+from ..gcfreeze import long_lived
+from .args import COMMANDS, build_parser, top_help
 
-__all__ = ["main", "entry", "ArgParser", "COMMANDS"]
-
-COMMANDS = {
-    "plan": "find the fastest strategy that fits the devices' memory",
-    "run": "run a plan (or an experiment YAML) with torch.distributed",
-    "simulate": "simulate a plan: step time, memory curves, Chrome trace",
-    "profile": "profile a model file's training step as a task graph",
-    "report": "write a self-contained HTML report of a plan",
-}
-
-
-class ArgParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and a MemflowError (exit 2)."""
-
-    def error(self, message: str):  # noqa: D401
-        raise MemflowError(f"{self.prog}: {message}")
+__all__ = ["main", "entry"]
 
 
 def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: memflow COMMAND [options]\n\ncommands:")
-        for name, text in COMMANDS.items():
-            print(f"  {name:<9} {text}")
-        print("\n'memflow COMMAND --help' for a command's options")
+        print(top_help())
         return 0
     if argv[0] == "--version":
-        from .. import __version__
-
         print(f"memflow {__version__}")
         return 0
     cmd = argv[0]
     if cmd not in COMMANDS:
         raise MemflowError(f"unknown command {cmd!r}; valid: {', '.join(COMMANDS)}")
+    args = build_parser(cmd).parse_args(argv[1:])
+    # the one deferred import of the package's own code: a command's module imports torch and the
+    # planner, which --help and a mistyped flag must not wait for (tests/test_layers.py)
     mod = importlib.import_module(f"memflow.cli.{cmd}_cmd")
-    return int(mod.main(argv[1:]) or 0)
+    return int(mod.main(args) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,8 +63,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    from ..gcfreeze import long_lived
-
     with long_lived():  # what a command keeps to its end is not walked by every collection
         code = main()
     # the process ends here: the collector need not walk every object once more on the way out

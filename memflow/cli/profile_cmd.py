@@ -1,36 +1,22 @@
 """``memflow profile MODEL.py``: the task graph of one training step, costed per node."""
 from __future__ import annotations
 
+import argparse
 import json
 
+from ..devices import load_device
 from ..graph.record import replay
 from ..model_file import load_model_file
+from ..profile import profile_model
+from ..request import check_batch_size
 from ..units import format_bytes, format_time
-from .main import ArgParser
 
 __all__ = ["main"]
 
 
-def build_parser() -> ArgParser:
-    p = ArgParser(prog="memflow profile", description=__doc__)
-    p.add_argument("model", help="model file defining build_model() and example_batch(batch_size)")
-    p.add_argument("--gpu-type", default="cpu", help="device spec name (configs/devices); cpu = measure here")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
-    p.add_argument("--granularity", default="auto", help="'auto' or a module depth")
-    p.add_argument("--no-cache", action="store_true")
-    p.add_argument("--json", action="store_true", help="print the task graph as JSON")
-    return p
-
-
-def main(argv: list[str]) -> int:
-    from ..devices import load_device
-    from ..profile import profile_model
-    from .common import check_batch_size
-
-    args = build_parser().parse_args(argv)
+def main(args: argparse.Namespace) -> int:
     spec = load_model_file(args.model)
-    bs = check_batch_size(args.batch_size, spec)
+    bs = check_batch_size(spec.batch_size if args.batch_size is None else args.batch_size, "--batch-size")
     device = load_device(args.gpu_type)
     graph = profile_model(spec, bs, device=device, dtype=args.dtype, granularity=args.granularity,
                           cache=not args.no_cache)

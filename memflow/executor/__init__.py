@@ -6,9 +6,10 @@ data-parallel replica with the plan's keep / recompute / swap actions under
 an accounted device-memory cap. ``plain_losses`` is the single-process
 reference that planned training must match.
 """
-from .config import RunConfig
+from .config import RunConfig, RunPrediction
 from .launch import free_port, plain_losses, run_plan
-from .report import format_report
+from .report import RankReport, RunReport, format_report
 from .schedule import stage_schedule
 
-__all__ = ["RunConfig", "run_plan", "plain_losses", "format_report", "stage_schedule", "free_port"]
+__all__ = ["RunConfig", "RunPrediction", "RunReport", "RankReport", "run_plan", "plain_losses", "format_report",
+           "stage_schedule", "free_port"]

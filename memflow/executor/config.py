@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from ..kinds import TRAIN_DTYPES
+from ..request import check_batch_size, check_positive_int
 from ..strategy import Strategy
+from ..typed import from_data, to_data
 
-__all__ = ["RunConfig", "error_path", "DEVICES"]
+__all__ = ["RunConfig", "RunPrediction", "error_path", "DEVICES"]
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -19,13 +22,26 @@ def error_path(out_json: str, rank: int) -> str:
 
 
 @dataclass
+class RunPrediction:
+    """What the plan predicts for each rank (empty: no prediction to compare with)."""
+
+    peak_bytes: list[int] = field(default_factory=list)  # per rank
+    step_time_s: list[float] = field(default_factory=list)  # per rank: when its own step ends
+
+    def peak(self, rank: int) -> int | None:
+        return self.peak_bytes[rank] if rank < len(self.peak_bytes) else None
+
+    def time(self, rank: int) -> float | None:
+        return self.step_time_s[rank] if rank < len(self.step_time_s) else None
+
+
+@dataclass
 class RunConfig:
     """What every rank of a planned run needs.
 
     ``batch_size`` is the global batch (samples per step, all dp ranks
-    together). ``strategy`` is :meth:`Strategy.to_dict`. ``capacity_bytes``
-    is the accounted device memory per rank (None: no cap). ``predicted``
-    may hold ``peak_bytes`` (a per-rank list) and ``step_time_s``.
+    together). ``capacity_bytes`` is the accounted device memory per rank
+    (None: no cap). ``predicted``: the plan's per-rank figures.
     ``node_names`` (when given) must equal the captured nodes, or the run
     is refused. ``device``: ``"cpu"`` (gloo; memory is the accounted live
     bytes), ``"cuda"`` (NCCL, one GPU per rank; fails when a rank has none)
@@ -37,13 +53,13 @@ class RunConfig:
 
     model_file: str
     batch_size: int
-    strategy: dict[str, Any]
+    strategy: Strategy
     steps: int = 3
     seed: int = 0
     granularity: str | int = "auto"
     node_names: list[str] = field(default_factory=list)
     capacity_bytes: int | None = None
-    predicted: dict[str, Any] = field(default_factory=dict)
+    predicted: RunPrediction = field(default_factory=RunPrediction)
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0
     resume: bool = False
@@ -57,14 +73,14 @@ class RunConfig:
     fail_step: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.strategy, Strategy):
-            self.strategy = self.strategy.to_dict()
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ConfigError(f"batch_size must be a positive int, got {self.batch_size!r}")
-        if not isinstance(self.steps, int) or self.steps < 1:
-            raise ConfigError(f"steps must be a positive int, got {self.steps!r}")
-        if self.dtype not in ("fp32", "bf16"):
-            raise ConfigError(f"dtype must be fp32 or bf16; got {self.dtype!r}")
+        if isinstance(self.strategy, dict):
+            self.strategy = Strategy.from_dict(self.strategy)
+        if isinstance(self.predicted, dict):
+            self.predicted = from_data(RunPrediction, self.predicted, "predicted")
+        check_batch_size(self.batch_size, "batch_size")
+        check_positive_int(self.steps, "steps")
+        if self.dtype not in TRAIN_DTYPES:
+            raise ConfigError(f"dtype must be one of {list(TRAIN_DTYPES)}, got {self.dtype!r}")
         if self.device not in DEVICES:
             raise ConfigError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
         if self.warmup < 0:
@@ -77,35 +93,25 @@ class RunConfig:
             raise ConfigError(f"capacity_bytes must be positive or None, got {self.capacity_bytes}")
         if self.comm_timeout_s <= 0:
             raise ConfigError(f"comm_timeout_s must be positive, got {self.comm_timeout_s}")
-        strat = self.get_strategy()
-        if self.batch_size % (strat.dp * strat.microbatches):
-            raise ConfigError(
-                f"batch {self.batch_size} is not divisible by dp {strat.dp} × microbatches "
-                f"{strat.microbatches} = {strat.dp * strat.microbatches}"
-            )
-
-    def get_strategy(self) -> Strategy:
-        return Strategy.from_dict(dict(self.strategy))
+        try:
+            self.strategy.check_batch(self.batch_size)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
     @property
     def world_size(self) -> int:
-        s = self.get_strategy()
-        return s.dp * s.pp
+        return self.strategy.num_devices
 
     # ----------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return to_data(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
-        valid = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - valid)
-        if unknown:
-            raise ConfigError(f"unknown run config key(s) {unknown}; valid: {sorted(valid)}")
-        return cls(**d)
+        return from_data(cls, d, "run config")
 
     @classmethod
     def load(cls, path: str) -> "RunConfig":

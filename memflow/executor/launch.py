@@ -11,6 +11,7 @@ torchrun's stop-the-others-on-failure end a run whose rank died.
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -22,13 +23,17 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+
+import torch
 
 from .. import errors, runlog
 from ..errors import DeviceOutOfMemoryError, ExecutionError
+from ..graph.training import autocast
+from ..model_file import load_model_file
 from .config import RunConfig
+from .report import RunReport, read_report
 
-__all__ = ["run_plan", "plain_losses", "free_port"]
+__all__ = ["run_plan", "plain_losses", "free_port", "completed_report"]
 
 _ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -58,16 +63,21 @@ def _torchrun_failures(log: str) -> list[tuple[int, str]]:
 _SECONDARY = re.compile(r"Connection (reset|closed)|Broken pipe|timed? ?out|Socket Timeout|peer", re.I)
 
 
-def _completed_report(out_json: str, world: int) -> dict[str, Any] | None:
+def _read_report(out_json: str) -> RunReport | None:
+    """Rank 0's report in ``out_json`` (None: missing or unreadable)."""
+    try:
+        with open(out_json) as f:
+            return read_report(json.load(f), out_json)
+    except (OSError, ValueError, errors.ConfigError):
+        return None
+
+
+def completed_report(out_json: str, world: int) -> RunReport | None:
     """Rank 0's report when the run completed (every rank's record in it, no rank's error file), else None."""
     if glob.glob(glob.escape(out_json) + ".rank*.error.json") or not os.path.exists(out_json):
         return None
-    try:
-        with open(out_json) as f:
-            report = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return report if len(report.get("ranks", [])) == world else None
+    report = _read_report(out_json)
+    return report if report is not None and len(report.ranks) == world else None
 
 
 def _failure(out_json: str, log: str, rc: int, elapsed: float) -> Exception:
@@ -103,13 +113,12 @@ def _failure(out_json: str, log: str, rc: int, elapsed: float) -> Exception:
 
 def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
              rdzv_endpoint: str | None = None, timeout_s: float = 600.0,
-             log_path: str | None = None) -> dict[str, Any]:
+             log_path: str | None = None) -> RunReport | None:
     """Run ``config`` on ``nproc`` processes per node; returns rank 0's report.
 
     Multi-node: ``nnodes`` > 1 with ``rdzv_endpoint`` ``HOST:PORT`` (c10d
     rendezvous); call it once per node. The call on a node without rank 0
-    returns ``{"node_rank": ..., "ok": True}`` (or rank 0's report when it
-    can see the file). Raises :class:`DeviceOutOfMemoryError` /
+    returns None (or rank 0's report when it can see the file). Raises :class:`DeviceOutOfMemoryError` /
     :class:`ExecutionError` (one line, naming the failed rank) on failure.
     """
     if nproc * nnodes != config.world_size:
@@ -118,7 +127,7 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
         )
     work = tempfile.mkdtemp(prefix="memflow_run_")
     if not config.out_json:
-        config = RunConfig.from_dict({**config.to_dict(), "out_json": os.path.join(work, "result.json")})
+        config = dataclasses.replace(config, out_json=os.path.join(work, "result.json"))
     out_json = config.out_json
     for p in glob.glob(glob.escape(out_json) + ".rank*.error.json"):
         os.remove(p)
@@ -158,19 +167,20 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
     if rc is None:
         raise ExecutionError(f"the run did not finish within {timeout_s:.0f} s (log: {log_path})")
     if rc != 0:
-        report = _completed_report(out_json, config.world_size) if nnodes == 1 else None
+        report = completed_report(out_json, config.world_size) if nnodes == 1 else None
         if report is None:
             raise _failure(out_json, text, rc, elapsed) from None
         # every rank's record was gathered and written before this exit: the run itself completed,
         # and a process died tearing down (seen once: gloo, "terminate called without an active exception")
         failed = ", ".join(f"rank {r} (exit code {c})" for r, c in _torchrun_failures(text)) or f"exit code {rc}"
-        report["teardown_failure"] = f"{failed} after the run's report was written (log: {log_path})"
-        warnings.warn(f"the run completed, but {report['teardown_failure']}", stacklevel=2)
-    elif os.path.exists(out_json):
-        with open(out_json) as f:
-            report = json.load(f)
+        report.teardown_failure = f"{failed} after the run's report was written (log: {log_path})"
+        warnings.warn(f"the run completed, but {report.teardown_failure}", stacklevel=2)
     else:
-        return {"node_rank": node_rank, "ok": True}
+        report = _read_report(out_json) if os.path.exists(out_json) else None
+        if report is None:
+            if node_rank == 0:
+                raise ExecutionError(f"the run ended without a readable report (log: {log_path})")
+            return None
     if node_rank == 0:  # one line per run, from the node that holds rank 0
         runlog.record(config, report)
     return report
@@ -181,11 +191,6 @@ def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, de
     """The reference: plain single-process eager training, same init and batches as a planned run
     (built and batched on the CPU, then moved to ``device``, as the executor does; ``bf16``: the
     forward under autocast)."""
-    import torch
-
-    from ..graph.build import _autocast
-    from ..model_file import load_model_file
-
     spec = load_model_file(model_file)
     torch.manual_seed(seed)
     model = spec.build()
@@ -198,7 +203,7 @@ def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, de
         batch = torch.utils._pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x,
                                              spec.batch(batch_size))
         opt.zero_grad(set_to_none=True)
-        with _autocast(dtype, torch.device(device).type):
+        with autocast(dtype, torch.device(device).type):
             loss = spec.loss(model, batch)
         loss.backward()
         opt.step()

@@ -1,12 +1,67 @@
-"""Measured vs predicted, as a table."""
+"""What a run reports: per rank, measured beside predicted (records and a table).
+
+The workers gather one :class:`RankReport` per rank; rank 0 writes the
+:class:`RunReport` as JSON (``to_data``) and the launcher reads it back
+(``from_data``, every field's type checked). ``memflow run --json`` prints it.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["format_report"]
+from ..typed import from_data
+
+__all__ = ["RankReport", "RunReport", "format_report", "read_report"]
 
 
-def _gib(b: Any) -> str:
+@dataclass
+class RankReport:
+    """One rank's run: its memory and time, measured and as the plan predicted them (None: no prediction)."""
+
+    rank: int
+    stage: int
+    dp_rank: int
+    nodes: list[int]  # [first, last + 1) of the stage's nodes
+    measured_peak_bytes: int
+    peak_at: str  # where in the step the measured peak was reached
+    host_peak_bytes: int  # host copies (swap, a host optimizer) at their peak
+    predicted_peak_bytes: int | None
+    measured_step_time_s: float | None  # median after the warm-up steps
+    predicted_step_time_s: float | None
+    step_times_s: list[float] = field(default_factory=list)  # every step, warm-up included
+    losses: list[float] = field(default_factory=list)  # the last stage's per-step losses
+    measured_parts_s: dict[str, float] = field(default_factory=dict)  # forward, backward, grad_sync, optimizer
+    cuda_peak_allocated_bytes: int | None = None  # the caching allocator's view (CUDA runs)
+    cuda_peak_reserved_bytes: int | None = None
+
+
+@dataclass
+class RunReport:
+    """A completed run (rank 0's gathered report)."""
+
+    model_file: str
+    batch_size: int
+    microbatch_size: int
+    world_size: int
+    strategy: dict[str, Any]
+    node_names: list[str]
+    first_step: int
+    steps: list[int]
+    losses: list[float]  # per step, averaged over the last stage's data-parallel ranks
+    backend: str  # gloo | nccl
+    capacity_bytes: int | None
+    measured_step_time_s: float  # the slowest rank's
+    predicted_step_time_s: float | None
+    ranks: list[RankReport]
+    teardown_failure: str = ""  # a process that died after the report was written
+
+
+def read_report(data: Any, source: str = "run report") -> RunReport:
+    """A RunReport from its JSON data (every field checked)."""
+    return from_data(RunReport, data, source)
+
+
+def _mib(b: Any) -> str:
     return "-" if b is None else f"{b / 2**20:.2f} MiB"
 
 
@@ -16,23 +71,22 @@ def _err(measured: Any, predicted: Any) -> str:
     return f"{100.0 * (predicted - measured) / measured:+.1f}%" if measured else "-"
 
 
-def format_report(result: dict[str, Any]) -> str:
+def format_report(result: RunReport) -> str:
     """A table: rank, stage, dp rank, measured vs predicted peak and step time, error %."""
     head = ["rank", "stage", "dp", "peak measured", "peak predicted", "err", "time measured", "time predicted", "err"]
     rows = []
-    for r in result.get("ranks", []):
-        mt, pt = r.get("measured_step_time_s"), r.get("predicted_step_time_s")
+    for r in result.ranks:
+        mt, pt = r.measured_step_time_s, r.predicted_step_time_s
         rows.append([
-            str(r["rank"]), str(r["stage"]), str(r["dp_rank"]),
-            _gib(r.get("measured_peak_bytes")), _gib(r.get("predicted_peak_bytes")),
-            _err(r.get("measured_peak_bytes"), r.get("predicted_peak_bytes")),
+            str(r.rank), str(r.stage), str(r.dp_rank),
+            _mib(r.measured_peak_bytes), _mib(r.predicted_peak_bytes),
+            _err(r.measured_peak_bytes, r.predicted_peak_bytes),
             "-" if mt is None else f"{mt * 1e3:.1f} ms", "-" if pt is None else f"{pt * 1e3:.1f} ms",
             _err(mt, pt),
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
-    losses = result.get("losses") or []
-    if losses:
-        lines.append("losses: " + ", ".join(f"{x:.6f}" for x in losses))
+    if result.losses:
+        lines.append("losses: " + ", ".join(f"{x:.6f}" for x in result.losses))
     return "\n".join(lines)

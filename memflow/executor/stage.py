@@ -18,8 +18,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..graph.actions import HostSwap, make_wrap
 from ..graph.program import StepProgram
-from .actions import HostSwap, make_wrap
 from .comm import StageLink
 from .grads import BucketedAllReduce, sync_shared
 

@@ -23,11 +23,15 @@ import torch
 import torch.distributed as dist
 
 from ..errors import ConfigError, DeviceOutOfMemoryError, PlanMismatchError
+from ..graph.build import capture_program
+from ..graph.training import autocast, in_model_order
 from ..memory import LiveBytes
+from ..typed import to_data
 from ..model_file import flatten, load_model_file
 from .checkpoint import load_latest, save_checkpoint
 from .config import RunConfig, error_path
 from .optim import StageOptimizer
+from .report import RankReport, RunReport
 from .schedule import FORWARD, stage_schedule
 from .stage import Stage
 
@@ -77,11 +81,8 @@ def run_device(kind: str, local_rank: int) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[str, Any] | None:
-    from ..graph.build import _autocast, capture_program
-    from ..profile.trace import in_model_order
-
-    strat = cfg.get_strategy()
+def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunReport | None:
+    strat = cfg.strategy
     if world != strat.dp * strat.pp:
         raise ConfigError(f"dp {strat.dp} × pp {strat.pp} = {strat.dp * strat.pp} ranks, launched {world}")
     device = run_device(cfg.device, local_rank)
@@ -106,8 +107,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
                          shard=strat.shard_state[stage.stage] and strat.dp > 1,
                          on_host=strat.optimizer_on_host[stage.stage], dp_group=stage.dp_group, device=device)
 
-    preds = cfg.predicted.get("peak_bytes") or []
-    pred_peak = preds[rank] if rank < len(preds) else None
+    pred_peak = cfg.predicted.peak(rank)
 
     def where() -> str:
         cur = stage.current
@@ -163,7 +163,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
             for act, i in sched:
                 ta = time.perf_counter()
                 if act == FORWARD:
-                    with _autocast(cfg.dtype, device.type):  # the training precision, as profiled
+                    with autocast(cfg.dtype, device.type):  # the training precision, as profiled
                         stage.forward(i, _to_device(mbs[i], device, stage.reads_input))
                     spent["forward"] += time.perf_counter() - ta
                 else:
@@ -192,41 +192,39 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> dict[s
             save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors())
 
     timed = times[cfg.warmup:] if len(times) > cfg.warmup else times
-    pred_time = cfg.predicted.get("step_time_s")
-    if isinstance(pred_time, (list, tuple)):  # per rank
-        pred_time = pred_time[rank] if rank < len(pred_time) else None
-    rec = dict(
+    rec = RankReport(
         rank=rank, stage=stage.stage, dp_rank=stage.dp_rank, nodes=[stage.lo, stage.hi],
         measured_peak_bytes=int(live.peak), peak_at=live.peak_at, host_peak_bytes=int(live.host_peak),
         predicted_peak_bytes=pred_peak,
         measured_step_time_s=statistics.median(timed) if timed else None,
-        predicted_step_time_s=pred_time, step_times_s=times, losses=step_losses,
+        predicted_step_time_s=cfg.predicted.time(rank), step_times_s=times, losses=step_losses,
         measured_parts_s={k: statistics.median(v[cfg.warmup:] or v) for k, v in parts.items() if v},
     )
     if cuda:  # pragma: no cover - needs a GPU
         # the caching allocator's view beside the accounted one (allocated: tensors; reserved: its pool)
-        rec["cuda_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
-        rec["cuda_peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+        rec.cuda_peak_allocated_bytes = int(torch.cuda.max_memory_allocated(device))
+        rec.cuda_peak_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
     recs: list[Any] = [None] * world
     dist.all_gather_object(recs, rec)
     result = None
     if rank == 0:
-        last = [r for r in recs if r["stage"] == strat.pp - 1]
-        n = min(len(r["losses"]) for r in last)
-        losses = [sum(r["losses"][i] for r in last) / len(last) for i in range(n)]
-        result = dict(
+        last = [r for r in recs if r.stage == strat.pp - 1]
+        n = min(len(r.losses) for r in last)
+        losses = [sum(r.losses[i] for r in last) / len(last) for i in range(n)]
+        preds = [r.predicted_step_time_s for r in recs if r.predicted_step_time_s is not None]
+        result = RunReport(
             model_file=cfg.model_file, batch_size=cfg.batch_size, microbatch_size=mb, world_size=world,
             strategy=strat.to_dict(), node_names=captured.names, first_step=start,
             steps=list(range(start, start + n)), losses=losses,
             backend="nccl" if cuda else "gloo", capacity_bytes=cfg.capacity_bytes,
-            measured_step_time_s=max((r["measured_step_time_s"] or 0.0) for r in recs),
-            predicted_step_time_s=max((r["predicted_step_time_s"] or 0.0) for r in recs) or None,
-            ranks=sorted(recs, key=lambda r: r["rank"]),
+            measured_step_time_s=max((r.measured_step_time_s or 0.0) for r in recs),
+            predicted_step_time_s=max(preds) if preds else None,
+            ranks=sorted(recs, key=lambda r: r.rank),
         )
         if cfg.out_json:
             tmp = cfg.out_json + ".tmp"
             with open(tmp, "w") as f:
-                json.dump(result, f, indent=1)
+                json.dump(to_data(result), f, indent=1)
             os.replace(tmp, cfg.out_json)
     dist.barrier()
     dist.destroy_process_group()

@@ -1,6 +1,7 @@
-"""Capture a training step as a task graph (see :mod:`memflow.graph.record`)."""
-from .build import capture_graph, capture_program, fingerprint
-from .program import StepProgram
-from .record import Buffer, Node, TaskGraph, replay
+"""Capture a training step and run it node by node.
 
-__all__ = ["capture_graph", "capture_program", "fingerprint", "StepProgram", "Buffer", "Node", "TaskGraph", "replay"]
+``capture`` exports and splits the step into node modules, ``program`` runs them
+(``actions`` wraps a node for recompute or swap), ``record`` is the TaskGraph record
+the profiler fills in. Import the submodules: this package imports nothing itself, so the
+record layer (``memflow.graph.record``) stays free of torch.
+"""

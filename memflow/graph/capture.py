@@ -31,6 +31,7 @@ import torch.fx
 from torch.fx.passes.split_module import split_module
 
 from ..errors import CaptureError
+from ..model_file import LossModule, flatten
 
 __all__ = ["Captured", "export_step", "group_fx_nodes", "split_step", "block_paths"]
 
@@ -68,8 +69,6 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
     ``batch_dims``: per flat input, whether its leading dimension is the batch
     dimension; given, that dimension is exported as one symbolic size (at least
     2), so the program runs at any batch size >= 2 (see :func:`size_nodes`)."""
-    from ..model_file import LossModule, flatten
-
     flat, treespec = flatten(batch)
     wrapper = LossModule(spec, model, treespec)
     dynamic = None

@@ -19,8 +19,10 @@ from typing import Any
 
 import torch
 
-from ..graph.build import capture_graph, capture_graphs
+from ..devices import load_device
+from ..errors import ConfigError
 from ..graph.record import TaskGraph
+from .build import capture_graph, capture_graphs
 from .cache import ProfileCache
 from .roofline import predict_times
 
@@ -29,8 +31,8 @@ __all__ = ["profile_model", "profile_models", "cache_key", "code_hash", "Profile
 
 _CODE_DIRS = ("graph", "profile")  # the packages whose code makes a costed graph
 # and the modules outside them that it runs: the live-bytes counter, the model-file loader, the
-# swap hooks the CPU executor uses (traced for a node's swapped transients)
-_CODE_FILES = ("memory.py", "model_file.py", "executor/actions.py")
+# named choices (the swap hooks the CPU executor uses are memflow/graph/actions.py)
+_CODE_FILES = ("memory.py", "model_file.py", "kinds.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,9 +85,6 @@ def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cp
     CPU times by roofline instead. ``measure=True`` on a GPU device measures on
     this host's GPU (CUDA events; memory as its live tensor bytes).
     """
-    from ..devices import load_device
-    from ..errors import ConfigError
-
     dev = load_device(device) if isinstance(device, str) else device
     batch_size = batch_size or spec.batch_size
     if measure is None:
@@ -115,13 +114,11 @@ def profile_models(spec: Any, batch_sizes: list[int], *, device: Any = "cpu", dt
     """``{b: profile_model(spec, b, ...)}`` for every size, with the same cache entries.
 
     Sizes that are not cached are captured together in fake mode
-    (:func:`memflow.graph.build.capture_graphs`: one model, one symbolic-batch
+    (:func:`memflow.profile.build.capture_graphs`: one model, one symbolic-batch
     export for every size >= 2, in up to ``processes`` forked processes) when
     costs are predicted; measured costs (``cpu``) are profiled one size at a
     time as by :func:`profile_model`.
     """
-    from ..devices import load_device
-
     dev = load_device(device) if isinstance(device, str) else device
     if measure is None:
         measure = dev.kind == "cpu"

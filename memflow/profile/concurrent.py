@@ -20,7 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..errors import CaptureError
+from ..graph.build import capture_program
+from ..graph.training import autocast, opt_params
+from ..model_file import load_model_file
+from .timing import measure_phase_times
 
 __all__ = ["concurrent_phase_times"]
 
@@ -35,14 +41,7 @@ def _barrier(directory: Path, name: str, rank: int, n: int, timeout_s: float = 6
 
 
 def _child(job: dict, rank: int) -> None:
-    import torch
-
     torch.set_num_threads(job["threads"])
-    from ..graph.build import _autocast, capture_program
-    from ..model_file import load_model_file
-    from .timing import measure_phase_times
-    from .trace import opt_params
-
     spec = load_model_file(job["model_file"])
     d = Path(job["dir"])
     out = {}
@@ -50,7 +49,7 @@ def _child(job: dict, rank: int) -> None:
         captured, program, _, model = capture_program(spec, b, granularity=job["granularity"], dtype=job["dtype"],
                                                       fake=False)
         opt = spec.make_optimizer(opt_params(model, captured.split))
-        with _autocast(job["dtype"]):
+        with autocast(job["dtype"]):
             measure_phase_times(program, captured.flat_inputs, opt, repeats=1, warmup=1, accounted=True)
             _barrier(d, f"b{b}", rank, job["n"])  # every process times this size at the same moment
             keep = measure_phase_times(program, captured.flat_inputs, opt, repeats=job["repeats"], warmup=0,

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..graph.training import autocast
 from ..memory import LiveBytes
 
 __all__ = ["PlainStep", "measure_plain_step"]
@@ -32,8 +33,6 @@ def measure_plain_step(spec: Any, batch_size: int, *, repeats: int = 3, seed: in
     """Train ``1 + repeats`` plain steps on real tensors; the first is a warm-up.
 
     ``dtype="bf16"`` runs the forward under CPU autocast (mixed precision)."""
-    from ..graph.build import _autocast
-
     torch.manual_seed(seed)
     model = spec.build()
     model.train()
@@ -42,7 +41,7 @@ def measure_plain_step(spec: Any, batch_size: int, *, repeats: int = 3, seed: in
     losses = []
 
     def step():
-        with _autocast(dtype):
+        with autocast(dtype):
             loss = spec.loss(model, batch)
         loss.backward()
         opt.step()

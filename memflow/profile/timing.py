@@ -7,14 +7,19 @@ phases are bracketed with CUDA events instead of wall time.
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from typing import Any
 
 import torch
 
+from ..graph.actions import HostSwap, make_wrap
 from ..graph.program import StepProgram
 from ..graph.record import TaskGraph
+from ..kinds import SWAP
+from ..memory import LiveBytes
+from .trace import state_tensors
 
 __all__ = ["measure_phase_times", "apply_measured_times"]
 
@@ -29,18 +34,10 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
     ``swap_all`` (CPU): every node swapped as the CPU executor swaps (saved tensors
     copied to host memory as they are saved and back as the backward asks for
     them), under the counter: what a swapped node's phases cost there."""
-    import contextlib
-
-    from ..memory import LiveBytes
-
     n = program.n
     wrap_for = None
     if swap_all:
-        from ..executor.actions import HostSwap, make_wrap
-        from ..strategy import SWAP
-        from .trace import _state_tensors
-
-        state_ptrs = {t.untyped_storage().data_ptr() for t in _state_tensors(program, optimizer)}
+        state_ptrs = {t.untyped_storage().data_ptr() for t in state_tensors(program, optimizer)}
 
         def wrap_for(live):
             return make_wrap([SWAP] * n, HostSwap(live, state_ptrs))

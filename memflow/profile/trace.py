@@ -32,12 +32,14 @@ from ..graph.record import (
     TaskGraph,
     carried_bytes,
 )
-from ..memory import LiveBytes, _storages
+from ..graph.actions import HostSwap, make_wrap
+from ..graph.training import grad_meta, unique_params
+from ..kinds import SWAP
+from ..memory import BufferEvent, LiveBytes, storages
 from .fakecache import warm_call
 from .opcost import OpCost
 
-__all__ = ["trace_step", "node_state", "unique_params", "in_model_order", "opt_params", "grad_meta", "OptPhase",
-           "opt_phase_alone"]
+__all__ = ["trace_step", "node_state", "state_tensors", "OptPhase", "opt_phase_alone"]
 
 
 @dataclass(frozen=True)
@@ -57,37 +59,8 @@ class OptPhase:
     ops: int
 
 
-def unique_params(module: torch.nn.Module) -> list[torch.nn.Parameter]:
-    seen, out = set(), []
-    for p in module.parameters():
-        if id(p) not in seen:
-            seen.add(id(p))
-            out.append(p)
-    return out
-
-
-def in_model_order(model: torch.nn.Module, params: list) -> list:
-    """``params`` in ``model``'s parameter order, as a training script hands ``model.parameters()``
-    to its optimizer; any the model does not hold come last, as they were. The order matters:
-    a one-tensor-at-a-time step holds one parameter's temporaries while it makes the next one's,
-    so its peak depends on which tensors come side by side (the tracer and the executor agree)."""
-    pos = {id(p): i for i, p in enumerate(unique_params(model))}
-    return sorted(params, key=lambda p: pos.get(id(p), len(pos)))
-
-
-def opt_params(model: torch.nn.Module, split: torch.nn.Module) -> list[torch.nn.Parameter]:
-    """The parameters of ``split`` (a program cut from ``model``) as the traced step's optimizer
-    gets them: in the model's order (:func:`in_model_order`)."""
-    return in_model_order(model, unique_params(split))
-
-
-def grad_meta(t: torch.Tensor) -> tuple:
-    """What an optimizer step can see of a gradient under fake tensors (no values)."""
-    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.device, t.layout)
-
-
 def _storage_key(t: torch.Tensor) -> int:
-    sts = _storages(t)
+    sts = storages(t)
     return id(sts[0]) if sts else id(t)
 
 
@@ -135,7 +108,7 @@ def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None
     return out, table, names_by_id
 
 
-def _state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+def state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     ts: list[torch.Tensor] = []
     ts.extend(program.split.parameters())
     ts.extend(program.split.buffers())
@@ -151,11 +124,8 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     executor swaps. Within a node's forward a saved tensor lives until its last use there, and
     in its backward each comes back only when asked for and dies after its use: neither phase's
     peak follows from phase-level liveness, so it is traced. Gradients are dropped afterwards."""
-    from ..executor.actions import HostSwap, make_wrap
-    from ..strategy import SWAP
-
     n = program.n
-    state = _state_tensors(program, optimizer)
+    state = state_tensors(program, optimizer)
     live = LiveBytes(record=True)
     live.track(state + list(inputs), kind="state")
     state_bytes = live.live
@@ -222,8 +192,6 @@ class _OptWindow:
     def splice(self, rec: OptPhase, grad_param: dict) -> None:
         """Give a step traced without ``optimizer.step()`` (inside :meth:`around`) the optimizer
         phase ``rec`` recorded from a full one."""
-        from ..memory import BufferEvent
-
         live, cost, p = self.live, self.cost, self.phase
         for ev in live.events:
             if grad_param.get(id(ev)) in rec.reads:
@@ -343,7 +311,7 @@ def trace_step(
         step(optimize=not state_ready)  # warm-up: creates the optimizer state
     cost = OpCost()
     live = LiveBytes(record=True, after=cost.count, call=warm_call)  # one dispatch mode counts both
-    live.track(_state_tensors(program, optimizer) + list(inputs), kind="state")
+    live.track(state_tensors(program, optimizer) + list(inputs), kind="state")
     state_bytes = live.live
     grad_events = []
     _, _, names_by_id = node_state(program, optimizer)
@@ -397,8 +365,8 @@ def trace_step(
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
     states, param_table, _ = node_state(program, optimizer)
-    input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in _storages(t)}.values())
-    input_of = {name: sum(s.nbytes() for s in _storages(t)) for name, t in zip(program.placeholders, inputs)
+    input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in storages(t)}.values())
+    input_of = {name: sum(s.nbytes() for s in storages(t)) for name, t in zip(program.placeholders, inputs)
                 if isinstance(t, torch.Tensor)}
     nodes = []
     for k in range(n):

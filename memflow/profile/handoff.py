@@ -1,8 +1,8 @@
 """The optimizer state and optimizer phase, handed from the size-1 process to the planner's.
 
-With two processes, :func:`memflow.graph.build.capture_graphs` forks one for
+With two processes, :func:`memflow.profile.build.capture_graphs` forks one for
 the fixed-size (size-1) export. That process makes the optimizer state
-(:meth:`~memflow.graph.build._SharedCapture.make_state`), records the optimizer
+(:meth:`~memflow.profile.build.SharedCapture.make_state`), records the optimizer
 phase of a steady-state step without a program (:func:`loose_opt_phase`; the
 phase depends on neither the batch nor the program, only on the parameters
 and their order) and sends both before its export (:func:`send`); the planning
@@ -11,16 +11,19 @@ description and adopts the phase for its program (:func:`take`). So neither
 process steps an optimizer for a traced size. Fake tensors hold no values: a
 state is fully described by its tensors' layouts. Where the phase cannot be
 adopted (the program steps other parameters, or nothing came) the planning
-process makes the state itself and its first size steps in full. (The
-tracer's modules are imported where used: :mod:`memflow.profile` imports the
-graph builder.)
+process makes the state itself and its first size steps in full.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
+import multiprocessing as mp
+
 import torch
+
+from ..graph.training import autocast, casts, dense_grad, grad_meta, opt_params, unique_params
+from .trace import node_state, opt_phase_alone
 
 __all__ = ["pipe", "grad_layouts", "send", "take", "loose_opt_phase", "adopt", "describe_state", "rebuild_state"]
 
@@ -29,8 +32,6 @@ LOOSE_PHASE = 2  # the phase a loose optimizer phase is recorded at (moved to 2n
 
 def pipe():
     """A one-way pipe that survives a fork (None where there is no fork)."""
-    import multiprocessing as mp
-
     try:
         return mp.get_context("fork").Pipe(duplex=False)
     except (ValueError, OSError):
@@ -49,11 +50,8 @@ def _receive(conn, timeout_s: float = 120.0) -> Any:
 
 def grad_layouts(shared: Any) -> dict | None:
     """What ``make_state`` gives every trainable parameter as its gradient (its own layout:
-    :func:`~memflow.profile.trace.grad_meta`), without stepping; None under autocast."""
-    from ..profile.trace import grad_meta, unique_params
-    from .build import _casts, dense_grad
-
-    if _casts(shared.dtype):
+    :func:`~memflow.graph.training.grad_meta`), without stepping; None under autocast."""
+    if casts(shared.dtype):
         return None
     with shared.mode:
         return {p: grad_meta(dense_grad(p)) for p in unique_params(shared.model) if p.requires_grad}
@@ -90,9 +88,6 @@ def loose_opt_phase(shared: Any, state: Any) -> tuple | None:
     parameter, in the model's order, on gradients of the layouts ``make_state`` assumed.
     ``order`` (what was stepped) holds positions in the model's parameters, ``reads``
     ``("param", position)``. None without a state made that way, or if the step fails."""
-    from ..profile.trace import opt_phase_alone, unique_params
-    from .build import _autocast
-
     if state is None or shared.made_grads is None:
         return None
     params = unique_params(shared.model)
@@ -105,7 +100,7 @@ def loose_opt_phase(shared: Any, state: Any) -> tuple | None:
                     opt.state[prm] = state[prm]
             tracked = list(params) + list(shared.model.buffers())
             tracked += [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
-            with _autocast(shared.dtype):
+            with autocast(shared.dtype):
                 rec = opt_phase_alone(params, opt, shared.made_grads, phase=LOOSE_PHASE,
                                       key_of={k: ("param", i) for k, i in pos.items()}, state=tracked)
     except Exception:  # noqa: BLE001 - the first size traces the optimizer step in full instead
@@ -117,8 +112,6 @@ def adopt(shared: Any, loose: tuple, program: Any) -> bool:
     """Take ``loose`` (:func:`loose_opt_phase`) as ``program``'s optimizer phase, if the
     program's optimizer steps the same parameters (the optimizer's buffers come in their
     order): its reads are named as the program names them and its phases moved to ``2n``."""
-    from ..profile.trace import node_state, opt_params, unique_params
-
     order, rec = loose
     model_params = unique_params(shared.model)
     pos = {id(p): i for i, p in enumerate(model_params)}
@@ -141,8 +134,6 @@ def adopt(shared: Any, loose: tuple, program: Any) -> bool:
 def describe_state(shared: Any, state: Any) -> dict | None:
     """``state`` (fake tensors: no values) as plain data: per model-parameter position, each
     entry's tensor layout or value. None if a tensor is not the whole of a storage of its own."""
-    from ..profile.trace import unique_params
-
     if state is None:
         return None
     pos = {id(p): i for i, p in enumerate(unique_params(shared.model))}
@@ -166,8 +157,6 @@ def describe_state(shared: Any, state: Any) -> dict | None:
 
 def rebuild_state(shared: Any, desc: dict) -> dict:
     """The state :func:`describe_state` described, as fake tensors of the same layouts."""
-    from ..profile.trace import unique_params
-
     params = unique_params(shared.model)
     state: dict = {}
     with shared.mode:

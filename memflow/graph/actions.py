@@ -26,7 +26,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ..memory import LiveBytes
-from ..strategy import KEEP, RECOMPUTE, SWAP
+from ..kinds import KEEP, RECOMPUTE, SWAP
 
 __all__ = ["make_wrap", "HostSwap"]
 

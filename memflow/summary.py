@@ -1,0 +1,102 @@
+"""A plan in words: a table per stage, every node that does not keep its activations, the baselines.
+
+Used by ``memflow plan`` (after the search), ``memflow run`` (before it
+launches anything) and the HTML report.
+"""
+from __future__ import annotations
+
+import math
+
+from .kinds import KEEP
+from .planfile import Plan
+from .units import format_bytes, format_time
+
+__all__ = ["summary", "stage_table", "action_lines", "infeasible_message"]
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join((c.rjust(w) if i in right else c.ljust(w)) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+            for r in rows]
+
+
+def stage_table(plan: Plan) -> list[str]:
+    """One row per pipeline stage: its devices, its nodes, its peak against the usable memory, its options."""
+    st, pr, names = plan.strategy, plan.predicted, plan.node_names
+    rows = [["stage", "devices", "nodes", "peak / usable", "", "options"]]
+    for s in range(st.pp):
+        nodes = st.stage_nodes(s)
+        first, last = names[nodes[0]], names[nodes[-1]]
+        span = first if first == last else f"{first} .. {last}"
+        devs = [st.device_of(s, d) for d in range(st.dp)]
+        peak = max(pr.peak_bytes[d] for d in devs)
+        cap = pr.capacity_bytes[devs[0]]
+        opts = []
+        if st.shard_state[s] and st.dp > 1:
+            opts.append("optimizer state sharded (ZeRO-1)")
+        if st.optimizer_on_host[s]:
+            opts.append("optimizer on host")
+        dev = str(devs[0]) if len(devs) == 1 else f"{devs[0]}-{devs[-1]}"
+        rows.append([str(s), dev, f"{len(nodes)}: {span}", f"{format_bytes(peak)} / {format_bytes(cap)}",
+                     f"{100 * peak / cap:.0f}%" if cap else "", ", ".join(opts) or "-"])
+    return _table(rows, right={3, 4})
+
+
+def action_lines(plan: Plan) -> list[str]:
+    """Every node that does not keep its activations, by action, with its stage."""
+    st, names = plan.strategy, plan.node_names
+    by: dict[str, list[str]] = {}
+    for k, a in enumerate(st.actions):
+        if a != KEEP:
+            by.setdefault(a, []).append(f"{names[k]} (stage {st.stage_of[k]})")
+    if not by:
+        return ["memory actions: none (every node keeps its activations for its backward)"]
+    return [f"{a} ({len(v)}): " + ", ".join(v) for a, v in sorted(by.items())]
+
+
+def summary(plan: Plan) -> str:
+    """A person-readable summary of a plan."""
+    st, pr = plan.strategy, plan.predicted
+    cl = plan.get_cluster()
+    lines = [f"{plan.model_name}: batch {plan.batch_size} on {cl.num_devices} × {cl.device.name} ({cl.name})",
+             f"plan: dp {st.dp} × pp {st.pp}, {st.microbatches} micro-batch(es) of {plan.micro_batch_size}, "
+             f"{st.schedule} — {'fits' if plan.fits else 'DOES NOT FIT'}"]
+    lines += ["  " + x for x in stage_table(plan)]
+    lines += ["  " + x for x in action_lines(plan)]
+    t = pr.step_time_s
+    rate = f", {plan.batch_size / t:,.1f} samples/s" if t > 0 else ""
+    lines.append(f"predicted step {format_time(t)}{rate}; binding: {pr.binding}")
+    if plan.baselines:
+        lines.append("baselines:")
+        cap = max(pr.capacity_bytes) if pr.capacity_bytes else 0
+        for name, b in plan.baselines.items():
+            mp = b.max_peak_bytes
+            if b.fits:
+                ratio = b.step_time_s / t if t > 0 else float("nan")
+                lines.append(f"  {name:<26} {format_time(b.step_time_s):>10}  peak {format_bytes(mp):>10}  "
+                             f"({ratio:.2f}× the plan's time)")
+            else:
+                lines.append(f"  {name:<26} {'OOM':>10}  peak {format_bytes(mp):>10}  "
+                             f"(over by {format_bytes(max(0, mp - cap))})")
+    return "\n".join(lines)
+
+
+def infeasible_message(plan: Plan) -> str:
+    """Why nothing fits, and what would: the memory per device or the device count."""
+    pr = plan.predicted
+    worst = pr.worst_device()
+    need = pr.peak_bytes[worst]
+    stage = plan.strategy.stage_of_device(worst)
+    nodes = plan.strategy.stage_nodes(stage)
+    total = need / (1.0 - plan.settings.headroom)  # device memory at which this strategy fits with the headroom kept
+    proved = " (every strategy checked: none fits)" if plan.settings.no_fit_proved else ""
+    return (f"no plan fits {format_bytes(pr.capacity_bytes[worst])} usable per device{proved}: the smallest found "
+            f"needs {format_bytes(need)} on device {worst} (stage {stage}: {plan.node_names[nodes[0]]} ..); "
+            f"try --gpu-memory {_round_up(total)} or --gpus {2 * len(pr.peak_bytes)}")
+
+
+def _round_up(nbytes: float) -> str:
+    """A --gpu-memory value at or above ``nbytes`` (GiB, or MiB below 1 GiB)."""
+    if nbytes >= 2**30:
+        return f"{math.ceil(nbytes / 2**30 * 1.02)}GiB"
+    return f"{math.ceil(nbytes / 2**20 * 1.02)}MiB"

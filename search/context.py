@@ -16,7 +16,8 @@ import numpy as np
 
 from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
-from memflow.strategy import RECOMPUTE, Strategy
+from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, Schedule
+from memflow.strategy import Strategy
 from memflow.simulator import Simulator
 from memflow.simulator.pipeline import inflight
 
@@ -117,7 +118,7 @@ class SearchContext:
             if max_microbatches is not None:
                 ms = [m for m in ms if m <= max_microbatches] or [1]
             self.ms[d] = ms
-        self.actions = ("keep", "recompute", "swap") if allow_swap else ("keep", "recompute")
+        self.actions = ACTIONS if allow_swap else (KEEP, RECOMPUTE)
 
     # ------------------------------------------------------------- graphs
     def microbatch_sizes(self) -> list[int]:
@@ -185,7 +186,7 @@ class SearchContext:
             p = self._parts[key] = balanced_partition(costs, pp)
         return list(p)
 
-    def state_partition(self, pp: int, mb: int, m: int | None = None, schedule: str = "1f1b") -> list[int]:
+    def state_partition(self, pp: int, mb: int, m: int | None = None, schedule: Schedule = ONE_F_ONE_B) -> list[int]:
         """A ``stage_of`` for ``pp`` stages balancing what each holds: parameters, gradients,
         optimizer state and the activations its nodes make (all-keep), once per micro-batch
         in flight on the stage when ``m`` is given (1F1B: an early stage holds more of them,

@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from memflow.strategy import SCHEDULES, Strategy
+from memflow.kinds import ONE_F_ONE_B, SCHEDULES
+from memflow.strategy import Strategy
 
 from . import moves as mv
 from .context import SearchContext
@@ -215,7 +216,7 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                 # node whose old stage had it
                 sh_opts = _flag_patterns(shards, st.shard_state if st.dp > 1 else None, st.stage_of, stage_of, pp)
                 ho_opts = _flag_patterns(hosts, st.optimizer_on_host, st.stage_of, stage_of, pp)
-                scheds = [st.schedule] + [x for x in SCHEDULES if x != st.schedule] if pp > 1 and m > 1 else ["1f1b"]
+                scheds = [st.schedule] + [x for x in SCHEDULES if x != st.schedule] if pp > 1 and m > 1 else [ONE_F_ONE_B]
                 for sched in scheds:
                     for sh in sh_opts:
                         for ho in ho_opts:

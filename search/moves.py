@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from memflow.strategy import KEEP, RECOMPUTE, SWAP, Strategy
+from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SWAP
+from memflow.strategy import Strategy
 
 __all__ = [
     "State", "MOVES", "MOVE_WEIGHTS", "REPAIRS", "REPAIR_WEIGHTS", "make", "stage_kept_to",
@@ -137,7 +138,7 @@ def refactor_mesh(state: State, rng, ctx) -> Strategy | None:
     stage_of = ctx.partition(pp, mb, st.actions)
     shard = [bool(any(st.shard_state)) and dp > 1] * pp
     host = [bool(any(st.optimizer_on_host))] * pp
-    sched = st.schedule if pp > 1 else "1f1b"
+    sched = st.schedule if pp > 1 else ONE_F_ONE_B
     return Strategy(dp=dp, pp=pp, stage_of=stage_of, actions=list(st.actions), microbatches=m, schedule=sched,
                     shard_state=shard, optimizer_on_host=host)
 
@@ -162,7 +163,7 @@ def change_schedule(state: State, rng, ctx) -> Strategy | None:
     st = state.strategy
     if st.pp < 2 or st.microbatches < 2:
         return None
-    return make(st, schedule="gpipe" if st.schedule == "1f1b" else "1f1b")
+    return make(st, schedule=GPIPE if st.schedule == ONE_F_ONE_B else ONE_F_ONE_B)
 
 
 def toggle_shard(state: State, rng, ctx) -> Strategy | None:
@@ -320,8 +321,8 @@ def repair_shard(state: State, rng, ctx) -> Strategy | None:
 def repair_microbatches(state: State, rng, ctx) -> Strategy | None:
     """More, smaller micro-batches (less activation memory); GPipe → 1F1B first."""
     st = state.strategy
-    if st.schedule == "gpipe" and st.pp > 1 and st.microbatches > 1 and rng.random() < 0.5:
-        return make(st, schedule="1f1b")
+    if st.schedule == GPIPE and st.pp > 1 and st.microbatches > 1 and rng.random() < 0.5:
+        return make(st, schedule=ONE_F_ONE_B)
     ms = [m for m in ctx.ms[st.dp] if m > st.microbatches]
     if not ms:
         return None

@@ -17,7 +17,8 @@ starts from the restart points when nothing fits.
 """
 from __future__ import annotations
 
-from memflow.strategy import KEEP, RECOMPUTE, SWAP, Strategy
+from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SWAP
+from memflow.strategy import Strategy
 
 from . import moves as mv
 from .context import SearchContext
@@ -63,8 +64,8 @@ def _fixes(st: Strategy, ev, ctx: SearchContext, recut: bool = True) -> list[Str
         return out
     for s in full:
         out += _stage_fixes(st, s, ctx, recut)
-    if st.pp > 1 and st.schedule == "gpipe" and st.microbatches > 1:
-        out.append(mv.make(st, schedule="1f1b"))
+    if st.pp > 1 and st.schedule == GPIPE and st.microbatches > 1:
+        out.append(mv.make(st, schedule=ONE_F_ONE_B))
     more = [m for m in ctx.ms[st.dp] if m > st.microbatches]
     if more:
         out.append(mv.make(st, microbatches=more[0]))

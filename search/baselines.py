@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from memflow.strategy import KEEP, RECOMPUTE, Strategy
+from memflow.kinds import KEEP, RECOMPUTE
+from memflow.strategy import Strategy
 
 from .context import SearchContext
 from .mcmc import ChainParams, ChainResult, Evaluator, run_chain

@@ -16,7 +16,8 @@ import numpy as np
 
 from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
-from memflow.strategy import RECOMPUTE, Strategy
+from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, Schedule
+from memflow.strategy import Strategy
 from memflow.simulator import Simulator
 from memflow.simulator.pipeline import inflight
 
@@ -25,8 +26,13 @@ __all__ = ["SearchContext", "GraphProvider", "divisors", "balanced_partition"]
 GraphProvider = Union[Callable[[int], TaskGraph], Mapping[int, TaskGraph]]
 
 
-def divisors(x: int) -> list[int]:
-    return [d for d in range(1, x + 1) if x % d == 0]
+def divisors(x: int, at_most: int | None = None) -> list[int]:
+    """The divisors of ``x`` (≥ 1) in increasing order, only those ≤ ``at_most`` when given.
+    Trial division up to √x (and no further than ``at_most``): a divisor d ≤ √x pairs with x / d."""
+    top = math.isqrt(x) if at_most is None else min(math.isqrt(x), at_most)
+    small = [d for d in range(1, top + 1) if x % d == 0]
+    large = [x // d for d in reversed(small) if x // d > top and (at_most is None or x // d <= at_most)]
+    return small + large
 
 
 def balanced_partition(costs, pp: int, extra=None, weights=None) -> list[int]:
@@ -113,11 +119,8 @@ class SearchContext:
                 f"{global_batch} divisible by dp")
         self.ms: dict[int, list[int]] = {}
         for d in self.dps:
-            ms = divisors(global_batch // d)
-            if max_microbatches is not None:
-                ms = [m for m in ms if m <= max_microbatches] or [1]
-            self.ms[d] = ms
-        self.actions = ("keep", "recompute", "swap") if allow_swap else ("keep", "recompute")
+            self.ms[d] = divisors(global_batch // d, max_microbatches) or [1]
+        self.actions = ACTIONS if allow_swap else (KEEP, RECOMPUTE)
 
     # ------------------------------------------------------------- graphs
     def microbatch_sizes(self) -> list[int]:
@@ -185,7 +188,7 @@ class SearchContext:
             p = self._parts[key] = balanced_partition(costs, pp)
         return list(p)
 
-    def state_partition(self, pp: int, mb: int, m: int | None = None, schedule: str = "1f1b") -> list[int]:
+    def state_partition(self, pp: int, mb: int, m: int | None = None, schedule: Schedule = ONE_F_ONE_B) -> list[int]:
         """A ``stage_of`` for ``pp`` stages balancing what each holds: parameters, gradients,
         optimizer state and the activations its nodes make (all-keep), once per micro-batch
         in flight on the stage when ``m`` is given (1F1B: an early stage holds more of them,

@@ -22,8 +22,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from memflow.strategy import SCHEDULES, Strategy
+from memflow.kinds import ONE_F_ONE_B, SCHEDULES
+from memflow.strategy import Strategy
 
+from . import fixes as fx
 from . import moves as mv
 from .context import SearchContext
 from .pareto import ParetoFront
@@ -119,21 +121,6 @@ def _better(ev, best_ev, aware: bool) -> bool:
     return best_ev is None or ev.step_time_s < best_ev.step_time_s
 
 
-def _shifts(so: list[int]):
-    """``stage_of`` with one node moved across one stage boundary (every stage kept non-empty)."""
-    n = len(so)
-    for c in range(1, n):
-        if so[c] != so[c - 1]:
-            if c - 1 >= 1 and so[c - 2] == so[c - 1]:
-                new = list(so)
-                new[c - 1] = so[c]
-                yield new
-            if c + 1 < n and so[c + 1] == so[c]:
-                new = list(so)
-                new[c] = so[c - 1]
-                yield new
-
-
 def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
     """A deterministic neighbourhood for the final local descent (``jumps``: and the mesh
     re-factorings below)."""
@@ -141,27 +128,21 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
     for k in range(n):
         for a in ctx.actions:
             if a != st.actions[k]:
-                acts = list(st.actions)
-                acts[k] = a
-                yield mv.make(st, actions=acts)
-    for new in _shifts(st.stage_of):
-        yield mv.make(st, stage_of=new)
+                yield fx.with_action(st, k, a)
+    for new in fx.shifts(st.stage_of):
+        yield fx.make(st, stage_of=new)
     for m in ctx.ms[st.dp]:
         if m != st.microbatches:
-            yield mv.make(st, microbatches=m)
+            yield fx.make(st, microbatches=m)
     if st.pp > 1 and st.microbatches > 1:
         for s in SCHEDULES:
             if s != st.schedule:
-                yield mv.make(st, schedule=s)
+                yield fx.make(st, schedule=s)
     for s in range(st.pp):
-        if st.dp > 1 and ctx.allow_shard:
-            sh = list(st.shard_state)
-            sh[s] = not sh[s]
-            yield mv.make(st, shard_state=sh)
-        if ctx.allow_host:
-            oh = list(st.optimizer_on_host)
-            oh[s] = not oh[s]
-            yield mv.make(st, optimizer_on_host=oh)
+        for nb in (fx.set_shard(st, s, not st.shard_state[s], ctx),
+                   fx.set_host(st, s, not st.optimizer_on_host[s], ctx)):
+            if nb is not None:
+                yield nb
     if not jumps:
         return
     # two nodes of one stage exchanging their actions: a recompute or swap moved to another node
@@ -171,7 +152,7 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
             if st.actions[i] != st.actions[j] and st.stage_of[i] == st.stage_of[j]:
                 acts = list(st.actions)
                 acts[i], acts[j] = acts[j], acts[i]
-                yield mv.make(st, actions=acts)
+                yield fx.make(st, actions=acts)
     # then the larger jumps the chain makes only through infeasible states: this mesh re-cut, and
     # the mesh re-factored at every micro-batch count and schedule, balanced by time or by memory,
     # with each per-stage option on every stage, on none, or carried over by node
@@ -183,7 +164,7 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
             if so != st.stage_of and so not in balanced:
                 balanced.append(so)
         for so in balanced:
-            yield mv.make(st, stage_of=so)
+            yield fx.make(st, stage_of=so)
         # and each re-cut (one node across a boundary, or balanced) with no per-stage option, in
         # this schedule and in the other: an option belongs to the stage it was set for, and a
         # moved node can leave it on a stage that no longer needs it; the other schedule holds
@@ -192,11 +173,11 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
         off = [False] * st.pp
         opts = any(st.shard_state) or any(st.optimizer_on_host)
         others = [x for x in SCHEDULES if x != st.schedule] if st.microbatches > 1 else []
-        for so in dict.fromkeys(tuple(x) for x in list(_shifts(st.stage_of)) + balanced):
+        for so in dict.fromkeys(tuple(x) for x in list(fx.shifts(st.stage_of)) + balanced):
             if opts:
-                yield mv.make(st, stage_of=list(so), shard_state=off, optimizer_on_host=off)
+                yield fx.make(st, stage_of=list(so), shard_state=off, optimizer_on_host=off)
             for sched in others:
-                yield mv.make(st, stage_of=list(so), schedule=sched, shard_state=off, optimizer_on_host=off)
+                yield fx.make(st, stage_of=list(so), schedule=sched, shard_state=off, optimizer_on_host=off)
     for dp in ctx.dps:
         if dp == st.dp:
             continue
@@ -215,7 +196,8 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                 # node whose old stage had it
                 sh_opts = _flag_patterns(shards, st.shard_state if st.dp > 1 else None, st.stage_of, stage_of, pp)
                 ho_opts = _flag_patterns(hosts, st.optimizer_on_host, st.stage_of, stage_of, pp)
-                scheds = [st.schedule] + [x for x in SCHEDULES if x != st.schedule] if pp > 1 and m > 1 else ["1f1b"]
+                scheds = ([st.schedule] + [x for x in SCHEDULES if x != st.schedule] if pp > 1 and m > 1
+                          else [ONE_F_ONE_B])
                 for sched in scheds:
                     for sh in sh_opts:
                         for ho in ho_opts:

@@ -8,19 +8,23 @@ A move returns a new, valid strategy (``Strategy.validate`` passes and
 ``global_batch % (dp × microbatches) == 0``), or None when it does not apply.
 
 ``MOVES`` / ``MOVE_WEIGHTS`` are the ordinary moves; ``REPAIRS`` /
-``REPAIR_WEIGHTS`` the repair moves an infeasible state proposes: they act on
-the over-full device's stage (recompute or swap its biggest kept node, move a
-boundary node off it, shard its state, more micro-batches).
+``REPAIR_WEIGHTS`` the repair moves an infeasible state proposes: each draws one
+of the memory-freeing fixes of :mod:`search.fixes` on the over-full device's
+stage (recompute or swap one of its biggest kept nodes, move a boundary node
+off it, shard its state, more micro-batches).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from memflow.strategy import KEEP, RECOMPUTE, SWAP, Strategy
+from memflow.kinds import GPIPE, ONE_F_ONE_B, RECOMPUTE, SWAP
+from memflow.strategy import Strategy
+
+from . import fixes as fx
 
 __all__ = [
-    "State", "MOVES", "MOVE_WEIGHTS", "REPAIRS", "REPAIR_WEIGHTS", "make", "stage_kept_to",
+    "State", "MOVES", "MOVE_WEIGHTS", "REPAIRS", "REPAIR_WEIGHTS",
     "shift_boundary", "flip_action", "flip_block", "refactor_mesh", "change_microbatches",
     "change_schedule", "toggle_shard", "toggle_host", "rebalance",
     "repair_action", "repair_boundary", "repair_shard", "repair_microbatches", "repair_stage_recompute",
@@ -36,29 +40,8 @@ class State:
 Move = Callable[[State, Any, Any], Optional[Strategy]]
 
 
-def make(st: Strategy, **kw) -> Strategy:
-    """A copy of ``st`` with fields replaced (cheap: no dict round trip)."""
-    return Strategy(
-        dp=kw.get("dp", st.dp), pp=kw.get("pp", st.pp),
-        stage_of=list(kw.get("stage_of", st.stage_of)), actions=list(kw.get("actions", st.actions)),
-        microbatches=kw.get("microbatches", st.microbatches), schedule=kw.get("schedule", st.schedule),
-        shard_state=list(kw.get("shard_state", st.shard_state)),
-        optimizer_on_host=list(kw.get("optimizer_on_host", st.optimizer_on_host)),
-    )
-
-
 def _pick(rng, seq):
     return seq[int(rng.integers(len(seq)))]
-
-
-def _ranges(stage_of: list[int], pp: int) -> list[tuple[int, int]]:
-    out, a = [], 0
-    for k in range(1, len(stage_of)):
-        if stage_of[k] != stage_of[k - 1]:
-            out.append((a, k))
-            a = k
-    out.append((a, len(stage_of)))
-    return out
 
 
 # ------------------------------------------------------------------ ordinary moves
@@ -67,26 +50,8 @@ def shift_boundary(state: State, rng, ctx) -> Strategy | None:
     st = state.strategy
     if st.pp < 2:
         return None
-    so = st.stage_of
-    cuts = [k for k in range(1, len(so)) if so[k] != so[k - 1]]
-    c = _pick(rng, cuts)
-    s_left = so[c - 1]
-    opts = []
-    # cut moves left: node c-1 joins the right stage (left stage must keep a node)
-    if c - 1 >= 1 and so[c - 2] == s_left:
-        opts.append(-1)
-    # cut moves right: node c joins the left stage
-    if c + 1 < len(so) and so[c + 1] == so[c]:
-        opts.append(+1)
-    if not opts:
-        return None
-    d = _pick(rng, opts)
-    new = list(so)
-    if d < 0:
-        new[c - 1] = so[c]
-    else:
-        new[c] = s_left
-    return make(st, stage_of=new)
+    opts = fx.boundary_shifts(st.stage_of, _pick(rng, fx.cuts(st.stage_of)))
+    return fx.make(st, stage_of=_pick(rng, opts)) if opts else None
 
 
 def flip_action(state: State, rng, ctx) -> Strategy | None:
@@ -94,9 +59,7 @@ def flip_action(state: State, rng, ctx) -> Strategy | None:
     st = state.strategy
     k = int(rng.integers(len(st.actions)))
     choices = [a for a in ctx.actions if a != st.actions[k]]
-    acts = list(st.actions)
-    acts[k] = _pick(rng, choices)
-    return make(st, actions=acts)
+    return fx.with_action(st, k, _pick(rng, choices))
 
 
 def flip_block(state: State, rng, ctx) -> Strategy | None:
@@ -117,7 +80,7 @@ def flip_block(state: State, rng, ctx) -> Strategy | None:
         if acts[j] != a:
             acts[j] = a
             changed = True
-    return make(st, actions=acts) if changed else None
+    return fx.make(st, actions=acts) if changed else None
 
 
 def refactor_mesh(state: State, rng, ctx) -> Strategy | None:
@@ -137,7 +100,7 @@ def refactor_mesh(state: State, rng, ctx) -> Strategy | None:
     stage_of = ctx.partition(pp, mb, st.actions)
     shard = [bool(any(st.shard_state)) and dp > 1] * pp
     host = [bool(any(st.optimizer_on_host))] * pp
-    sched = st.schedule if pp > 1 else "1f1b"
+    sched = st.schedule if pp > 1 else ONE_F_ONE_B
     return Strategy(dp=dp, pp=pp, stage_of=stage_of, actions=list(st.actions), microbatches=m, schedule=sched,
                     shard_state=shard, optimizer_on_host=host)
 
@@ -154,7 +117,7 @@ def change_microbatches(state: State, rng, ctx) -> Strategy | None:
         m = ms[_pick(rng, nb)]
     else:
         m = _pick(rng, [x for x in ms if x != st.microbatches])
-    return make(st, microbatches=m)
+    return fx.make(st, microbatches=m)
 
 
 def change_schedule(state: State, rng, ctx) -> Strategy | None:
@@ -162,29 +125,25 @@ def change_schedule(state: State, rng, ctx) -> Strategy | None:
     st = state.strategy
     if st.pp < 2 or st.microbatches < 2:
         return None
-    return make(st, schedule="gpipe" if st.schedule == "1f1b" else "1f1b")
+    return fx.make(st, schedule=GPIPE if st.schedule == ONE_F_ONE_B else ONE_F_ONE_B)
 
 
 def toggle_shard(state: State, rng, ctx) -> Strategy | None:
     """Flip one stage's shard_state (needs dp > 1)."""
     st = state.strategy
-    if st.dp < 2 or not ctx.allow_shard:
+    if not fx.can_shard(st, ctx):
         return None
     s = int(rng.integers(st.pp))
-    sh = list(st.shard_state)
-    sh[s] = not sh[s]
-    return make(st, shard_state=sh)
+    return fx.set_shard(st, s, not st.shard_state[s], ctx)
 
 
 def toggle_host(state: State, rng, ctx) -> Strategy | None:
     """Flip one stage's optimizer_on_host."""
-    st = state.strategy
     if not ctx.allow_host:
         return None
+    st = state.strategy
     s = int(rng.integers(st.pp))
-    oh = list(st.optimizer_on_host)
-    oh[s] = not oh[s]
-    return make(st, optimizer_on_host=oh)
+    return fx.set_host(st, s, not st.optimizer_on_host[s], ctx)
 
 
 def rebalance(state: State, rng, ctx) -> Strategy | None:
@@ -195,98 +154,54 @@ def rebalance(state: State, rng, ctx) -> Strategy | None:
     so = ctx.partition(st.pp, ctx.mb_of(st), st.actions)
     if so == st.stage_of:
         return None
-    return make(st, stage_of=so)
+    return fx.make(st, stage_of=so)
 
 
 # -------------------------------------------------------------------- repair moves
-def _overfull_stage(state: State) -> int | None:
-    """The stage of the device with the largest peak above capacity (None if none)."""
-    ev = state.eval
-    if ev is None:
-        return None
-    st = state.strategy
-    cap = ev.capacity_bytes
-    best, bs = None, None
-    for s in range(st.pp):
-        p = ev.peak_bytes[s * st.dp]
-        if p > cap and (best is None or p > best):
-            best, bs = p, s
-    return bs
-
-
 def _target_stage(state: State, rng) -> int:
-    s = _overfull_stage(state)
-    if s is None:
-        st = state.strategy
-        ev = state.eval
-        if ev is not None:  # host over-full, or feasible: the fullest device's stage
-            s = max(range(st.pp), key=lambda i: ev.peak_bytes[i * st.dp])
-        else:
-            s = int(rng.integers(st.pp))
-    return s
+    """The stage of the device with the largest peak above capacity; with none above it (the
+    host over-full, or a state that fits), the fullest device's stage; unevaluated, any stage."""
+    st, ev = state.strategy, state.eval
+    if ev is None:
+        return int(rng.integers(st.pp))
+    full = fx.overfull_stages(st, ev)
+    return full[0] if full else fx.fullest_stage(st, ev)
 
 
 def repair_action(state: State, rng, ctx) -> Strategy | None:
-    """On the over-full stage, recompute or swap the kept node with the most saved bytes
-    (host over-full: turn a swapped node into recompute / the host optimizer off)."""
-    st = state.strategy
-    ev = state.eval
-    if ev is not None and not ev.host_fits and _overfull_stage(state) is None:
-        sw = [k for k, a in enumerate(st.actions) if a == SWAP]
+    """On the over-full stage, recompute or swap the kept node with the most saved bytes, or now
+    and then the next one (host over-full: turn a swapped node into recompute / a host optimizer
+    off)."""
+    st, ev = state.strategy, state.eval
+    if ev is not None and not ev.host_fits and not fx.overfull_stages(st, ev):
+        sw = fx.unswaps(st)
         if sw and (not any(st.optimizer_on_host) or rng.random() < 0.5):
-            acts = list(st.actions)
-            acts[_pick(rng, sw)] = RECOMPUTE
-            return make(st, actions=acts)
-        hs = [s for s in range(st.pp) if st.optimizer_on_host[s]]
-        if hs:
-            oh = list(st.optimizer_on_host)
-            oh[_pick(rng, hs)] = False
-            return make(st, optimizer_on_host=oh)
-        return None
-    s = _target_stage(state, rng)
-    saved = ctx.node_saved(ctx.mb_of(st))
-    cand = [k for k in range(len(st.actions)) if st.stage_of[k] == s and st.actions[k] == KEEP]
+            return _pick(rng, sw)
+        offs = fx.host_offs(st, ctx)
+        return _pick(rng, offs) if offs else None
+    cand = fx.kept_by_saved(st, _target_stage(state, rng), ctx, top=2)
     if not cand:
         return None
-    cand.sort(key=lambda k: (-saved[k], k))
     k = cand[0] if (len(cand) == 1 or rng.random() < 0.7) else cand[1]
-    acts = list(st.actions)
-    acts[k] = SWAP if (ctx.allow_swap and rng.random() < 0.4) else RECOMPUTE
-    return make(st, actions=acts)
-
-
-def stage_kept_to(st: Strategy, s: int, action: str) -> Strategy | None:
-    """``st`` with every kept node of stage ``s`` given ``action`` (None when it keeps none)."""
-    acts = list(st.actions)
-    changed = False
-    for k in range(len(acts)):
-        if st.stage_of[k] == s and acts[k] == KEEP:
-            acts[k] = action
-            changed = True
-    return make(st, actions=acts) if changed else None
+    return fx.with_action(st, k, SWAP if (ctx.allow_swap and rng.random() < 0.4) else RECOMPUTE)
 
 
 def repair_stage_recompute(state: State, rng, ctx) -> Strategy | None:
     """Recompute every kept node of the over-full stage."""
-    return stage_kept_to(state.strategy, _target_stage(state, rng), RECOMPUTE)
+    return fx.free_stage(state.strategy, _target_stage(state, rng), RECOMPUTE)
 
 
 def repair_boundary(state: State, rng, ctx) -> Strategy | None:
-    """Move a boundary node off the over-full stage onto its less-full neighbour."""
+    """Move a boundary node off the over-full stage onto its less-full neighbour (now and then
+    the other one)."""
     st = state.strategy
     if st.pp < 2:
         return None
     s = _target_stage(state, rng)
-    rs = _ranges(st.stage_of, st.pp)
-    a, b = rs[s]
-    if b - a < 2:
+    if st.stage_of.count(s) < 2:  # a move that does not apply draws nothing more
         return None
     ev = state.eval
-    opts = []
-    if s > 0:
-        opts.append(-1)
-    if s < st.pp - 1:
-        opts.append(+1)
+    opts = [d for d in (-1, +1) if 0 <= s + d < st.pp]
     if ev is not None and len(opts) == 2:
         pl, pr = ev.peak_bytes[(s - 1) * st.dp], ev.peak_bytes[(s + 1) * st.dp]
         d = -1 if pl < pr else +1
@@ -294,38 +209,24 @@ def repair_boundary(state: State, rng, ctx) -> Strategy | None:
             d = -d
     else:
         d = _pick(rng, opts)
-    new = list(st.stage_of)
-    if d < 0:
-        new[a] = s - 1
-    else:
-        new[b - 1] = s + 1
-    return make(st, stage_of=new)
+    return fx.move_node(st, s, s + d)
 
 
 def repair_shard(state: State, rng, ctx) -> Strategy | None:
     """Shard the over-full stage's state (dp > 1), else keep its optimizer on the host."""
     st = state.strategy
     s = _target_stage(state, rng)
-    if st.dp > 1 and ctx.allow_shard and not st.shard_state[s]:
-        sh = list(st.shard_state)
-        sh[s] = True
-        return make(st, shard_state=sh)
-    if ctx.allow_host and not st.optimizer_on_host[s]:
-        oh = list(st.optimizer_on_host)
-        oh[s] = True
-        return make(st, optimizer_on_host=oh)
-    return None
+    new = fx.set_shard(st, s, True, ctx)
+    return new if new is not None else fx.set_host(st, s, True, ctx)
 
 
 def repair_microbatches(state: State, rng, ctx) -> Strategy | None:
-    """More, smaller micro-batches (less activation memory); GPipe → 1F1B first."""
+    """More, smaller micro-batches (less activation memory); GPipe → 1F1B first, half the time."""
     st = state.strategy
-    if st.schedule == "gpipe" and st.pp > 1 and st.microbatches > 1 and rng.random() < 0.5:
-        return make(st, schedule="1f1b")
-    ms = [m for m in ctx.ms[st.dp] if m > st.microbatches]
-    if not ms:
-        return None
-    return make(st, microbatches=ms[0])
+    one = fx.one_f_one_b(st)
+    if one is not None and rng.random() < 0.5:
+        return one
+    return fx.more_microbatches(st, ctx)
 
 
 MOVES: dict[str, Move] = {

@@ -5,21 +5,22 @@ where the optimum lies behind a mesh or schedule change that first overflows
 and then needs several fixes (a deeper pipeline at more micro-batches, with a
 host optimizer on some stages and a recomputed node), a chain at low
 temperature rarely walks that far. :func:`greedy_repair` walks it
-deterministically: at each step it tries the fixes on every over-full
-stage — its optimizer on the host, its state sharded, one of its largest kept
-nodes recomputed or swapped (or a recomputed one swapped, or the reverse), or
-all its kept nodes, a node moved towards any other stage, 1F1B for GPipe, the
-next micro-batch count — and walks on by the one that frees the most overflow
-per second it adds; the answer is the fastest fit met on the way.
+deterministically: at each step it tries the fixes of :func:`search.fixes.fixes`
+on every over-full stage — its optimizer on the host, its state sharded, one of
+its ``TOP_NODES`` largest kept nodes recomputed or swapped (or a recomputed one
+swapped, or the reverse), or all its kept nodes, a node moved towards any other
+stage, 1F1B for GPipe, the next micro-batch count — and walks on by the one that
+frees the most overflow per second it adds; the answer is the fastest fit met on
+the way.
 :func:`repair_descent` runs it from the most promising over-full neighbours of
 the search's best, polishes a few neighbours that fit on other meshes, and
 starts from the restart points when nothing fits.
 """
 from __future__ import annotations
 
-from memflow.strategy import KEEP, RECOMPUTE, SWAP, Strategy
+from memflow.strategy import Strategy
 
-from . import moves as mv
+from . import fixes as fx
 from .context import SearchContext
 from .mcmc import fullest_overflow
 
@@ -44,88 +45,11 @@ def overflow(ev) -> float:
     return over
 
 
-def _fixes(st: Strategy, ev, ctx: SearchContext, recut: bool = True) -> list[Strategy]:
-    cap = ev.capacity_bytes
-    full = sorted((i for i in range(st.pp) if ev.peak_bytes[i * st.dp] > cap),
-                  key=lambda i: (-ev.peak_bytes[i * st.dp], i))
-    out: list[Strategy] = []
-    if not full and not ev.host_fits:  # the host is over-full: undo host work
-        for k, a in enumerate(st.actions):
-            if a == SWAP:
-                acts = list(st.actions)
-                acts[k] = RECOMPUTE
-                out.append(mv.make(st, actions=acts))
-        for i in range(st.pp):
-            if st.optimizer_on_host[i]:
-                oh = list(st.optimizer_on_host)
-                oh[i] = False
-                out.append(mv.make(st, optimizer_on_host=oh))
-        return out
-    for s in full:
-        out += _stage_fixes(st, s, ctx, recut)
-    if st.pp > 1 and st.schedule == "gpipe" and st.microbatches > 1:
-        out.append(mv.make(st, schedule="1f1b"))
-    more = [m for m in ctx.ms[st.dp] if m > st.microbatches]
-    if more:
-        out.append(mv.make(st, microbatches=more[0]))
-    return [c for c in out if ctx.valid(c)]
-
-
-def _stage_fixes(st: Strategy, s: int, ctx: SearchContext, recut: bool = True) -> list[Strategy]:
-    """The fixes that free memory on stage ``s`` (``recut``: moving nodes off it among them)."""
-    out: list[Strategy] = []
-    if ctx.allow_host and not st.optimizer_on_host[s]:
-        oh = list(st.optimizer_on_host)
-        oh[s] = True
-        out.append(mv.make(st, optimizer_on_host=oh))
-    if st.dp > 1 and ctx.allow_shard and not st.shard_state[s]:
-        sh = list(st.shard_state)
-        sh[s] = True
-        out.append(mv.make(st, shard_state=sh))
-    saved = ctx.node_saved(ctx.mb_of(st))
-    kept = sorted((k for k in range(len(st.actions)) if st.stage_of[k] == s and st.actions[k] == KEEP),
-                  key=lambda k: (-saved[k], k))[:TOP_NODES]
-    for k in kept:
-        for a in ([RECOMPUTE, SWAP] if ctx.allow_swap else [RECOMPUTE]):
-            acts = list(st.actions)
-            acts[k] = a
-            out.append(mv.make(st, actions=acts))
-    # every kept node of the stage at once: where the peak falls while one node's tensors are
-    # alive and another's, freeing either alone frees nothing (the chains' repair_stage_recompute)
-    if len(kept) > 1:
-        out += [mv.stage_kept_to(st, s, a) for a in ([RECOMPUTE, SWAP] if ctx.allow_swap else [RECOMPUTE])]
-    if ctx.allow_swap:  # recompute and swap free different bytes: each node's other one
-        for k in range(len(st.actions)):
-            if st.stage_of[k] == s and st.actions[k] != KEEP:
-                acts = list(st.actions)
-                acts[k] = SWAP if acts[k] == RECOMPUTE else RECOMPUTE
-                out.append(mv.make(st, actions=acts))
-    if recut and st.pp > 1 and sum(1 for x in st.stage_of if x == s) > 1:
-        # one node off the stage, towards every other stage: the boundaries in between each
-        # shift by one node (the stages between keep their sizes)
-        for t in range(st.pp):
-            if t != s:
-                out.append(mv.make(st, stage_of=_cascade(st.stage_of, s, t)))
-    return out
-
-
 def _promise(ev) -> float:
     """How promising an over-full strategy is to repair: its time, grown by how far its fullest
     device overflows, as the chains rank infeasible states (:func:`search.mcmc.cost_of`; a host
     that overflows weighs less here: its fixes are few and cheap)."""
     return ev.step_time_s * (1.0 + OVERFLOW_WEIGHT * fullest_overflow(ev) + (0.5 if not ev.host_fits else 0.0))
-
-
-def _cascade(stage_of: list[int], s: int, t: int) -> list[int]:
-    """``stage_of`` with stage ``s`` one node smaller and stage ``t`` one node larger."""
-    so = list(stage_of)
-    if t > s:  # the last node of each stage s..t-1 moves on to the stage after it
-        for j in range(s, t):
-            so[max(k for k in range(len(so)) if stage_of[k] == j)] = j + 1
-    else:  # the first node of each stage t+1..s moves back to the stage before it
-        for j in range(s, t, -1):
-            so[min(k for k in range(len(so)) if stage_of[k] == j)] = j - 1
-    return so
 
 
 def greedy_repair(st: Strategy, ev, evaluator, ctx: SearchContext, max_steps: int | None = None,
@@ -144,7 +68,7 @@ def greedy_repair(st: Strategy, ev, evaluator, ctx: SearchContext, max_steps: in
             break
         over = overflow(ev)
         step = None
-        for c in _fixes(st, ev, ctx, recut):
+        for c in fx.fixes(st, ev, ctx, TOP_NODES, recut):
             e, _ = evaluator.evaluate(c, st)
             if e.fits:
                 if found is None or e.step_time_s < found[1].step_time_s:

@@ -10,7 +10,8 @@ batch does not split N ways, the largest valid dp stands in for N.
 """
 from __future__ import annotations
 
-from memflow.strategy import KEEP, RECOMPUTE, Strategy
+from memflow.kinds import KEEP, ONE_F_ONE_B, RECOMPUTE
+from memflow.strategy import Strategy
 
 from .context import SearchContext
 
@@ -49,7 +50,7 @@ def seed_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
         for m in few_microbatches(ctx, dp, pp):
             mb = ctx.global_batch // (dp * m)
             out.append((f"pipeline-pp{pp}/m{m}", Strategy(dp=dp, pp=pp, stage_of=ctx.partition(pp, mb),
-                                                          actions=[KEEP] * n, microbatches=m, schedule="1f1b")))
+                                                          actions=[KEEP] * n, microbatches=m, schedule=ONE_F_ONE_B)))
     return out
 
 

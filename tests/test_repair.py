@@ -1,5 +1,6 @@
-"""Greedy repair (search/repair.py): its boundary cascade, that a repair fits or says it cannot,
-and the search instances it was written for (each missed the exact optimum before)."""
+"""Greedy repair (search/repair.py): the boundary cascade its fixes move nodes by
+(search/fixes.py), that a repair fits or says it cannot, and the search instances it was
+written for (each missed the exact optimum before)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +11,8 @@ import pytest
 from memflow.strategy import Strategy
 from memflow.search import SearchContext, search, solve_exact
 from memflow.search.mcmc import Evaluator
-from memflow.search.repair import _cascade, greedy_repair, overflow
+from memflow.search.fixes import cascade
+from memflow.search.repair import greedy_repair, overflow
 from memflow.search.seeds import start_pool
 from test_search import GB, provider, tight_cluster
 
@@ -29,7 +31,7 @@ def test_cascade_moves_one_node_between_any_two_stages():
         for t in range(pp):
             if t == s:
                 continue
-            new = _cascade(so, s, t)
+            new = cascade(so, s, t)
             assert new == sorted(new) and new[0] == 0 and new[-1] == pp - 1  # still contiguous stages
             want = list(sizes)
             want[s] -= 1

@@ -13,6 +13,7 @@ from memflow.search import (
     SearchContext,
     State,
     balanced_partition,
+    divisors,
     is_non_dominated,
     search,
     solve_exact,
@@ -232,6 +233,30 @@ def test_balanced_partition_exact():
     so = balanced_partition(costs, 3)
     assert so == [0, 1, 1, 1, 1, 2]
     assert balanced_partition([1, 2, 3], 3) == [0, 1, 2]
+
+
+def test_divisors_match_trial_division():
+    for x in range(1, 400):
+        every = [d for d in range(1, x + 1) if x % d == 0]
+        assert divisors(x) == every
+        for at_most in (0, 1, 3, 16, 32, 500):
+            assert divisors(x, at_most) == [d for d in every if d <= at_most]
+
+
+def test_context_for_a_huge_batch_is_quick():
+    """The valid meshes and micro-batch counts come from divisors found by trial up to √n (and
+    no further than ``max_microbatches``), never by counting up to the batch size."""
+    import time
+
+    g = provider("random", 5, 1)
+    cl = Cluster.for_gpus(4, "v100-16gb")
+    t0 = time.perf_counter()
+    ctx = SearchContext(g, 10**10, cl)
+    capped = SearchContext(g, 10**10, cl, max_microbatches=32)
+    assert time.perf_counter() - t0 < 0.5
+    assert ctx.dps == [1, 2, 4]
+    assert len(ctx.ms[1]) == 121 and ctx.ms[4][-1] == 10**10 // 4  # 10**10 = 2**10 · 5**10
+    assert capped.ms[4] == [1, 2, 4, 5, 8, 10, 16, 20, 25, 32]
 
 
 def test_weighted_partition_matches_enumeration():

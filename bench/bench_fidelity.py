@@ -13,7 +13,7 @@ import tempfile
 
 from memflow.cluster import Cluster
 from memflow.planfile import Plan
-from memflow.planner import GraphSource, resolve_spec
+from memflow.planner import GraphSource, prediction, resolve_spec
 from memflow.runner import run as run_plan_file
 from memflow.strategy import RECOMPUTE, SWAP, Strategy
 
@@ -101,9 +101,7 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     ev = Simulator(g, cl).evaluate(st, detail=True)
     plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=batch, strategy=st, cluster=cl.to_dict(),
                 node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
-                predicted={"fits": True, "step_time_s": ev.step_time_s, "rank_step_time_s": list(ev.end_s),
-                           "peak_bytes": [int(x) for x in ev.peak_bytes],
-                           "capacity_bytes": [int(x) for x in ev.capacity_bytes]})
+                predicted=prediction(ev, batch))
     # run twice; per rank the faster run's median step (other load on a shared host only slows a run,
     # and the prediction comes from a quiet profile); the peak is the same in both runs
     warmup = min(warmup, steps - 1)

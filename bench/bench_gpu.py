@@ -52,6 +52,7 @@ def main(quick: bool = False) -> None:
         return
     from memflow.model_file import load_model_file
     from memflow.profile import profile_model
+    from memflow.planner import prediction
     from memflow.runner import run as run_plan_file
     from memflow.simulator import Simulator
 
@@ -80,9 +81,7 @@ def main(quick: bool = False) -> None:
         g = graph("measured", mb)
         plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=BATCH, strategy=st,
                     cluster=cl.to_dict(), node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
-                    predicted={"fits": True, "step_time_s": pred["measured"].step_time_s,
-                               "peak_bytes": [int(pred["measured"].peak_bytes[0])],
-                               "capacity_bytes": [int(cl.device.memory_bytes)]})
+                    predicted=prediction(pred["measured"], BATCH))
         try:
             r = run_plan_file(plan, steps=STEPS, check=False).ranks[0]
         except Exception as e:  # noqa: BLE001 - a failed strategy is a row, not the end of the table

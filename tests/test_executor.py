@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from memflow.errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
-from memflow.executor import RunConfig, format_report, free_port, plain_losses, run_plan, stage_schedule
+from memflow.executor import (RankReport, RunConfig, RunReport, format_report, free_port, plain_losses, run_plan,
+                              stage_schedule)
 from memflow.strategy import Strategy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +95,7 @@ def test_run_config_roundtrip_and_checks(tmp_path):
     p = tmp_path / "c.json"
     cfg.save(str(p))
     assert RunConfig.load(str(p)) == cfg
-    with pytest.raises(ConfigError, match="unknown run config key"):
+    with pytest.raises(ConfigError, match="unknown key"):
         RunConfig.from_dict({**cfg.to_dict(), "bogus": 1})
     with pytest.raises(ConfigError, match="dp 2 × microbatches 4 = 8"):
         RunConfig(model_file=EX["lstm"], batch_size=6, strategy=strategy("lstm", dp=2, microbatches=4))
@@ -103,9 +104,12 @@ def test_run_config_roundtrip_and_checks(tmp_path):
 
 
 def test_format_report():
-    res = dict(losses=[1.5, 1.25], ranks=[dict(rank=0, stage=0, dp_rank=0, measured_peak_bytes=2**20,
-                                               predicted_peak_bytes=2**20 * 1.1, measured_step_time_s=0.01,
-                                               predicted_step_time_s=0.012)])
+    rank = RankReport(rank=0, stage=0, dp_rank=0, nodes=[0, 4], measured_peak_bytes=2**20, peak_at="",
+                      host_peak_bytes=0, predicted_peak_bytes=int(2**20 * 1.1), measured_step_time_s=0.01,
+                      predicted_step_time_s=0.012)
+    res = RunReport(model_file="m.py", batch_size=8, microbatch_size=8, world_size=1, strategy={}, node_names=[],
+                    first_step=0, steps=[0, 1], losses=[1.5, 1.25], backend="gloo", capacity_bytes=None,
+                    measured_step_time_s=0.01, predicted_step_time_s=0.012, ranks=[rank])
     text = format_report(res)
     assert "rank" in text.splitlines()[0] and "+10.0%" in text and "+20.0%" in text and "1.250000" in text
 
@@ -259,16 +263,23 @@ def test_bf16_plan_trains_in_bf16():
     assert max(abs(a - b) / abs(b) for a, b in zip(got, fp32)) > 5e-6, (got, fp32)
 
 
-def testcompleted_report_only_when_every_rank_reported(tmp_path):
+def test_completed_report_only_when_every_rank_reported(tmp_path):
     """A nonzero torchrun exit after rank 0 wrote a report holding every rank's record is a teardown
     failure (the run is returned, with a warning); anything less stays a failed run."""
     from memflow.executor.launch import completed_report
 
     out = tmp_path / "result.json"
     assert completed_report(str(out), 2) is None  # no report
-    out.write_text(json.dumps({"ranks": [{"rank": 0}]}))
+    rank = dict(stage=0, dp_rank=0, nodes=[0, 4], measured_peak_bytes=1, peak_at="", host_peak_bytes=0,
+                predicted_peak_bytes=None, measured_step_time_s=0.1, predicted_step_time_s=None)
+    report = dict(model_file="m.py", batch_size=8, microbatch_size=4, world_size=2, strategy={}, node_names=[],
+                  first_step=0, steps=[0], losses=[1.0], backend="gloo", capacity_bytes=None,
+                  measured_step_time_s=0.1, predicted_step_time_s=None)
+    out.write_text(json.dumps({**report, "ranks": [{**rank, "rank": 0}]}))
     assert completed_report(str(out), 2) is None  # a rank's record missing
-    out.write_text(json.dumps({"ranks": [{"rank": 0}, {"rank": 1}]}))
+    out.write_text(json.dumps({**report, "ranks": [{**rank, "rank": 0}, {**rank, "rank": 1}]}))
     assert completed_report(str(out), 2).ranks[1].rank == 1
+    out.write_text(json.dumps({**report, "ranks": [{"rank": 0}, {"rank": 1}]}))
+    assert completed_report(str(out), 2) is None  # records that do not read as a report
     (tmp_path / "result.json.rank1.error.json").write_text("{}")
     assert completed_report(str(out), 2) is None  # a rank reported an error

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 import memflow
 from memflow.cli.main import main
@@ -138,6 +139,8 @@ def test_api_plans_a_module_and_refuses_to_run_it():
 @pytest.mark.parametrize("exp", sorted((ROOT / "configs" / "experiments").glob("*.yaml")), ids=lambda p: p.stem)
 def test_experiments_run(exp, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    for k in yaml.safe_load(exp.read_text()).get("env", {}):  # the run sets them here: restored afterwards
+        monkeypatch.delenv(k, raising=False)
     rc = main(["run", str(exp), "--json", "--quiet"])
     res = json.loads(capsys.readouterr().out)
     assert rc == 0 and res["losses"] and len(res["ranks"]) >= 1

@@ -44,9 +44,9 @@ def median(xs):
 @contextlib.contextmanager
 def env(model: dict | None = None, **kw):
     """A block with ``MEMFLOW_*`` settings changed, every one of them restored afterwards: ``kw`` set,
-    and with ``model`` the model file's settings (:func:`memflow.runlog.model_env`'s keys) replaced
+    and with ``model`` the model file's settings (:func:`memflow.modelenv.model_env`'s keys) replaced
     by these."""
-    from memflow.runlog import model_env
+    from memflow.modelenv import model_env
 
     saved = {k: v for k, v in os.environ.items() if k.startswith("MEMFLOW_")}
     if model is not None:

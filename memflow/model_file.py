@@ -42,6 +42,12 @@ It may define:
     The default (per step, global) batch size, a positive ``int``; 8 when
     absent.
 
+``ENV``
+    The names of the environment variables the file reads besides
+    ``MEMFLOW_*`` ones (a list of strings). A plan records their values, and
+    ``memflow simulate`` / ``report`` / ``run`` set them again, so the model
+    they rebuild is the one that was planned.
+
 Every contract violation is raised as a one-line
 :class:`~memflow.errors.ModelLoadError` that names the file.
 """
@@ -153,6 +159,7 @@ class ModelSpec:
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None
     optimizer_factory: Callable[[Any], torch.optim.Optimizer] | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
+    env_vars: tuple[str, ...] = ()  # the file's ENV: environment variables it reads besides MEMFLOW_*
 
     # -- construction -------------------------------------------------------
     def build(self) -> nn.Module:
@@ -466,6 +473,11 @@ def load_model_file(path: str | os.PathLike) -> ModelSpec:
             f"{shown}: BATCH_SIZE must be a positive int, got {batch_size!r}"
         )
 
+    env_vars = getattr(module, "ENV", ())
+    if isinstance(env_vars, str) or not isinstance(env_vars, (list, tuple)) or \
+            not all(isinstance(v, str) and v for v in env_vars):
+        raise ModelLoadError(f"{shown}: ENV must be a list of environment variable names, got {env_vars!r}")
+
     return ModelSpec(
         path=p,
         name=p.stem,
@@ -474,4 +486,5 @@ def load_model_file(path: str | os.PathLike) -> ModelSpec:
         loss_fn=getattr(module, "loss_fn", None),
         optimizer_factory=getattr(module, "optimizer", None),
         batch_size=batch_size,
+        env_vars=tuple(env_vars),
     )

@@ -44,6 +44,9 @@ class Plan:
     baselines: dict[str, BaselineResult] = field(default_factory=dict)
     pareto: list[ParetoPoint] = field(default_factory=list)
     settings: PlanSettings = field(default_factory=PlanSettings)
+    model_sha256: str = ""  # the model file's bytes when the plan was made
+    # the environment the model was built under (MEMFLOW_* and the file's ENV); None: not recorded
+    env: dict[str, str] | None = None
     version: int = PLAN_VERSION
     created: str = ""
 

@@ -23,21 +23,23 @@ from .gcfreeze import freeze, long_lived, paused_collection
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
+from .modelenv import applied, file_sha256, model_env
 from .planfile import Plan
 from .profile import ProfileCache, cache_key, profile_model, profile_models
 from .profile.build import capture_graph
 from .profile.concurrent import concurrent_phase_times
 from .profile.timing import apply_measured_times
+from .progress import SILENT, Progress
 from .records import BaselineResult, MemoryBreakdown, ParetoPoint, PlanSettings, Prediction
 from .request import PlanRequest
-from .search import SearchContext, search, solve_exact
+from .search import SearchContext, default_iterations, search, solve_exact
 from .simulator import SimResult, Simulator
 from .strategy import Strategy
 from .units import parse_bytes
 
 __all__ = ["plan", "plan_request", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource",
            "baseline_result", "plan_graph", "simulate_plan", "search_problem", "check_model", "prove_no_fit",
-           "prediction"]
+           "plan_environment", "prediction"]
 
 
 def resolve_spec(model: Any, example_batch: Callable | None = None, batch_size: int | None = None,
@@ -104,7 +106,7 @@ class GraphSource:
     """Costed task graphs per micro-batch size for one model, precision and device (cached)."""
 
     def __init__(self, spec: ModelSpec, cluster: Cluster, *, dtype: str = "fp32", granularity: Any = "auto",
-                 progress: Callable[[str], None] | None = None, cache: bool = True, measure: bool | None = None):
+                 progress: Progress = SILENT, cache: bool = True, measure: bool | None = None):
         self.spec, self.cluster, self.dtype, self.granularity = spec, cluster, dtype, granularity
         self.progress, self.cache = progress, cache
         # None: measured on cpu-N, predicted for a named GPU; True: measured on this host's GPU too
@@ -118,8 +120,6 @@ class GraphSource:
         if micro_batch not in self.graphs and self._concurrent():
             self._cpu_concurrent([micro_batch], n)
         if micro_batch not in self.graphs:
-            if self.progress:
-                self.progress(f"profiling {self.spec.name} at micro-batch {micro_batch} for {self.cluster.device.name}")
             ctx = _threads(self.threads) if self.cluster.device.kind == "cpu" else contextlib.nullcontext()
             with ctx:
                 self.graphs[micro_batch] = profile_model(
@@ -128,17 +128,26 @@ class GraphSource:
         return self.graphs[micro_batch]
 
     def all(self, sizes: list[int]) -> dict[int, TaskGraph]:
+        """The graph at every size in ``sizes`` (profiled, or from the cache), with progress per size."""
         if self._concurrent():
             self._cpu_concurrent([b for b in sizes if b not in self.graphs], self.cluster.devices_per_node)
         todo = [b for b in sizes if b not in self.graphs]
-        if len(todo) > 1 and self.cluster.device.kind != "cpu" and not self.measure:
-            # predicted costs: the sizes share one model and one export (profile_models)
-            if self.progress:
-                self.progress(f"profiling {self.spec.name} at micro-batch sizes {todo} for {self.cluster.device.name}")
-            self.graphs.update(profile_models(self.spec, todo, device=self.cluster.device, dtype=self.dtype,
-                                              granularity=self.granularity, cache=self.cache,
-                                              processes=min(2, os.cpu_count() or 1)))
-        return {b: self(b) for b in sizes}
+        if not todo:
+            return {b: self.graphs[b] for b in sizes}
+        how = "measured here" if self.cluster.device.kind == "cpu" or self.measure else "predicted, fake tensors"
+        with self.progress.task(f"profiling {self.spec.name} for {self.cluster.device.name} ({how})", len(todo),
+                                "size") as task:
+            if len(todo) > 1 and self.cluster.device.kind != "cpu" and not self.measure:
+                # predicted costs: the sizes share one model and one export (profile_models)
+                self.graphs.update(profile_models(self.spec, todo, device=self.cluster.device, dtype=self.dtype,
+                                                  granularity=self.granularity, cache=self.cache,
+                                                  processes=min(2, os.cpu_count() or 1)))
+                task.update(len(todo), note=f"micro-batch sizes {todo}")
+            for b in todo:
+                if b not in self.graphs:
+                    self(b)
+                    task.update(1, note=f"micro-batch {b}")
+        return {b: self.graphs[b] for b in sizes}
 
     def _concurrent(self) -> bool:
         """cpu-N with N > 1 and a model file the timing processes can load."""
@@ -158,10 +167,11 @@ class GraphSource:
                 todo.append(b)
         if not todo:
             return
-        if self.progress:
-            self.progress(f"profiling {self.spec.name} at micro-batch(es) {todo} in {n} concurrent processes")
+        self.progress.note(f"timing {self.spec.name} at micro-batch(es) {todo} in {n} processes at once, "
+                           f"as {n} ranks share this host")
         times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype)
-        with _threads(self.threads):
+        with _threads(self.threads), self.progress.task(f"tracing {self.spec.name}'s memory", len(todo),
+                                                        "size") as task:
             for b in todo:
                 g = capture_graph(self.spec, b, dtype=self.dtype, granularity=self.granularity, measure=True, repeats=0)
                 apply_measured_times(g, times[b]["keep"], device="cpu", swap_times=times[b]["swap"])
@@ -170,6 +180,7 @@ class GraphSource:
                 self.graphs[b] = g
                 if store:
                     store.put(keys[b], g)
+                task.update(1, note=f"micro-batch {b}")
 
 
 def baseline_result(ev: Any) -> BaselineResult:
@@ -178,25 +189,15 @@ def baseline_result(ev: Any) -> BaselineResult:
                           peak_bytes=[int(x) for x in ev.peak_bytes])
 
 
-def _stderr_progress(msg: str) -> None:
-    print(f"memflow: {msg}", file=sys.stderr, flush=True)
+@contextlib.contextmanager
+def search_progress(progress: Progress, what: str, iterations: int | None):
+    """A search ``progress(iteration, best_time_s, fits)`` callback drawing the first chain's iterations
+    as a task, with the best time so far and whether anything fits yet."""
+    with progress.task(what, iterations, "it") as task:
+        def cb(it: int, best: float | None, fits: bool) -> None:
+            task.set(it, note=f"best {best * 1e3:,.1f} ms" if (best is not None and fits) else "nothing fits yet")
 
-
-def search_progress(report: Callable[[str], None], every_s: float = 1.0) -> Callable:
-    """A search ``progress(iteration, best_time_s, fits)`` callback that reports a line through
-    ``report`` at most every ``every_s`` seconds (the first chain's iterations, its best time
-    and whether anything fits yet)."""
-    last = [time.perf_counter()]
-
-    def cb(it: int, best: float | None, fits: bool) -> None:
-        now = time.perf_counter()
-        if now - last[0] < every_s:
-            return
-        last[0] = now
-        got = f"best {best * 1e3:,.1f} ms, fits" if (best is not None and fits) else "nothing fits yet"
-        report(f"search: {it:,} iterations (first chain), {got}")
-
-    return cb
+        yield cb
 
 
 def _resolve(req: PlanRequest) -> tuple[ModelSpec, Cluster, Cluster, int]:
@@ -234,7 +235,7 @@ def search_problem(model: Any, example_batch: Callable | None = None, loss_fn: C
 
 
 def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | None = None, *,
-         progress: Callable[[str], None] | bool | None = None, **options: Any) -> Plan:
+         progress: Progress = SILENT, **options: Any) -> Plan:
     """Find the fastest strategy that fits, and return it as an executable :class:`Plan`.
 
     ``model``: a model file path (``build_model``/``example_batch``), an ``nn.Module`` with
@@ -245,7 +246,8 @@ def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | 
     ``granularity``, ``seed``, ``time_budget_s``, ``iterations``, ``headroom`` (the fraction of
     each device's memory the plan leaves free), ``measure`` (time every node on this host's GPU
     instead of predicting from FLOPs and bytes; ``cpu`` costs are always measured), ``cache``.
-    Times in seconds, memory in bytes. Example::
+    ``progress``: a :class:`~memflow.progress.Progress` to show the work (silent by default; the
+    CLI draws progress bars). Times in seconds, memory in bytes. Example::
 
         p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")
         print(p.predicted.step_time_s, p.strategy.summary())
@@ -253,36 +255,32 @@ def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | 
     return plan_request(_request(model, example_batch, loss_fn, options), progress=progress)
 
 
-def plan_request(req: PlanRequest, *, progress: Callable[[str], None] | bool | None = None) -> Plan:
+def plan_request(req: PlanRequest, *, progress: Progress = SILENT) -> Plan:
     """:func:`plan` for a validated request."""
-    report = _stderr_progress if progress is True else (progress or None)
     spec, cl, usable, B = _resolve(req)
     with long_lived():  # what exists now, then the graphs, outlive everything the search makes
-        return _plan(spec, cl, usable, B, req, report)
+        return _plan(spec, cl, usable, B, req, progress)
 
 
-def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest,
-          report: Callable[[str], None] | None) -> Plan:
-    source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=report, cache=req.cache,
-                         measure=req.measure or None)
+def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
+    source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=progress,
+                         cache=req.cache, measure=req.measure or None)
     sizes = micro_batch_sizes(B, cl.num_devices)
     graphs = source.all(sizes)
     freeze()
-    if report:
-        report(f"searching {cl.num_devices} device(s) of {cl.device.name} "
-               f"({len(sizes)} micro-batch sizes, seed {req.seed})")
+    n_chain = req.iterations or (None if req.time_budget_s else default_iterations(graphs[sizes[0]].n))
+    what = (f"searching {cl.num_devices} × {cl.device.name} ({len(sizes)} micro-batch sizes, seed {req.seed}"
+            + (f", {req.time_budget_s:g} s budget" if req.time_budget_s else "") + "), first chain")
     # two processes where there are two cores: the plan is the same (search/api.py), sooner
-    with paused_collection():  # strategies and evaluations: freed by reference counting
+    with paused_collection(), search_progress(progress, what, n_chain) as cb:  # (freed by reference counting)
         res = search(graphs, B, usable, seed=req.seed, iterations=req.iterations, time_budget_s=req.time_budget_s,
-                     max_microbatches=MAX_MICROBATCHES, processes=min(2, os.cpu_count() or 1),
-                     progress=search_progress(report) if report else None)
-    if report:
-        best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
-        report(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains): {best_s}")
+                     max_microbatches=MAX_MICROBATCHES, processes=min(2, os.cpu_count() or 1), progress=cb)
+    best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
+    progress.note(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains): {best_s}")
     best: Strategy | None = res.best
     proof = None
     if best is None:
-        proof = prove_no_fit(graphs, B, usable, report)
+        proof = prove_no_fit(graphs, B, usable, progress)
         if proof and proof.best is not None:
             best = proof.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
@@ -291,8 +289,11 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
         raise ConfigError("the search returned no strategy at all")
     graph = graphs[best.microbatch_size(B)]
     sim = Simulator(graph, usable).evaluate(best, detail=True)
+    on_file = str(spec.path) != "<module>"
     return Plan(
-        model_file=str(Path(spec.path).resolve()) if str(spec.path) != "<module>" else "",
+        model_file=str(Path(spec.path).resolve()) if on_file else "",
+        model_sha256=file_sha256(spec.path) if on_file else "",
+        env=model_env(spec.env_vars),
         model_name=spec.name,
         batch_size=B,
         strategy=best,
@@ -327,22 +328,20 @@ EXACT_PROOF_NODES = 8  # where the search finds nothing that fits, graphs this s
 EXACT_PROOF_S = 60.0
 
 
-def prove_no_fit(graphs: Any, B: int, usable: Cluster, report: Callable[[str], None] | None):
+def prove_no_fit(graphs: Any, B: int, usable: Cluster, progress: Progress = SILENT):
     """Nothing the search saw fits: on a small graph, enumerate the whole space (exactly, with
     pruning) for a strategy that does, or a proof that none does. None on a bigger graph."""
     ctx = SearchContext(graphs, B, usable, max_microbatches=MAX_MICROBATCHES)
     if ctx.n > EXACT_PROOF_NODES:
         return None
-    if report:
-        report(f"nothing found fits: checking every strategy ({ctx.n} nodes, at most {EXACT_PROOF_S:.0f} s)")
+    progress.note(f"nothing found fits: checking every strategy ({ctx.n} nodes, at most {EXACT_PROOF_S:.0f} s)")
     ex = solve_exact(ctx=ctx, time_limit_s=EXACT_PROOF_S)
-    if report:
-        if ex.best is not None:
-            report(f"the exact solver found a strategy that fits: {ex.best_eval.step_time_s * 1e3:,.1f} ms")
-        elif ex.complete:
-            report(f"proved in {ex.seconds:.1f} s: no strategy fits")
-        else:
-            report(f"stopped after {ex.seconds:.0f} s: nothing found fits, not proved")
+    if ex.best is not None:
+        progress.note(f"the exact solver found a strategy that fits: {ex.best_eval.step_time_s * 1e3:,.1f} ms")
+    elif ex.complete:
+        progress.note(f"proved in {ex.seconds:.1f} s: no strategy fits")
+    else:
+        progress.note(f"stopped after {ex.seconds:.0f} s: nothing found fits, not proved")
     return ex
 
 
@@ -353,30 +352,39 @@ def _plan_spec(p: Plan) -> ModelSpec:
     return load_model_file(p.model_file)
 
 
+def plan_environment(p: Plan):
+    """A context in which the plan's model file sees the environment it was planned under."""
+    return applied(p.env) if p.env is not None else contextlib.nullcontext()
+
+
 def check_model(p: Plan, spec: ModelSpec | None = None) -> None:
     """Raise PlanMismatchError unless the model file's step (captured under fake tensors at the plan's
-    micro-batch size: no profiling) has the plan's fingerprint."""
+    micro-batch size: no profiling) has the plan's fingerprint. Call it in :func:`plan_environment`."""
     spec = spec or _plan_spec(p)
     st = p.settings
     captured, _, _, model = capture_program(spec, p.micro_batch_size, granularity=st.granularity, dtype=st.dtype)
     fp = fingerprint(model, captured, p.micro_batch_size, st.dtype, st.granularity)
     if fp != p.fingerprint:
         what = "its nodes differ" if captured.names != p.node_names else "its parameters or batch shapes differ"
+        if p.model_sha256:
+            what += ("; the file changed since the plan was made" if file_sha256(spec.path) != p.model_sha256
+                     else "; the file is unchanged: a module it imports or the environment differs")
         raise PlanMismatchError(f"{spec.path}: the model no longer matches the plan ({what}; fingerprint {fp} ≠ "
                                 f"{p.fingerprint}); re-run `memflow plan`")
 
 
-def plan_graph(p: Plan, cache: bool = True) -> TaskGraph:
+def plan_graph(p: Plan, cache: bool = True, progress: Progress = SILENT) -> TaskGraph:
     """The costed task graph a plan was made from (re-profiled, or from the cache), after checking
-    that the model still matches the plan."""
-    spec = _plan_spec(p)
-    check_model(p, spec)
-    st = p.settings
-    source = GraphSource(spec, p.get_cluster(), dtype=st.dtype, granularity=st.granularity, cache=cache,
-                         measure=st.measure or None)
-    return source(p.micro_batch_size)
+    that the model still matches the plan; both under the plan's environment."""
+    with plan_environment(p):
+        spec = _plan_spec(p)
+        check_model(p, spec)
+        st = p.settings
+        source = GraphSource(spec, p.get_cluster(), dtype=st.dtype, granularity=st.granularity, cache=cache,
+                             measure=st.measure or None, progress=progress)
+        return source.all([p.micro_batch_size])[p.micro_batch_size]
 
 
-def simulate_plan(p: Plan, cache: bool = True) -> SimResult:
+def simulate_plan(p: Plan, cache: bool = True, progress: Progress = SILENT) -> SimResult:
     """Full simulator detail (SimResult) for a plan."""
-    return Simulator(plan_graph(p, cache=cache), p.get_cluster()).evaluate(p.strategy, detail=True)
+    return Simulator(plan_graph(p, cache=cache, progress=progress), p.get_cluster()).evaluate(p.strategy, detail=True)

@@ -20,14 +20,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["record", "read", "model_env"]
+from .modelenv import model_env
 
-_SKIP_ENV = ("MEMFLOW_CACHE_DIR", "MEMFLOW_RUN_LOG", "MEMFLOW_RUN_LOG_SOURCE", "MEMFLOW_BENCH_QUICK")
-
-
-def model_env() -> dict[str, str]:
-    """The ``MEMFLOW_*`` settings a model file may read (its scale, depth...), as the profile cache keys them."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MEMFLOW_") and k not in _SKIP_ENV}
+__all__ = ["record", "read"]
 
 
 def record(config: Any, report: Any) -> None:

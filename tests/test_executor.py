@@ -248,8 +248,8 @@ def test_two_node_launch_on_localhost(tmp_path, dp2_result):
     for r in (0, 1):
         assert not isinstance(out[r], Exception), out[r]
     result = json.loads((tmp_path / "result.json").read_text())
-    assert result.world_size == 2
-    for a, b in zip(result.losses, dp2_result.losses):
+    assert result["world_size"] == 2
+    for a, b in zip(result["losses"], dp2_result.losses):
         assert abs(a - b) <= RTOL * abs(b)
 
 

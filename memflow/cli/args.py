@@ -112,6 +112,8 @@ def build_parser(cmd: str) -> ArgParser:
         p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
                        help="rendezvous address of a run over several machines")
         p.add_argument("--force", action="store_true", help="launch even if the plan predicts it does not fit")
+        p.add_argument("--on-cpu", action="store_true",
+                       help="run a plan made for GPUs this host lacks on its CPU, under the same memory cap (slow)")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     elif cmd == "simulate":
         p.add_argument("plan", help="plan file written by `memflow plan`")

@@ -9,6 +9,7 @@ from ..planner import simulate_plan
 from ..plot import plot_memory
 from ..units import format_bytes, format_time
 from .outputs import checked_output
+from .progress import reporter
 
 __all__ = ["main"]
 
@@ -17,7 +18,7 @@ def main(a: argparse.Namespace) -> int:
     trace = checked_output(a.trace, "--trace") if a.trace else None
     plot = checked_output(a.plot, "--plot") if a.plot else None
     plan = load_plan(a.plan)
-    res = simulate_plan(plan)
+    res = simulate_plan(plan, progress=reporter(a.quiet or a.json))
     if trace:
         res.to_chrome_trace(trace)
     if plot:

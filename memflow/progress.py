@@ -1,0 +1,38 @@
+"""How long work reports its progress: counted tasks (with rates and ETAs where shown) and notes.
+
+The stages take a :class:`Progress` and call it; this base class shows
+nothing (the API's default, ``--quiet`` and ``--json``). The command line
+passes :class:`memflow.cli.progress.TqdmProgress`, which draws tqdm bars
+and notes on stderr.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+__all__ = ["Progress", "Task", "SILENT"]
+
+
+class Task:
+    """One counted piece of work; ``update`` moves it on, with an optional note (the best plan so far, a loss)."""
+
+    def update(self, n: int = 1, note: str | None = None) -> None:
+        pass
+
+    def set(self, done: int, note: str | None = None) -> None:
+        """Set how much is done (for work that reports a running count)."""
+
+
+class Progress:
+    """Silent progress: what a stage calls, whether or not anyone is shown it."""
+
+    def note(self, msg: str) -> None:
+        """One line about what is happening (e.g. which phase starts, what was found)."""
+
+    @contextlib.contextmanager
+    def task(self, desc: str, total: int | None = None, unit: str = "it") -> Iterator[Task]:
+        """A counted task: ``total`` steps of ``unit`` (None: unknown)."""
+        yield Task()
+
+
+SILENT = Progress()

@@ -39,6 +39,7 @@ from typing import Optional
 
 import numpy as np
 
+from memflow.schedule import inflight
 from memflow.strategy import SCHEDULES, Strategy
 
 from .context import GraphProvider, SearchContext
@@ -170,7 +171,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                                                              microbatches=m, schedule=sched, shard_state=[f[0]] * pp,
                                                              optimizer_on_host=[f[1]] * pp)) for f in fl}
                             for s, (a, b) in enumerate(ranges):
-                                k = m if sched == "gpipe" else min(m, pp - s)
+                                k = inflight(pp, s, m, sched)
                                 opts = []
                                 for f in fl:
                                     g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp)

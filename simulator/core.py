@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from memflow.graph.record import TaskGraph
+from memflow.schedule import inflight
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.units import format_bytes
 
@@ -308,7 +309,7 @@ class Simulator:
         layouts = [self.layout(a, b) for a, b in ranges]
         shard = [bool(st.shard_state[s]) for s in range(pp)]
         ohost = [bool(st.optimizer_on_host[s]) for s in range(pp)]
-        ks = [m if sched == "gpipe" else min(m, pp - s) for s in range(pp)]
+        ks = [inflight(pp, s, m, sched) for s in range(pp)]
         cf, cb = [], []
         for s in range(pp - 1):
             c = ranges[s][1]

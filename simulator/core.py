@@ -20,7 +20,8 @@ from memflow.units import format_bytes
 
 from .pipeline import run_pipeline
 from .result import Evaluation, SimResult, curve_arrays
-from .stage import StageEval, StageLayout, build_layout, eval_stage
+from .layout import StageLayout, build_layout
+from .stage import StageEval, eval_stage
 from .window import BufferWindow
 
 __all__ = ["Simulator", "simulate", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]

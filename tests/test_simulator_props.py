@@ -205,7 +205,8 @@ def test_memory_curve_peaks_at_reported_peak():
 
 
 def test_fast_stage_path_equals_full_path():
-    from memflow.simulator.stage import build_layout, eval_stage
+    from memflow.simulator.layout import build_layout
+    from memflow.simulator.stage import eval_stage
 
     fields = ("fwd_s", "bwd_s", "stall_s", "host_s", "swap_bytes", "base", "R", "maxF0", "maxB0", "maxF", "maxB",
               "S_fwd", "S_after", "opt_mem", "bwd_node_end")

@@ -71,9 +71,6 @@ class StageLayout:
     O_sum: int  # sum(opt_bytes)
     first: bool
     last: bool
-    # swap's copy back: a GPU executor prefetches one node ahead on a side stream; the CPU one copies
-    # each tensor back when the backward asks for it (set per cluster by the simulator)
-    prefetch_ahead: bool = True
     # per local phase, a swapped node's transient under the CPU executor's swap (traced: its saved
     # tensors leave as saved and come back one by one as asked for); None: not traced (the CPU
     # model then takes the bytes the node made out of its forward's transient)

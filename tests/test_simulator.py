@@ -10,6 +10,7 @@ from memflow.cluster import Cluster, Link
 from memflow.devices import DeviceSpec
 from memflow.errors import StrategyError
 from memflow.graph.record import replay
+from memflow.kinds import SCHEDULES
 from memflow.strategy import Strategy
 from memflow.units import format_bytes
 from memflow.simulator import Simulator, chain_graph, simulate
@@ -126,6 +127,27 @@ def test_two_stage_1f1b_by_hand():
     # GPipe holds all 4
     r = simulate(g, st.copy(schedule="gpipe"), cl)
     assert r.breakdown[0]["inflight_microbatches"] == 3 * (S + A)
+
+
+@pytest.mark.parametrize("sched", SCHEDULES)
+def test_schedule_inflight_is_the_op_orders_most(sched):
+    """memflow.schedule: every stage runs each micro-batch's forward before its backward, and
+    inflight() is the most micro-batches its op order has between forward and backward."""
+    from memflow.schedule import BACKWARD, FORWARD, inflight, stage_ops
+
+    for pp in range(1, 7):
+        for m in range(1, 9):
+            for s in range(pp):
+                ops = stage_ops(pp, s, m, sched)
+                assert sorted(ops) == sorted([(FORWARD, j) for j in range(m)] + [(BACKWARD, j) for j in range(m)])
+                live = most = 0
+                for kind, j in ops:
+                    assert kind == FORWARD or ops.index((FORWARD, j)) < ops.index((BACKWARD, j))
+                    live += 1 if kind == FORWARD else -1
+                    most = max(most, live)
+                assert inflight(pp, s, m, sched) == most, (pp, s, m)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        stage_ops(2, 0, 2, "zigzag")
 
 
 def test_pipeline_ops_start_when_stage_and_input_are_ready():

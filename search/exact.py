@@ -39,8 +39,9 @@ from typing import Optional
 
 import numpy as np
 
+from memflow.kinds import ONE_F_ONE_B, SCHEDULES
 from memflow.simulator.stage import stage_peak
-from memflow.strategy import SCHEDULES, Strategy
+from memflow.strategy import Strategy
 
 from .context import GraphProvider, SearchContext
 
@@ -158,7 +159,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                     mb = ctx.global_batch // (dp * m)
                     sim = ctx.sim(mb)
                     cap = sim.capacity
-                    scheds = SCHEDULES if (pp > 1 and (m > 1 or not prune)) else ("1f1b",)
+                    scheds = SCHEDULES if (pp > 1 and (m > 1 or not prune)) else (ONE_F_ONE_B,)
                     if pp == 1 and not prune:
                         scheds = SCHEDULES
                     for sched in scheds:

@@ -10,6 +10,7 @@ import pytest
 from memflow.cluster import Cluster, Link
 from memflow.devices import DeviceSpec
 from memflow.graph.record import KIND_ACTIVATION, KIND_GRAD, KIND_INPUT_GRAD, Buffer, Node, TaskGraph, replay
+from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SWAP
 from memflow.strategy import ACTIONS, Strategy
 from memflow.simulator import Simulator, random_graph
 
@@ -34,7 +35,7 @@ def random_strategy(rng: random.Random, n: int, n_dev: int, *, actions=ACTIONS, 
         kw = dict(shard_state=[rng.random() < 0.3 for _ in range(pp)],
                   optimizer_on_host=[rng.random() < 0.2 for _ in range(pp)])
     return Strategy.from_boundaries(n, cuts, dp=dp, actions=acts, microbatches=rng.randint(1, 4),
-                                    schedule=rng.choice(["1f1b", "gpipe"]), **kw)
+                                    schedule=rng.choice([ONE_F_ONE_B, GPIPE]), **kw)
 
 
 def test_single_device_plain_equals_replay():
@@ -53,7 +54,7 @@ def _inputs_kept(g, k, st) -> bool:
     for b in g.buffers:
         if k in b.uses and b.alloc_phase < k:
             if not any(bk <= u < 2 * g.n and st.stage_of[g.node_of_phase(u)] == st.stage_of[k]
-                       and st.actions[g.node_of_phase(u)] == "keep" for u in b.uses):
+                       and st.actions[g.node_of_phase(u)] == KEEP for u in b.uses):
                 return False
     return True
 
@@ -76,14 +77,14 @@ def test_recompute_with_kept_inputs_never_raises_peak():
         n_dev = rng.choice([1, 2, 4])
         sim = Simulator(g, cluster(n_dev))
         for _ in range(5):
-            st = random_strategy(rng, g.n, n_dev, actions=("keep", "recompute", "swap"))
-            cand = [k for k in range(g.n) if st.actions[k] != "recompute" and _inputs_kept(g, k, st)
+            st = random_strategy(rng, g.n, n_dev, actions=(KEEP, RECOMPUTE, SWAP))
+            cand = [k for k in range(g.n) if st.actions[k] != RECOMPUTE and _inputs_kept(g, k, st)
                     and not _saves_own_output(g, k)]
             if not cand:
                 continue
             k = rng.choice(cand)
             acts = list(st.actions)
-            acts[k] = "recompute"
+            acts[k] = RECOMPUTE
             before = sim.evaluate(st).peak_bytes
             after = sim.evaluate(st.copy(actions=acts)).peak_bytes
             assert all(a <= b for a, b in zip(after, before)), (seed, k, before, after)
@@ -97,9 +98,9 @@ def test_free_swap_costs_no_time():
         g = random_graph(rng.randint(2, 10), seed)
         n_dev = rng.choice([1, 2, 4])
         sim = Simulator(g, cluster(n_dev, host_bw=math.inf, host_lat=0.0))
-        st = random_strategy(rng, g.n, n_dev, actions=("keep", "recompute"))
+        st = random_strategy(rng, g.n, n_dev, actions=(KEEP, RECOMPUTE))
         st = st.copy(optimizer_on_host=[False] * st.pp)
-        acts = [("swap" if a == "keep" and rng.random() < 0.6 else a) for a in st.actions]
+        acts = [(SWAP if a == KEEP and rng.random() < 0.6 else a) for a in st.actions]
         t0 = sim.evaluate(st).step_time_s
         t1 = sim.evaluate(st.copy(actions=acts)).step_time_s
         assert t1 == pytest.approx(t0, rel=1e-12, abs=1e-15), seed
@@ -128,7 +129,7 @@ def test_gpipe_bubble_fraction_never_grows_with_microbatches():
         g = random_graph(rng.randint(3, 10), seed)
         n_dev = rng.choice([2, 4])
         sim = Simulator(g, cluster(n_dev, lat=0.0))
-        st = random_strategy(rng, g.n, n_dev, options=False).copy(schedule="gpipe")
+        st = random_strategy(rng, g.n, n_dev, options=False).copy(schedule=GPIPE)
         fracs = [sim.evaluate(st.copy(microbatches=m), detail=True).bubble_fraction for m in range(1, 9)]
         for a, b in zip(fracs, fracs[1:]):
             assert b <= a + 1e-12, (seed, fracs)
@@ -199,7 +200,7 @@ def test_memory_curve_peaks_at_reported_peak():
         for cl in (cpus[n_dev], cluster(n_dev, host_bw=rng.choice([12e9, 1e8]))):
             sim = Simulator(g, cl)
             for _ in range(6):
-                acts = rng.choice([ACTIONS, ("keep", "swap"), ("swap",)])
+                acts = rng.choice([ACTIONS, (KEEP, SWAP), (SWAP,)])
                 r = sim.evaluate(random_strategy(rng, g.n, n_dev, actions=acts), detail=True)
                 for d in range(n_dev):
                     assert r.memory_curve[d][1].max() == r.peak_bytes[d], (seed, cl.name, d)
@@ -246,16 +247,16 @@ def _chain_oracle(g: TaskGraph, acts: list) -> list:
         k = 2 * n - 1 - buf.free_phase  # the node whose backward frees it (saved it)
         if buf.kind == KIND_ACTIVATION and 0 <= k < n:
             made_by_k = buf.alloc_phase == k
-            if acts[k] == "recompute" and made_by_k:
+            if acts[k] == RECOMPUTE and made_by_k:
                 live = set()
-            elif acts[k] == "swap" and k < n - 1:
+            elif acts[k] == SWAP and k < n - 1:
                 live -= set(range(k + 1, 2 * n - 1 - (k + 1)))  # F_{k+1} .. up to B_{k+1}
         for p in live:
             per[p] += buf.nbytes
     for k, nd in enumerate(g.nodes):
         per[k] += nd.fwd_transient_bytes
         bwd = nd.bwd_transient_bytes
-        if acts[k] == "recompute":
+        if acts[k] == RECOMPUTE:
             bwd = max(bwd, nd.fwd_transient_bytes)
         per[2 * n - 1 - k] += bwd
     per[2 * n] += g.opt_transient_bytes
@@ -330,8 +331,8 @@ def test_cpu_swap_takes_the_measured_swapped_times():
         rng = random.Random(seed)
         g = random_graph(rng.randint(2, 8), seed)
         n = g.n
-        keep = Strategy.from_boundaries(n, [], dp=1, actions=["keep"] * n, microbatches=1)
-        acts = [rng.choice(["keep", "swap"]) for _ in range(n)]
+        keep = Strategy.from_boundaries(n, [], dp=1, actions=[KEEP] * n, microbatches=1)
+        acts = [rng.choice([KEEP, SWAP]) for _ in range(n)]
         swap = Strategy.from_boundaries(n, [], dp=1, actions=acts, microbatches=1)
         for nd in g.nodes:
             nd.cpu_swap_fwd_time_s = nd.fwd_time_s * (1 + rng.random())
@@ -339,6 +340,6 @@ def test_cpu_swap_takes_the_measured_swapped_times():
         t_keep = Simulator(g, cl).evaluate(keep).step_time_s
         r = Simulator(g, cl).evaluate(swap, detail=True)
         extra = sum(nd.cpu_swap_fwd_time_s - nd.fwd_time_s + nd.cpu_swap_bwd_time_s - nd.bwd_time_s
-                    for nd, a in zip(g.nodes, acts) if a == "swap")
+                    for nd, a in zip(g.nodes, acts) if a == SWAP)
         assert r.step_time_s == pytest.approx(t_keep + extra, rel=1e-9, abs=1e-12), seed
         assert Simulator(g, cl).evaluate(swap).step_time_s == pytest.approx(r.step_time_s, rel=1e-9), seed

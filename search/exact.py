@@ -39,7 +39,9 @@ from typing import Optional
 
 import numpy as np
 
-from memflow.strategy import SCHEDULES, Strategy
+from memflow.kinds import ONE_F_ONE_B, SCHEDULES
+from memflow.simulator.stage import stage_peak
+from memflow.strategy import Strategy
 
 from .context import GraphProvider, SearchContext
 
@@ -102,7 +104,7 @@ def stage_bound(sim, sh, s: int, ev, m: int, hbw: float) -> float:
     earlier than ``m·(fwd + bwd)``; that backward starts no earlier than ``m·fwd + (m-1)·bwd``, its
     first gradient bucket is ready ``bwd_node_end`` later, and the buckets' all-reduces run one after
     another from there; the host-copy stream is busy ``m·host`` at least; the optimizer step and the
-    ZeRO-1 broadcast follow all of that (see :meth:`Simulator._combine`)."""
+    ZeRO-1 broadcast follow all of that (as :class:`~memflow.simulator.Simulator` combines them)."""
     f, b = ev.fwd_s, ev.bwd_s
     t = m * (f + b)
     if sh.dp > 1 and sh.buckets[s]:
@@ -112,7 +114,7 @@ def stage_bound(sim, sh, s: int, ev, m: int, hbw: float) -> float:
             t = ar
     if m * ev.host_s > t:
         t = m * ev.host_s
-    return t + sim._figures(sh, s, ev, hbw)[1] + sh.ag[s]
+    return t + sim.stage_figures(sh, s, ev, hbw)[1] + sh.ag[s]
 
 
 def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = None, cluster=None, *,
@@ -139,7 +141,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
         if g is None:
             g = []
             for acts in itertools.product(ctx.actions, repeat=b - a):
-                ev = sim._stage_eval((a, b, tuple(acts), sh, ho, dp, bw))
+                ev = sim.stage_eval(a, b, acts, shard=sh, opt_host=ho, dp=dp, host_bw=bw)
                 g.append((acts, ev, (ev.fwd_s, ev.bwd_s, ev.host_s, float(ev.swap_bytes), *ev.bwd_node_end)))
             group_cache[key] = g
         return g
@@ -157,7 +159,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                     mb = ctx.global_batch // (dp * m)
                     sim = ctx.sim(mb)
                     cap = sim.capacity
-                    scheds = SCHEDULES if (pp > 1 and (m > 1 or not prune)) else ("1f1b",)
+                    scheds = SCHEDULES if (pp > 1 and (m > 1 or not prune)) else (ONE_F_ONE_B,)
                     if pp == 1 and not prune:
                         scheds = SCHEDULES
                     for sched in scheds:
@@ -166,15 +168,15 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                                           for acts in itertools.product(ctx.actions, repeat=b - a)] for a, b in ranges]
                         else:
                             per_stage = []
-                            shapes = {f: sim._shape(Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts0,
+                            shapes = {f: sim.shape(Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts0,
                                                              microbatches=m, schedule=sched, shard_state=[f[0]] * pp,
                                                              optimizer_on_host=[f[1]] * pp)) for f in fl}
                             for s, (a, b) in enumerate(ranges):
-                                k = m if sched == "gpipe" else min(m, pp - s)
                                 opts = []
                                 for f in fl:
+                                    k = shapes[f].inflight[s]
                                     g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp)
-                                         if sim._stage_peak(x[1], k, m) <= cap]
+                                         if stage_peak(x[1], k, m)[0] <= cap]
                                     if not g:
                                         continue
                                     idx = _pareto_min(np.array([x[2] for x in g])) if dominance else range(len(g))

@@ -14,39 +14,56 @@ import math
 from dataclasses import dataclass
 
 from memflow.graph.record import TaskGraph
+from memflow.schedule import inflight
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.units import format_bytes
 
 from .pipeline import run_pipeline
 from .result import Evaluation, SimResult, curve_arrays
-from .stage import StageEval, StageLayout, build_layout, eval_stage
+from .layout import StageLayout, build_layout
+from .stage import StageEval, StageModel, stage_peak
 from .window import BufferWindow
 
-__all__ = ["Simulator", "simulate", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
+__all__ = ["Simulator", "simulate", "StageSpec", "StrategyShape", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 
 BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket (bytes), as DDP's 25 MB default
 HOST_MEM_BANDWIDTH = 20e9  # bytes/s a host optimizer step streams through (CPU Adam)
-SHAPE_CACHE_SIZE = 4096  # _Shapes kept (a few KiB each; rebuilt on a miss for about one stage evaluation's cost)
+SHAPE_CACHE_SIZE = 4096  # StrategyShapes kept (a few KiB each; rebuilt on a miss for about one stage evaluation's cost)
 
 
 _ACTION_SET = frozenset(ACTIONS)
 
 
 @dataclass(eq=False)
-class _Shape:
+class StageSpec:
+    """Stage ``[a, b)``'s action-independent facts on the simulator's cluster (built once per node
+    range: :meth:`Simulator.stage`)."""
+
+    layout: StageLayout
+    model: StageModel  # evaluates the layout under actions (keeps its all-keep figures)
+    params: int  # bytes of the stage's parameters (replicas of shared ones included)
+    grads: int  # of their gradients
+    optimizer: int  # of their optimizer state
+    buckets: list  # gradient all-reduce buckets in backward order: (local node whose backward completes it, bytes)
+    opt_s: float  # seconds of the (unsharded, on-device) optimizer step
+
+
+@dataclass(eq=False)
+class StrategyShape:
     """What combining a strategy's stages needs besides their actions: mesh, stage ranges and
-    layouts, options, in-flight micro-batches, transfers, ZeRO-1 broadcasts, all-reduce buckets
-    and host-memory shares (cached per simulator by everything but the actions)."""
+    facts, options, in-flight micro-batches, transfers, ZeRO-1 broadcasts, all-reduce buckets
+    and host-memory shares (:meth:`Simulator.shape`; cached per simulator by everything but the
+    actions)."""
 
     pp: int
     dp: int
     m: int  # micro-batches
     sched: str
     ranges: list
-    layouts: list
+    stages: list  # per stage: StageSpec
     shard: list  # per stage: bool(shard_state)
     ohost: list  # per stage: bool(optimizer_on_host)
-    ks: list  # per stage: micro-batches in flight
+    inflight: list  # per stage: micro-batches in flight (memflow.schedule.inflight)
     cf: list  # per cut: activation transfer (s)
     cb: list  # per cut: gradient transfer (s)
     pipe_key: tuple  # (cf, cb, m, schedule): with the op times, the pipeline timing's memo key
@@ -62,7 +79,7 @@ class _Stages:
     """Per-strategy intermediate results (what evaluate_delta re-uses): per stage its cache
     key, StageEval, host-link bandwidth, and the figures combined from them."""
 
-    shape: _Shape
+    shape: StrategyShape
     keys: list
     evals: list
     bw: list
@@ -107,12 +124,15 @@ class Simulator:
         self.capacity = int(cluster.device.memory_bytes)
         self.mem_bw = cluster.device.mem_bandwidth * cluster.device.memory_efficiency
         self.host_link = cluster.host_link
-        self._layouts: dict = {}
+        # the executor prefetches a swapped node's tensors one node ahead on a GPU (side stream);
+        # on the CPU it copies each back when the backward asks for it
+        self.prefetch_ahead = cluster.device.kind != "cpu"
+        self._layouts: dict = {}  # StageSpec by node range
         self._window: BufferWindow | None = None  # the buffers each stage's layout needs
         self._stage_cache: dict = {}
         self._pipe_cache: dict = {}  # pipeline schedule timings by (times, m, schedule)
         self._links: dict = {}
-        self._shapes: dict = {}  # _Shape by everything but the actions
+        self._shapes: dict = {}  # StrategyShape by everything but the actions
         self._opt_total = graph.optimizer_bytes
         self._param_total = graph.param_bytes
         ps = graph.params.values()  # model-wide figures the per-stage optimizer transient scales from
@@ -150,30 +170,28 @@ class Simulator:
         self.cut_fwd_bytes = fwd
         self.cut_bwd_bytes = bwd
 
-    def layout(self, a: int, b: int) -> StageLayout:
-        L = self._layouts.get((a, b))
-        if L is None:
+    def stage(self, a: int, b: int) -> StageSpec:
+        """The :class:`StageSpec` of node range ``[a, b)`` (built on first use, then kept)."""
+        sp = self._layouts.get((a, b))
+        if sp is None:
             if self._window is None:
                 self._window = BufferWindow(self.graph)
-            L = self._layouts[(a, b)] = build_layout(self._window.view(a, b), a, b)
-            L.P = sum(L.param_bytes)
-            L.G = sum(L.grad_bytes)
-            L.O = sum(L.opt_bytes)
-            L.buckets = self._bucket_plan(L)
-            L.opt_trans, L.opt_grads = self._opt_trans(a, b)
-            L.opt_s = self._opt_time(L)
-            L.input_bytes = self.graph.stage_input_bytes(a, b)
-            # the executor prefetches a swapped node's tensors one node ahead on a GPU (side stream);
-            # on the CPU it copies each back when the backward asks for it
-            L.prefetch_ahead = self.cluster.device.kind != "cpu"
-        return L
+            L = build_layout(self._window.view(a, b), a, b)
+            params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
+            opt_trans, opt_grads = self._opt_trans(a, b)
+            model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
+                               opt_grads=opt_grads, host_lat=self.host_link.latency,
+                               prefetch_ahead=self.prefetch_ahead)
+            sp = self._layouts[(a, b)] = StageSpec(
+                layout=L, model=model, params=params, grads=grads, optimizer=opt, buckets=self._bucket_plan(L),
+                opt_s=self._opt_time(params + grads + opt))
+        return sp
 
-    def _opt_time(self, L: StageLayout) -> float:
+    def _opt_time(self, state: int) -> float:
         """Seconds of the stage's (unsharded, on-device) optimizer step: the profiled step's time in
         proportion to the stage's share of the model state (measured on CPU, roofline on a named GPU),
         or, for a graph without one, its state bytes at the device's memory bandwidth."""
         g = self.graph
-        state = L.P + L.G + L.O
         if g.opt_time_s > 0:
             total = sum(nd.param_bytes + nd.grad_bytes + nd.optimizer_bytes for nd in g.nodes)
             return g.opt_time_s * state / total if total else 0.0
@@ -277,6 +295,12 @@ class Simulator:
             out.append(hl.bandwidth / max(cnt, 1))
         return out
 
+    def stage_eval(self, a: int, b: int, actions, *, shard: bool, opt_host: bool, dp: int, host_bw: float,
+                   detail: bool = False) -> StageEval:
+        """The :class:`StageEval` of node range ``[a, b)`` under per-node ``actions`` and the stage's
+        options (``host_bw``: the host-link bandwidth it gets), cached as the simulator's own."""
+        return self._stage_eval((a, b, tuple(actions), bool(shard), bool(opt_host), dp, host_bw), detail)
+
     def _stage_eval(self, key: tuple, detail: bool = False) -> StageEval:
         if not detail:
             ev = self._stage_cache.get(key)
@@ -284,11 +308,8 @@ class Simulator:
                 self.stats["stage_hits"] += 1
                 return ev
         a, b, acts, shard, ohost, dp, bw = key
-        L = self._layouts.get((a, b)) or self.layout(a, b)
-        ev = eval_stage(
-            L, acts, dp=dp, shard=shard, opt_host=ohost, input_bytes=L.input_bytes,
-            opt_trans=L.opt_grads if ohost else L.opt_trans, host_bw=bw, host_lat=self.host_link.latency, detail=detail,
-        )
+        sp = self._layouts.get((a, b)) or self.stage(a, b)
+        ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail)
         self.stats["stage_evals"] += 1
         if not detail:
             if len(self._stage_cache) >= self.cache_size:
@@ -296,8 +317,8 @@ class Simulator:
             self._stage_cache[key] = ev
         return ev
 
-    def _shape(self, st: Strategy) -> _Shape:
-        """The strategy's :class:`_Shape` (cached by everything but the actions)."""
+    def shape(self, st: Strategy) -> StrategyShape:
+        """The strategy's :class:`StrategyShape` (cached by everything but the actions)."""
         key = (st.dp, st.pp, st.microbatches, st.schedule, tuple(st.stage_of), tuple(st.shard_state),
                tuple(st.optimizer_on_host))
         sh = self._shapes.get(key)
@@ -305,10 +326,10 @@ class Simulator:
             return sh
         pp, dp, m, sched = st.pp, st.dp, st.microbatches, st.schedule
         ranges = self._stage_ranges(st)
-        layouts = [self.layout(a, b) for a, b in ranges]
+        specs = [self.stage(a, b) for a, b in ranges]
         shard = [bool(st.shard_state[s]) for s in range(pp)]
         ohost = [bool(st.optimizer_on_host[s]) for s in range(pp)]
-        ks = [m if sched == "gpipe" else min(m, pp - s) for s in range(pp)]
+        ks = [inflight(pp, s, m, sched) for s in range(pp)]
         cf, cb = [], []
         for s in range(pp - 1):
             c = ranges[s][1]
@@ -323,69 +344,51 @@ class Simulator:
             for s in range(pp):
                 bw, lat = self._ring(s, dp)
                 if shard[s]:  # ZeroRedundancyOptimizer: each rank broadcasts its shard, one flat bucket
-                    ag[s] = (dp - 1) / dp * layouts[s].P / bw + dp * lat
+                    ag[s] = (dp - 1) / dp * specs[s].params / bw + dp * lat
                 fac, lfac[s] = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
-                buckets[s] = tuple((x, acc * fac, acc) for x, acc in layouts[s].buckets)
+                buckets[s] = tuple((x, acc * fac, acc) for x, acc in specs[s].buckets)
         host_opt = [0] * pp
         host_share = []
         for s in range(pp):
             if ohost[s]:
-                o = layouts[s].O
+                o = specs[s].optimizer
                 host_opt[s] = -(-o // dp) if shard[s] and dp > 1 else o
             share: dict = {}
             for r in range(dp):
                 mch = self._node_of[s * dp + r]
                 share[mch] = share.get(mch, 0) + 1
             host_share.append(tuple(share.items()))
-        sh = _Shape(pp, dp, m, sched, ranges, layouts, shard, ohost, ks, cf, cb, (tuple(cf), tuple(cb), m, sched),
-                    ag, lfac, buckets, host_opt, tuple(host_share))
+        sh = StrategyShape(pp, dp, m, sched, ranges, specs, shard, ohost, ks, cf, cb, (tuple(cf), tuple(cb), m, sched),
+                           ag, lfac, buckets, host_opt, tuple(host_share))
         if len(self._shapes) >= SHAPE_CACHE_SIZE:
             self._shapes.clear()
         self._shapes[key] = sh
         return sh
 
-    def _figures(self, sh: _Shape, s: int, ev: StageEval, hbw: float) -> tuple:
-        """Stage s's (peak bytes, optimizer-step seconds, host bytes per device)."""
-        m, k = sh.m, sh.ks[s]
-        R = ev.R
-        v = ev.maxF0
-        w = (k - 1) * R + ev.maxB0
-        if w > v:
-            v = w
-        if ev.opt_mem > v:
-            v = ev.opt_mem
-        if k >= 2:
-            w = (k - 1) * R + ev.maxF + ev.S_fwd
-            if w > v:
-                v = w
-        if m > k:
-            w = (k - 1) * R + ev.maxF + ev.S_after
-            if w > v:
-                v = w
-        if m >= 2:
-            w = ((k - 1) if m > k else (k - 2)) * R + ev.maxB + ev.S_after
-            if w > v:
-                v = w
-        L = sh.layouts[s]
-        P, G, O = L.P, L.G, L.O
-        o = L.opt_s
+    def stage_figures(self, sh: StrategyShape, s: int, ev: StageEval, host_bw: float) -> tuple[int, float, int]:
+        """Stage ``s`` of shape ``sh`` with per-micro-batch figures ``ev`` and host-link bandwidth
+        ``host_bw``: ``(peak bytes per device, optimizer-step seconds, host bytes per device)``."""
+        sp = sh.stages[s]
+        P, G, O = sp.params, sp.grads, sp.optimizer
+        o = sp.opt_s
         if sh.dp > 1 and sh.shard[s]:  # each rank steps its 1/dp of the parameters, then broadcasts them
             dp = sh.dp
             P, G, O, o = P / dp, G / dp, O / dp, o / dp
         if sh.ohost[s] and self.cluster.device.kind != "cpu":  # (cpu-N: the host is the device;
             hl = self.host_link  # the same step, its bytes accounted as host memory, no copies)
-            o = (G / hbw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / hbw + hl.latency)
-        return ev.base + v, o, ev.swap_bytes * k + sh.host_opt[s]
+            o = (G / host_bw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / host_bw + hl.latency)
+        k = sh.inflight[s]
+        return stage_peak(ev, k, sh.m)[0], o, ev.swap_bytes * k + sh.host_opt[s]
 
     def _stages(self, st: Strategy, detail: bool = False) -> _Stages:
-        sh = self._shape(st)
+        sh = self.shape(st)
         bw = self._host_bw(st, sh.ranges)
         acts, dp = st.actions, st.dp
         stg = _Stages(sh, [], [], bw, [], [], [])
         for s, (a, b) in enumerate(sh.ranges):
             key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s])
             ev = self._stage_eval(key, detail)
-            peak, opt_s, host_b = self._figures(sh, s, ev, bw[s])
+            peak, opt_s, host_b = self.stage_figures(sh, s, ev, bw[s])
             stg.keys.append(key)
             stg.evals.append(ev)
             stg.peaks.append(peak)
@@ -399,8 +402,8 @@ class Simulator:
 
     # -------------------------------------------------------------- evaluate
     def evaluate(self, strategy: Strategy, detail: bool = False):
-        """Step time, per-device peaks and fit. ``detail=True`` returns a full SimResult, every figure
-        from the full stage walk and the recorded schedule (the reference the fast path is tested against)."""
+        """Step time, per-device peaks and fit. ``detail=True`` returns a full SimResult: the same
+        figures, with the per-phase memory split, the recorded schedule's ops and the events."""
         self.validate(strategy)
         stg = self._stages(strategy, detail)
         return self._combine(strategy, stg, detail)
@@ -432,7 +435,7 @@ class Simulator:
             ev = self._stage_eval(key)
             stg.keys[s] = key
             stg.evals[s] = ev
-            stg.peaks[s], stg.opt_s[s], stg.host_b[s] = self._figures(sh, s, ev, bw[s])
+            stg.peaks[s], stg.opt_s[s], stg.host_b[s] = self.stage_figures(sh, s, ev, bw[s])
         return self._combine(new, stg), stg
 
     def stages(self, strategy: Strategy) -> _Stages:
@@ -440,21 +443,6 @@ class Simulator:
         return self._stages(strategy)
 
     # ------------------------------------------------------------ combining
-    def _stage_peak(self, ev: StageEval, k: int, m: int, want_arg: bool = False):
-        R = ev.R
-        c = [(ev.maxF0, "F0"), ((k - 1) * R + ev.maxB0, "B0"), (ev.opt_mem, "OPT")]
-        if k >= 2:
-            c.append(((k - 1) * R + ev.maxF + ev.S_fwd, "Fwarm"))
-        if m > k:
-            c.append(((k - 1) * R + ev.maxF + ev.S_after, "Fsteady"))
-        if m >= 2:
-            ob = k - 1 if m > k else k - 2
-            c.append((ob * R + ev.maxB + ev.S_after, "Bj"))
-        best = max(c, key=lambda x: x[0])
-        if want_arg:
-            return ev.base + best[0], best[1]
-        return ev.base + best[0]
-
     def _combine(self, st: Strategy, stg: _Stages, detail: bool = False):
         sh = stg.shape
         pp, dp, m, sched = sh.pp, sh.dp, sh.m, sh.sched
@@ -478,8 +466,8 @@ class Simulator:
         fwd = [e.fwd_s for e in evals]
         bwd = [e.bwd_s for e in evals]
         cf, cb, ag = sh.cf, sh.cb, sh.ag
-        if detail or pp == 1:  # (one stage: a closed form, cheaper than the memo)
-            end, last_b, ops = run_pipeline(fwd, bwd, cf, cb, m, sched, record=detail)
+        if pp == 1:  # (one stage: a closed form, cheaper than the memo)
+            end, last_b, _ = run_pipeline(fwd, bwd, cf, cb, m, sched)
         else:  # the schedule's timing depends only on these numbers: memoise it across moves
             pkey = (tuple(fwd), tuple(bwd), sh.pipe_key)
             hit = self._pipe_cache.get(pkey)
@@ -487,7 +475,7 @@ class Simulator:
                 if len(self._pipe_cache) > self.cache_size:
                     self._pipe_cache.clear()
                 hit = self._pipe_cache[pkey] = run_pipeline(fwd, bwd, cf, cb, m, sched)
-            end, last_b, ops = hit
+            end, last_b, _ = hit
         stage_end = []
         ar_end = []
         opt_s = stg.opt_s
@@ -528,7 +516,8 @@ class Simulator:
                     peak_dev += [p] * dp
             return Evaluation(step_time_s=step, peak_bytes=peak_dev, fits=fits, capacity_bytes=cap,
                               host_fits=host_fits)
-        return self._detail(st, stg, peaks, sh.ks, host_machine, fits, step, end, ar_end, opt_s, stage_end,
+        ops = run_pipeline(fwd, bwd, cf, cb, m, sched, record=True)[2]  # each op's start and end
+        return self._detail(st, stg, peaks, sh.inflight, host_machine, fits, step, end, ar_end, opt_s, stage_end,
                             ops, cf, cb, ag, buckets_rec)
 
     # --------------------------------------------------------------- detail
@@ -544,7 +533,7 @@ class Simulator:
             ev = evals[s]
             ms = b - a
             k = ks[s]
-            peak, which = self._stage_peak(ev, k, m, want_arg=True)
+            peak, which = stage_peak(ev, k, m)
             inp = self.graph.stage_input_bytes(a, b)
             # ---- breakdown at the peak
             if which == "OPT":
@@ -567,7 +556,7 @@ class Simulator:
             # ---- timeline: memory curve + events on the compute / comm / host streams
             # (as the peak counts them: base holds the running micro-batch's inputs, R each other
             # in-flight one's; between ops, base's copy is one of the in-flight ones' own)
-            L = self.layout(a, b)
+            L = stg.shape.stages[s].layout
             pts = [(0.0, ev.base)]
             fdone = bstarted = 0
             b0_done = False

@@ -1,37 +1,25 @@
 """Pipeline schedules (GPipe, 1F1B) and their timing on per-stage op durations.
 
-Each stage runs a fixed order of forward / backward ops, one per micro-batch;
-an op starts when the stage's compute stream is free and its input has
-arrived (the previous stage's forward plus the activation transfer, or the
-next stage's backward plus the gradient transfer). Ops are encoded as ints:
+Each stage runs a fixed order of forward / backward ops, one per micro-batch
+(:mod:`memflow.schedule`); an op starts when the stage's compute stream is
+free and its input has arrived (the previous stage's forward plus the
+activation transfer, or the next stage's backward plus the gradient transfer). Ops are encoded as ints:
 ``j`` is the forward of micro-batch ``j``, ``-(j + 1)`` its backward.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
+from memflow.kinds import GPIPE
+from memflow.schedule import FORWARD, inflight, stage_ops
+
 __all__ = ["stage_order", "inflight", "run_pipeline"]
 
 
 @lru_cache(maxsize=4096)
 def stage_order(pp: int, s: int, m: int, schedule: str) -> tuple:
-    """The op order of stage ``s`` (GPipe: all forwards then all backwards;
-    1F1B: ``min(pp - s - 1, m)`` warm-up forwards, then one-forward-one-backward,
-    then the cool-down backwards)."""
-    if schedule == "gpipe":
-        return tuple(range(m)) + tuple(-(j + 1) for j in range(m))
-    w = min(pp - s - 1, m)
-    ops = list(range(w))
-    for i in range(m - w):
-        ops.append(w + i)
-        ops.append(-(i + 1))
-    ops.extend(-(j + 1) for j in range(m - w, m))
-    return tuple(ops)
-
-
-def inflight(pp: int, s: int, m: int, schedule: str) -> int:
-    """Most micro-batches whose activations are alive at once on stage ``s``."""
-    return m if schedule == "gpipe" else min(m, pp - s)
+    """The op order of stage ``s`` (:func:`memflow.schedule.stage_ops`), encoded as ints."""
+    return tuple(j if kind == FORWARD else -(j + 1) for kind, j in stage_ops(pp, s, m, schedule))
 
 
 @lru_cache(maxsize=1024)
@@ -112,7 +100,7 @@ def run_pipeline(fwd: list, bwd: list, cf: list, cb: list, m: int, schedule: str
     if not record:
         if pp == 1:  # one stage: F/B pairs back to back (gpipe: all F then all B)
             fs, bs = fwd[0], bwd[0]
-            if schedule == "gpipe":
+            if schedule == GPIPE:
                 t = m * fs + m * bs
             else:
                 t = fs + bs + (m - 1) * (fs + bs)

@@ -1,91 +1,44 @@
-"""Per-stage memory and time of one pipeline stage (nodes ``a .. b-1``).
+"""One pipeline stage's memory and time under per-node actions: :class:`StageModel`.
 
-A stage sees its own *local phases* for one micro-batch::
+:meth:`StageModel.evaluate` applies the per-node actions (keep / recompute / swap)
+and the stage's options to a :class:`~simulator.layout.StageLayout` and returns a
+:class:`StageEval`, the per-micro-batch figures :mod:`simulator.core` combines
+with the schedule (:func:`stage_peak`: the stage's peak under a schedule).
 
-    0 .. m-1        forward of nodes a .. b-1          (F half)
-    m .. 2m-1       backward of nodes b-1 .. a         (B half)
-    2m              the optimizer step                 (OPT)
-    2m+1            "after the step"
-
-Global phase ``p`` maps to a local index monotonically, so for a single
-stage holding every node the local phases *are* the graph's phases and the
-liveness below is :func:`memflow.graph.record.replay` by construction.
-
-:class:`StageLayout` (built once per node range, graph-level) turns every
-buffer the stage touches into a local interval ``(alloc, free)`` with the
-record's convention (carried through phase ``p`` iff ``alloc < p < free``):
-
-* owned buffers keep their phases; one freed on another stage lives until its
-  last local use, or until the stage sends it (end of the F half for
-  activations, end of the B half for gradients), and is counted in that phase;
-* received buffers arrive before the F half (activations) or before the B
-  half (gradients) and live until their last local use / local free;
-* relayed buffers (produced before the stage and used after it) live through
-  the F half (B half for gradients);
-* parameter gradients and buffers that outlive the B half are *step* buffers:
-  one copy per step, not per micro-batch.
-
-:func:`eval_stage` applies the per-node actions (keep / recompute / swap) and
-the per-stage options to a layout and returns a :class:`StageEval`, a handful
-of floats that :mod:`simulator.pipeline` combines with the schedule.
+Memory, per local phase, is the stage's buffer groups carried through it plus
+the phase's transient bytes. :func:`_live` is the model of a buffer group: the phases
+it is carried through, the bytes it adds to a phase's transient, the phases it
+spends on the host (swapped) and whether an in-flight micro-batch retains it,
+for the actions of the node that saves it and of the nodes that read it.
+:func:`_transient_changes` is the model of what an action does to its own node's
+transients. A group's liveness depends only on those nodes' actions, so the
+evaluator takes the stage's all-keep figures (:class:`_KeepTables`, the same
+model evaluated once per layout with every node kept, then cached) and, for the
+groups and transients the non-keep nodes touch, takes out their all-keep share
+and puts in their actual one. Time is one pass over the nodes: forwards, the
+swap copies on the host stream, backwards with their recomputes and the stalls
+the copies cause. ``detail=True`` returns the same figures with the per-phase
+split the simulator's breakdown and memory curves draw.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from itertools import accumulate
 
-from memflow.graph.record import KIND_GRAD, TaskGraph
+from memflow.kinds import KEEP, RECOMPUTE, SWAP
 
-__all__ = ["StageLayout", "StageEval", "build_layout", "eval_stage"]
+from .layout import StageLayout
 
-KEEP, RECOMPUTE, SWAP = "keep", "recompute", "swap"
+__all__ = ["StageModel", "StageEval", "stage_peak", "PEAK_PHASES"]
+
 _INF = float("inf")
 
-
-@dataclass
-class StageLayout:
-    """The graph-level, action-independent view of stage ``[a, b)``."""
-
-    a: int
-    b: int
-    m: int  # nodes in the stage
-    # buffer groups (parallel lists): bytes, local alloc, local free, flags
-    g_bytes: list
-    g_alloc: list
-    g_free: list
-    g_extra: list  # True: also counted in phase g_free (carried through it in reality)
-    g_step: list  # one copy per step (parameter grads, buffers outliving the B half)
-    g_grad: list  # kind grad (sharded by shard_state)
-    g_late: list  # arrives for the B half (received gradients): not a retained activation
-    g_xnode: list  # local node whose swap moves it to host (see _swapped_by), else -1
-    g_hold: list  # ... and the last local phase it is held on the device anyway (besides B_xnode)
-    g_holders: list  # ... and (y, B_y) of later nodes whose backward reads it: held until B_y unless y swaps
-    g_fusers: list  # local nodes whose forward reads it (tuple)
-    trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
-    fwd_time: list  # per local node
-    bwd_time: list
-    fwd_trans: list  # per local node, F transient
-    param_bytes: list
-    grad_bytes: list
-    opt_bytes: list
-    x_bytes: list  # per local node: bytes its swap moves to host (the buffers it saves: made or read)
-    x_made: list  # ... of which made in its forward (part of that phase's transient)
-    redo_out: list  # per local node: outputs it saves itself (re-made alongside the originals if recomputed)
-    P_sum: int
-    O_sum: int
-    first: bool
-    last: bool
-    # swap's copy back: a GPU executor prefetches one node ahead on a side stream; the CPU one copies
-    # each tensor back when the backward asks for it (set per cluster by the simulator)
-    prefetch_ahead: bool = True
-    # per local phase, a swapped node's transient under the CPU executor's swap (traced: its saved
-    # tensors leave as saved and come back one by one as asked for); None: not traced (the CPU
-    # model then takes the bytes the node made out of its forward's transient)
-    swap_trans: list | None = None
-    # per local node, its forward / backward time when swapped on the CPU, measured with the copies
-    # inline (None: not measured; the CPU model then adds the copies at the host link's rate)
-    swap_fwd_time: list | None = None
-    swap_bwd_time: list | None = None
+#: Where a stage's peak can fall (:func:`stage_peak`): the first micro-batch's forward (F0) or
+#: backward (B0, others in flight), the optimizer step (OPT), a forward while others are in flight
+#: during the warm-up (Fwarm, per-step buffers of the F half) or in the steady state (Fsteady, the
+#: first backward's per-step buffers alive), a later backward (Bj).
+PEAK_PHASES = ("F0", "B0", "OPT", "Fwarm", "Fsteady", "Bj")
 
 
 @dataclass(slots=True)
@@ -104,250 +57,173 @@ class StageEval:
     params: int
     optimizer: int
     R: int  # retained bytes of one in-flight micro-batch
-    maxF0: int
-    maxB0: int
-    maxF: int
+    maxF0: int  # the F half's most bytes (carried + transient) with the per-step buffers, and its phase
+    maxB0: int  # ... the B half's
+    maxF: int  # ... without the per-step buffers
     maxB: int
     argF0: int
     argB0: int
     argF: int
     argB: int
-    S_fwd: int
-    S_after: int
-    opt_mem: int
-    # detail only:
-    carried: list = ()  # per local phase (mb buffers)
+    S_fwd: int  # per-step buffers carried through the F half
+    S_after: int  # ... and once the first backward has made them (the steady state)
+    opt_mem: int  # bytes above base in the optimizer step
+    # detail only, per local phase (0 .. 2m): carried = mb buffers (swap_live included), step = per-step
+    # buffers, trans = transient, swap_live = swapped buffers back on the device ahead of their backward
+    carried: list = ()
     step: list = ()
     trans: list = ()
-    swap_live: list = ()  # prefetched swap bytes carried per phase
-    copy_out: list = ()  # (start, end) offsets from F op start, per swapped node
-    prefetch: list = ()  # (start, end) offsets from B op start
+    swap_live: list = ()
+    copy_out: list = ()  # (x, start, end) offsets from F op start, per swapped node
+    prefetch: list = ()  # (x, start, end) offsets from B op start
 
 
-def _loc(p: int, n: int, a: int, b: int, m: int):
-    """Local index of global phase p on stage [a, b), or None if not local."""
-    if p < n:
-        return p - a if a <= p < b else None
-    if p < 2 * n:
-        k = 2 * n - 1 - p
-        return m + (b - 1 - k) if a <= k < b else None
-    return 2 * m if p == 2 * n else 2 * m + 1
+def stage_peak(ev: StageEval, inflight: int, microbatches: int) -> tuple[int, str]:
+    """``(bytes, phase)``: the peak of a stage whose per-micro-batch figures are ``ev`` when it holds
+    up to ``inflight`` micro-batches of ``microbatches`` at once (:func:`memflow.schedule.inflight`),
+    and where it falls (one of :data:`PEAK_PHASES`, the first of equals)."""
+    k, m = inflight, microbatches
+    R = ev.R
+    v, which = ev.maxF0, "F0"
+    w = (k - 1) * R + ev.maxB0
+    if w > v:
+        v, which = w, "B0"
+    if ev.opt_mem > v:
+        v, which = ev.opt_mem, "OPT"
+    if k >= 2:
+        w = (k - 1) * R + ev.maxF + ev.S_fwd
+        if w > v:
+            v, which = w, "Fwarm"
+    if m > k:
+        w = (k - 1) * R + ev.maxF + ev.S_after
+        if w > v:
+            v, which = w, "Fsteady"
+    if m >= 2:
+        w = ((k - 1) if m > k else (k - 2)) * R + ev.maxB + ev.S_after
+        if w > v:
+            v, which = w, "Bj"
+    return ev.base + v, which
 
 
-def _swapped_by(la: int, lf: int, uses: list, fusers: tuple, m: int, held: int) -> tuple:
-    """``(x, hold, holders)`` for a forward-made buffer that local node x's backward frees (phase
-    ``lf``): x saved it if x made it or its forward read it, so x's swap moves it to host (the pack
-    hook copies every tensor x saves). ``hold``: the last local phase its device copy is held
-    anyway — its forward uses, and at least ``held``; ``holders``: ``(y, B_y)`` for each later node
-    y whose backward reads it too (y saved it): unless y is swapped as well, y holds the device copy
-    until B_y. ``(-1, 0, ())``: no swap moves it."""
-    if not m <= lf < 2 * m:
-        return -1, 0, ()
-    x = 2 * m - 1 - lf
-    if la != x and x not in fusers:
-        return -1, 0, ()
-    hold = max([la, held] + [u for u in uses if u < m])
-    holders = tuple(sorted({(2 * m - 1 - u, u) for u in uses if m <= u < 2 * m and u != lf}))
-    return x, hold, holders
-
-
-def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
-    n = graph.n
-    m = b - a
-    groups: dict[tuple, int] = {}
-
-    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ())):
-        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2])
-        groups[key] = groups.get(key, 0) + nb
-
-    # a parameter read by nodes of several stages (tied weights) has a replica, with its own
-    # gradient and optimizer state, on every stage that reads it (the executor sums their grads)
-    readers: dict[str, list[int]] = {}
-    for nd in graph.nodes:
-        for name in nd.read_params:
-            readers.setdefault(name, []).append(nd.index)
-    replica_p = [0] * m
-    replica_o = [0] * m
-    for name, (pb, _gb, ob, owner) in graph.params.items():
-        local = [k for k in readers.get(name, []) if a <= k < b]
-        if local and not a <= owner < b:
-            replica_p[local[0] - a] += pb
-            replica_o[local[0] - a] += ob
-
-    # per node: outputs it also saves for its own backward; a recomputed node makes them again
-    # in its backward while the originals are still held by their readers (counted twice then)
-    redo_out = [0] * m
-    for buf in graph.buffers:
-        pa = buf.alloc_phase
-        if pa < n and a <= pa < b and buf.nbytes > 0:
-            uses = set(buf.uses)
-            if (2 * n - 1 - pa) in uses and any(pa < u < n for u in uses):
-                redo_out[pa - a] += int(buf.nbytes)
-
-    sent_fwd = 0  # bytes this stage sends forward per micro-batch
-    for buf in graph.buffers:
-        nb = int(buf.nbytes)
-        if nb <= 0:
+def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw) -> int:
+    """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
+    actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
+    add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
+    (swapped buffers back on the device; None: not wanted) and return the change of the bytes an
+    in-flight micro-batch retains. ``gap[x]``: per swapped node x, the first phase its copy-out lets
+    its saved buffers leave the device (-1: by the end of F_x) and the last before they are back (from
+    the start of B_{x+1}; of B_x for the stage's last node or on the CPU)."""
+    twom = 2 * m
+    m1 = m - 1
+    R = 0
+    for i in idx:
+        nb, la, lf, extra, late, x, hold, fusers, holders, p0, v0, p1, v1, q0, w0, q1, w1, kr = groups[i]
+        dc[p0] -= v0
+        dc[p1] -= v1
+        if w0:
+            dt[q0] -= w0
+            dt[q1] -= w1
+        R -= kr
+        act = acts[x] if x >= 0 else KEEP
+        if has_rec and fusers:  # inputs of recomputed nodes stay until their backward (their checkpoint holds them)
+            for u in fusers:
+                if acts[u] == RECOMPUTE:
+                    bu = twom - 1 - u
+                    if lf < bu:
+                        lf = bu
+                        extra = False
+                    if hold < bu:
+                        hold = bu
+        if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
+            end = hold  # its other users still hold it: later forwards that read it, a recomputed
+            for _y, u in holders:  # reader's checkpoint (in hold), later nodes that saved it (until their backward)
+                if u > end:
+                    end = u
+            if end > la:
+                dc[la + 1] += nb
+                dc[end + 1] -= nb
+                if not late and la <= m1 and end >= m:
+                    R += nb
             continue
-        pa, pf = buf.alloc_phase, buf.free_phase
-        if buf.kind == KIND_GRAD and buf.param in readers:
-            # a gradient lives on every stage holding its parameter, from that stage's first
-            # backward reading it until the step's end
-            local = [k for k in readers[buf.param] if a <= k < b]
-            if local and pa < 2 * n:
-                la = _loc(2 * n - 1 - max(local), n, a, b, m)
-                lf = _loc(pf, n, a, b, m) if pf >= 2 * n else 2 * m
-                add(nb, la, lf, False, True, True, False, ())
-            continue
-        if pa >= 2 * n:  # made in the optimizer phase: never carried within the step
-            continue
-        fwd_alloc = pa < n
-        owner = pa if fwd_alloc else 2 * n - 1 - pa
-        use_nodes_local, use_remote_after, use_remote_before = [], False, False
-        fusers = []
-        for u in buf.uses:
-            if u >= 2 * n:
+        retain = True
+        if act == SWAP:
+            f1, a2 = gap[x]
+            for y, u in holders:
+                if acts[y] != SWAP:
+                    if u > hold:
+                        hold = u  # y keeps (or recomputes from) the device copy until B_y
+                elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+1}, or B_y if last)
+                    ay = twom - 3 - y if y < m1 else twom - 2 - y
+                    if ay < a2:
+                        a2 = ay
+            if f1 <= hold:  # the device copy is held until its other uses are done
+                f1 = hold + 1
+            if f1 <= a2:  # off the device from phase f1 to a2
+                if f1 == m:  # the copy-out completes in the last F phase: counted there, not retained
+                    f1 = m1
+                    if la < m1:
+                        dt[m1] += nb
+                        dt[m] -= nb
+                if la + 1 < f1:
+                    dc[la + 1] += nb
+                    dc[f1] -= nb
+                if a2 + 1 < lf:
+                    dc[a2 + 1] += nb
+                    dc[lf] -= nb
+                    if dsw is not None:
+                        dsw[a2 + 1] += nb
+                        dsw[lf] -= nb
+                # a micro-batch waiting in flight has its copy out unless the device copy is held past the F half
+                if not late and la <= m1 < f1 and hold >= m:
+                    R += nb
                 continue
-            k = u if u < n else 2 * n - 1 - u
-            if a <= k < b:
-                use_nodes_local.append(_loc(u, n, a, b, m))
-                if u < n and not (fwd_alloc and k == owner):  # a node's own temporaries are not its inputs
-                    fusers.append(k - a)
-            elif k >= b:
-                use_remote_after = True
-            else:
-                use_remote_before = True
-        if pf < 2 * n:  # the freeing phase counts as a use
-            kf = pf if pf < n else 2 * n - 1 - pf
-            if kf >= b:
-                use_remote_after = True
-            elif kf < a:
-                use_remote_before = True
-        fusers_t = tuple(sorted(set(fusers)))
-        lf_native = _loc(pf, n, a, b, m) if pf >= 2 * n or (a <= (pf if pf < n else 2 * n - 1 - pf) < b) else None
-        grad = buf.kind == KIND_GRAD
-        if a <= owner < b:
-            la = _loc(pa, n, a, b, m)
-            sends = use_remote_after or use_remote_before
-            if lf_native is not None:
-                lf, extra = lf_native, False
-            else:
-                need = max([la] + use_nodes_local)
-                if fwd_alloc and use_remote_after and need <= m - 1:
-                    lf, extra = m, False  # sent forward: held until its gradients come back
-                    sent_fwd += nb
-                else:
-                    if sends:
-                        need = max(need, m - 1 if fwd_alloc else 2 * m - 1)
-                    lf, extra = need, need > la
-            step = grad or lf >= 2 * m
-            saver = (-1, 0, ())
-            if fwd_alloc and not step and lf_native is not None:
-                # sent forward: held until its gradients return
-                held = m if use_remote_after else (lf if use_remote_before else la)
-                saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
-            add(nb, la, lf, extra, step, grad, False, fusers_t, saver)
-            continue
-        # not owned here: received, relayed, or absent
-        if fwd_alloc and owner < a:
-            relay = use_remote_after
-            if not use_nodes_local and not relay:
-                continue
-            la, late = -1, False
-            need = max([la] + use_nodes_local)
-            if relay and need <= m - 1:
-                add(nb, la, m, False, False, grad, False, fusers_t)  # relayed: held like a sent value
-                sent_fwd += nb
-                continue
-        elif (not fwd_alloc) and owner >= b:
-            relay = use_remote_before
-            if not use_nodes_local and not relay:
-                continue
-            la, late = m - 1, True
-            need = max([la] + use_nodes_local)
-            if relay:
-                need = max(need, 2 * m - 1)
-        else:  # odd direction (e.g. a forward buffer read by an earlier stage's backward)
-            if not use_nodes_local:
-                continue
-            la, late = m - 1, True
-            need = max([la] + use_nodes_local)
-        saver = (-1, 0, ())
-        if lf_native is not None and lf_native >= need and lf_native < 2 * m:
-            lf, extra = lf_native, False
-            if not late:  # received (relayed: sent on, held until its gradients return)
-                saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, m if relay else la)
-        else:
-            lf, extra = need, need > la
-        add(nb, la, lf, extra, False, grad, late, fusers_t, saver)
-
-    trans = [0] * (2 * m + 1)
-    nodes = graph.nodes[a:b]
-    for x, nd in enumerate(nodes):
-        trans[x] = int(nd.fwd_transient_bytes)
-        trans[2 * m - 1 - x] = int(nd.bwd_transient_bytes)
-    # a micro-batch's sent values are released once its gradients have been received, just before
-    # its backward starts: at that moment they are live beside the received gradients
-    trans[m] = max(trans[m], sent_fwd)
-    swap_trans = None
-    if all(nd.cpu_swap_fwd_transient_bytes >= 0 and nd.cpu_swap_bwd_transient_bytes >= 0 for nd in nodes):
-        swap_trans = list(trans)
-        for x, nd in enumerate(nodes):
-            swap_trans[x] = int(nd.cpu_swap_fwd_transient_bytes)
-            swap_trans[2 * m - 1 - x] = int(nd.cpu_swap_bwd_transient_bytes)
-        swap_trans[m] = max(swap_trans[m], sent_fwd)
-    keys = list(groups)
-    x_bytes, x_made = [0] * m, [0] * m
-    for key in keys:
-        x = key[6]
-        if x >= 0:
-            x_bytes[x] += groups[key]
-            if key[0] == x:
-                x_made[x] += groups[key]
-    swap_fwd = swap_bwd = None
-    if all(nd.cpu_swap_fwd_time_s >= 0 and nd.cpu_swap_bwd_time_s >= 0 for nd in nodes):
-        swap_fwd = [float(nd.cpu_swap_fwd_time_s) for nd in nodes]
-        swap_bwd = [float(nd.cpu_swap_bwd_time_s) for nd in nodes]
-    return StageLayout(
-        a=a, b=b, m=m,
-        g_bytes=[groups[k] for k in keys],
-        g_alloc=[k[0] for k in keys],
-        g_free=[k[1] for k in keys],
-        g_extra=[k[2] for k in keys],
-        g_step=[k[3] for k in keys],
-        g_grad=[k[4] for k in keys],
-        g_late=[k[5] for k in keys],
-        g_xnode=[k[6] for k in keys],
-        g_hold=[k[8] for k in keys],
-        g_holders=[k[9] for k in keys],
-        g_fusers=[k[7] for k in keys],
-        trans=trans,
-        fwd_time=[float(nd.fwd_time_s) for nd in nodes],
-        bwd_time=[float(nd.bwd_time_s) for nd in nodes],
-        fwd_trans=[int(nd.fwd_transient_bytes) for nd in nodes],
-        param_bytes=[int(nd.param_bytes) + replica_p[x] for x, nd in enumerate(nodes)],
-        grad_bytes=[int(nd.grad_bytes) for nd in nodes],
-        opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],
-        x_bytes=x_bytes,
-        x_made=x_made,
-        redo_out=redo_out,
-        P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),
-        O_sum=sum(int(nd.optimizer_bytes) for nd in nodes) + sum(replica_o),
-        first=a == 0,
-        last=b == graph.n,
-        swap_trans=swap_trans,
-        swap_fwd_time=swap_fwd, swap_bwd_time=swap_bwd,
-    )
+            # the copy-out is not done before it is needed back: it stays, for this micro-batch; one
+            # waiting in flight has its copy out (released in the F half) unless held past it anyway
+            retain = hold >= m
+        if la + 1 < lf:
+            dc[la + 1] += nb
+            dc[lf] -= nb
+        if extra:  # also counted in its freeing phase (carried through it in reality)
+            dt[lf] += nb
+            dt[lf + 1] -= nb
+        if retain and not late and la <= m1 and lf >= m:
+            R += nb
+    return R
 
 
-class _Keep:
-    """A layout's all-keep figures and the per-node / per-group tables the fast path corrects
-    them with (action-independent; built once per layout by :func:`_prepare`)."""
+def _keep_share(group: tuple, m: int) -> tuple:
+    """What :func:`_live` adds for ``group`` (its share fields still zero) with every node kept, as
+    ``(p0, v0, p1, v1, q0, w0, q1, w1, retained)``: ``v`` added at phases ``p`` of the carried
+    differences, ``w`` at ``q`` of the transient ones (a carried interval and a transient phase at
+    the most; unused pairs are ``(0, 0)``)."""
+    dc, dt = defaultdict(int), defaultdict(int)
+    r = _live([group], (0,), (KEEP,) * m, False, None, m, False, dc, dt, None)
+    c, t = [pv for pv in dc.items() if pv[1]], [pv for pv in dt.items() if pv[1]]
+    assert len(c) <= 2 and len(t) <= 2
+    c += [(0, 0)] * (2 - len(c))
+    t += [(0, 0)] * (2 - len(t))
+    return (*c[0], *c[1], *t[0], *t[1], r)
 
-    __slots__ = ("kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "rec_dtrans", "cpu_swap_dtrans",
-                 "cpu_swap_dtrans_b",
-                 "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step", "S_fwd", "S_after", "keep_peaks",
-                 "keep_node_end")
+
+def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list]:
+    """Per node x, what its action does to its own phases' transient bytes (all-keep ``trans_keep``):
+    ``(rec, cpu_f, cpu_b)`` — recomputed, B_x's grows to hold its forward's transient run again there
+    and the outputs it saves itself re-made beside the originals; swapped on the CPU (packed to host
+    as saved, back on demand), F_x's and B_x's become the traced ones, or, untraced, F_x's loses the
+    bytes x made."""
+    m = L.m
+    rec = [0] * m
+    for x in range(m):
+        j = 2 * m - 1 - x
+        rec[x] = max(trans_keep[j], L.fwd_trans[x] + (trans_keep[j] - L.trans[j])) + L.redo_out[x] - trans_keep[j]
+    st = L.swap_trans
+    if st is not None:
+        cpu_f = [st[x] - L.trans[x] for x in range(m)]
+        cpu_b = [st[2 * m - 1 - x] - L.trans[2 * m - 1 - x] for x in range(m)]
+    else:
+        cpu_f = [max(0, trans_keep[x] - L.x_made[x]) - trans_keep[x] for x in range(m)]
+        cpu_b = [0] * m
+    return rec, cpu_f, cpu_b
 
 
 def _suffix_sums(times: list) -> list:
@@ -358,595 +234,304 @@ def _suffix_sums(times: list) -> list:
 def _peaks(m: int, kv: list, kv0: list, d: list) -> tuple:
     """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest bytes
     and first phase — all-keep carried + transient bytes ``kv`` (``kv0``: with the per-step
-    buffers) plus the running sum of the corrections ``d``."""
+    buffers) plus the running sum of the changes ``d``."""
+    out = []
     acc = 0
-    maxF0 = maxF = -1
-    argF0 = argF = 0
-    for p in range(m):
+    for lo, hi in ((0, m), (m, 2 * m)):
+        mx0 = mx = -1
+        arg0 = arg = lo
+        for p in range(lo, hi):
+            acc += d[p]
+            v = kv[p] + acc
+            if v > mx:
+                mx, arg = v, p
+            v = kv0[p] + acc
+            if v > mx0:
+                mx0, arg0 = v, p
+        out += (mx0, arg0, mx, arg)
+    return tuple(out)
+
+
+def _running(base: list, d: list, n: int) -> list:
+    """``base[p]`` plus the running sum of ``d`` up to ``p``, for ``p < n``."""
+    out, acc = [], 0
+    for p in range(n):
         acc += d[p]
-        v = kv[p] + acc
-        if v > maxF:
-            maxF, argF = v, p
-        v = kv0[p] + acc
-        if v > maxF0:
-            maxF0, argF0 = v, p
-    maxB0 = maxB = -1
-    argB0 = argB = m
-    for p in range(m, 2 * m):
-        acc += d[p]
-        v = kv[p] + acc
-        if v > maxB:
-            maxB, argB = v, p
-        v = kv0[p] + acc
-        if v > maxB0:
-            maxB0, argB0 = v, p
-    return maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB
+        out.append(base[p] + acc)
+    return out
 
 
-def _prepare(L: StageLayout) -> _Keep:
-    """All-keep liveness of the per-micro-batch groups, the per-step part, and per node the
-    groups its action touches and the transient it sets (cached on the layout as ``L._keep``)."""
-    K = _Keep()
-    m = L.m
-    P = 2 * m + 2
-    d = [0] * (P + 1)
-    trans0 = list(L.trans)
-    R = 0
-    xg = [[] for _ in range(m)]
-    fg = [[] for _ in range(m)]
-    groups = [None] * len(L.g_bytes)
-    dst = [0] * (P + 1)
-    S_fwd = S_after = 0
-    for i in range(len(L.g_bytes)):
-        nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
-        if L.g_step[i]:  # one copy per step: action-independent
-            if la + 1 < lf:
-                dst[la + 1] += nb
-                dst[min(lf, P)] -= nb
-            if la <= m - 1 and lf > m - 1:
-                S_fwd += nb
-            if la <= 2 * m - 1 and lf >= 2 * m:
-                S_after += nb
-            continue
-        # the group's all-keep contribution, as the fast path removes it: interval [lo, hi) of
-        # dnb bytes, xnb bytes counted in phase xi, rnb retained bytes
-        lo, hi = (la + 1 if la >= 0 else 0), min(lf, P)
-        dnb = nb if la + 1 < lf else 0
-        extra = L.g_extra[i]
-        xi, xnb = (lf, nb) if extra else (0, 0)
-        late = L.g_late[i]
-        rnb = nb if (not late and la <= m - 1 and lf >= m) else 0
-        d[lo] += dnb
-        d[hi] -= dnb
-        trans0[xi] += xnb
-        R += rnb
-        x = L.g_xnode[i]
-        groups[i] = (nb, la, lf, extra, late, x, L.g_hold[i], L.g_fusers[i], lo, hi, dnb, xi, xnb, rnb,
-                     L.g_holders[i])
-        if x >= 0:
-            xg[x].append(i)
-        for u in L.g_fusers[i]:
-            fg[u].append(i)
-    carried, acc = [], 0
-    for p in range(2 * m):
-        acc += d[p]
-        carried.append(acc)
-    step, acc = [], 0
-    for p in range(2 * m + 1):
-        acc += dst[p]
-        step.append(acc)
-    K.kv = [carried[p] + trans0[p] for p in range(2 * m)]
-    K.kv0 = [K.kv[p] + step[p] for p in range(2 * m)]
-    K.R, K.groups = R, groups
-    K.step, K.S_fwd, K.S_after = step, S_fwd, S_after
-    # the groups a node's action changes: swapped, the buffers it saves (made or read); recomputed,
-    # those it makes and the inputs its forward reads that would otherwise be freed before its backward
-    K.touch_swap = [tuple(g) for g in xg]
-    K.touch_rec = [tuple([i for i in xg[x] if groups[i][1] == x] + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x])
-                   for x in range(m)]
-    # the change of B_x's transient when x is recomputed: its forward's transient runs there
-    # again, and the outputs it saves itself are re-made beside the originals
-    K.rec_dtrans = [0] * m
-    for x in range(m):
-        j = 2 * m - 1 - x
-        K.rec_dtrans[x] = max(trans0[j], L.fwd_trans[x] + (trans0[j] - L.trans[j])) + L.redo_out[x] - trans0[j]
-    # ... and of F_x's and B_x's when x is swapped on the CPU (packed to host as saved, back on demand)
-    st = L.swap_trans
-    if st is not None:
-        K.cpu_swap_dtrans = [st[x] - L.trans[x] for x in range(m)]
-        K.cpu_swap_dtrans_b = [st[2 * m - 1 - x] - L.trans[2 * m - 1 - x] for x in range(m)]
-    else:
-        K.cpu_swap_dtrans = [max(0, trans0[x] - L.x_made[x]) - trans0[x] for x in range(m)]
-        K.cpu_swap_dtrans_b = [0] * m
-    ft, bt = L.fwd_time, L.bwd_time
-    end_f, t = [], 0.0
-    for x in range(m):
-        t += ft[x]
-        end_f.append(t)
-    K.end_f = end_f
-    K.bt_keep = [bt[x] + 0.0 for x in range(m)]  # as the full path adds them (bit for bit)
-    K.bt_rec = [bt[x] + ft[x] for x in range(m)]
-    K.fwd_s, K.bwd_s = sum(ft), sum(bt)
-    K.keep_peaks = _peaks(m, K.kv, K.kv0, [0] * (2 * m))
-    K.keep_node_end = _suffix_sums(K.bt_keep)
-    L._keep = K
-    return K
+class _KeepTables:
+    """A layout's figures with every node kept (the model evaluated once, cached on its
+    :class:`StageModel`), and per node the groups its action touches."""
+
+    __slots__ = ("carried", "trans", "kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "rec_dtrans",
+                 "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
+                 "S_fwd", "S_after", "keep_peaks", "keep_node_end")
+
+    def __init__(self, L: StageLayout):
+        m = L.m
+        P = 2 * m + 2
+        dc = [0] * (P + 1)
+        dt = [0] * (P + 1)
+        R = 0
+        xg = [[] for _ in range(m)]
+        fg = [[] for _ in range(m)]
+        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders) as in the layout,
+        # then its all-keep share (_keep_share); None for the per-step groups
+        groups = [None] * len(L.g_bytes)
+        dst = [0] * (P + 1)
+        S_fwd = S_after = 0
+        for i in range(len(L.g_bytes)):
+            nb, la, lf = L.g_bytes[i], L.g_alloc[i], L.g_free[i]
+            if L.g_step[i]:  # one copy per step: action-independent
+                if la + 1 < lf:
+                    dst[la + 1] += nb
+                    dst[min(lf, P)] -= nb
+                if la <= m - 1 and lf > m - 1:
+                    S_fwd += nb
+                if la <= 2 * m - 1 and lf >= 2 * m:
+                    S_after += nb
+                continue
+            x = L.g_xnode[i]
+            g = (nb, la, lf, L.g_extra[i], L.g_late[i], x, L.g_hold[i], L.g_fusers[i], L.g_holders[i])
+            keep = _keep_share(g + (0,) * 9, m)
+            groups[i] = g + keep
+            p0, v0, p1, v1, q0, w0, q1, w1, kr = keep
+            dc[p0] += v0
+            dc[p1] += v1
+            dt[q0] += w0
+            dt[q1] += w1
+            R += kr
+            if x >= 0:
+                xg[x].append(i)
+            for u in L.g_fusers[i]:
+                fg[u].append(i)
+        self.carried = _running([0] * (2 * m), dc, 2 * m)
+        self.trans = _running(L.trans, dt, 2 * m + 1)
+        self.step = _running([0] * (2 * m + 1), dst, 2 * m + 1)
+        self.kv = [self.carried[p] + self.trans[p] for p in range(2 * m)]
+        self.kv0 = [self.kv[p] + self.step[p] for p in range(2 * m)]
+        self.R, self.groups = R, groups
+        self.S_fwd, self.S_after = S_fwd, S_after
+        # the groups a node's action changes: swapped, the buffers it saves (made or read); recomputed,
+        # those it makes and the inputs its forward reads that would otherwise be freed before its backward
+        self.touch_swap = [tuple(g) for g in xg]
+        self.touch_rec = [tuple([i for i in xg[x] if groups[i][1] == x]
+                                + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
+        self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b = _transient_changes(L, self.trans)
+        ft, bt = L.fwd_time, L.bwd_time
+        self.end_f = list(accumulate(ft, initial=0.0))[1:]
+        self.bt_keep = [bt[x] + 0.0 for x in range(m)]
+        self.bt_rec = [bt[x] + ft[x] for x in range(m)]
+        self.fwd_s, self.bwd_s = sum(ft), sum(bt)
+        self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))
+        self.keep_node_end = _suffix_sums(self.bt_keep)
 
 
-def eval_stage(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
-               input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
-               detail: bool = False) -> StageEval:
-    """Apply per-node actions and the stage's options to a layout (``input_bytes``: the batch
-    inputs the stage's nodes read, per micro-batch).
+class StageModel:
+    """The memory and time model of one stage (see the module's docstring): its layout, the batch
+    inputs its nodes read per micro-batch (``input_bytes``), the bytes above its state in its
+    optimizer step (``opt_trans``; ``opt_grads``: the gradients alone, what stays on the device when
+    the step runs on the host), the host link's latency, and whether a swapped node's buffers come
+    back one node ahead on a side stream (``prefetch_ahead``, as on a GPU) or when its backward asks
+    for them (as on the CPU). The all-keep figures it corrects are built on its first evaluation
+    and kept."""
 
-    The fast path (``detail=False``) takes the layout's precomputed all-keep figures and
-    corrects them for the non-keep nodes only: their transients, their swap copies' timeline,
-    and the buffer groups they touch. ``detail=True`` walks every group (and also returns the
-    curves). Both give the same figures (tested; times to rounding: the fast backward sum adds
-    the recomputes last)."""
-    if detail:
-        return _eval_stage_full(L, actions, dp=dp, shard=shard, opt_host=opt_host, input_bytes=input_bytes,
-                                opt_trans=opt_trans, host_bw=host_bw, host_lat=host_lat, detail=detail)
-    try:
-        K = L._keep
-    except AttributeError:
-        K = _prepare(L)
-    m = L.m
-    fwd_s, bwd_s = K.fwd_s, K.bwd_s
-    stall = host_s = 0.0
-    swap_bytes = 0
-    has_swap = SWAP in actions
-    has_rec = RECOMPUTE in actions
-    if not (has_swap or has_rec):
-        R = K.R
-        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
-        node_end = list(K.keep_node_end)
-    else:
+    __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "_keep")
+
+    def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
+                 host_lat: float = 0.0, prefetch_ahead: bool = True):
+        self.layout = layout
+        self.input_bytes = input_bytes
+        self.opt_trans = opt_trans
+        self.opt_grads = opt_grads
+        self.host_lat = host_lat
+        self.prefetch_ahead = prefetch_ahead
+        self._keep: _KeepTables | None = None
+
+    def evaluate(self, actions: tuple, dp: int, shard: bool, opt_host: bool, host_bw: float,
+                 detail: bool = False) -> StageEval:
+        """The stage's :class:`StageEval` under per-node ``actions``, on ``dp`` data-parallel replicas,
+        with its optimizer state sharded (``shard``) or on the host (``opt_host``) and ``host_bw``
+        bytes/s of host link. ``detail`` adds the per-phase split and the swap copies' timeline."""
+        L = self.layout
+        input_bytes = self.input_bytes
+        opt_trans = self.opt_grads if opt_host else self.opt_trans
+        host_lat = self.host_lat
+        K = self._keep
+        if K is None:
+            K = self._keep = _KeepTables(L)
+        m = L.m
         twom = 2 * m
-        P = twom + 2
-        d = [0] * (P + 1)  # corrections of the bytes in each phase, as differences (running sum)
-        touched = []  # groups to correct (deduplicated below)
-        btn = list(K.bt_keep)  # backward time of each node, with its recompute
-        cpu = not L.prefetch_ahead
-        end_f = K.end_f
-        ft = L.fwd_time
-        timed = cpu and has_swap and L.swap_fwd_time is not None  # swapped nodes' times measured, copies inline
-        if timed:
-            sft, sbt = L.swap_fwd_time, L.swap_bwd_time
-            end_f, t = [], 0.0
-            for x in range(m):
-                if actions[x] == SWAP:
-                    t += sft[x]
-                    fwd_s += sft[x] - ft[x]
-                    btn[x] = sbt[x] + 0.0
-                    bwd_s += sbt[x] - L.bwd_time[x]
-                else:
-                    t += ft[x]
-                end_f.append(t)
-        # ---- forward scan: per-node transients and touched groups; swap copy-outs after F_x
-        dur, copy_done = {}, {}
-        host_free = 0.0
-        for x in range(m):
-            act = actions[x]
-            if act == SWAP:
-                touched += K.touch_swap[x]
-                if cpu:
-                    dt = K.cpu_swap_dtrans[x]
-                    d[x] += dt
-                    d[x + 1] -= dt
-                    dt = K.cpu_swap_dtrans_b[x]
-                    if dt:
-                        j = twom - 1 - x
-                        d[j] += dt
-                        d[j + 1] -= dt
-                nb = L.x_bytes[x]
-                if nb > 0 and timed:  # copied out inside F_x and back inside B_x (their measured times)
-                    copy_done[x] = end_f[x]
-                    swap_bytes += nb
-                elif nb > 0:
-                    du = nb / host_bw + host_lat if host_bw != _INF else host_lat
-                    dur[x] = du
-                    e = end_f[x]
-                    s0 = host_free if host_free > e else e
-                    host_free = s0 + du
-                    # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
-                    copy_done[x] = e if cpu else host_free
-                    host_s += 2 * du
-                    swap_bytes += nb
-            elif act == RECOMPUTE:
-                j = twom - 1 - x
-                dt = K.rec_dtrans[x]
-                d[j] += dt
-                d[j + 1] -= dt
-                bwd_s += ft[x]
-                btn[x] = K.bt_rec[x]
-                touched += K.touch_rec[x]
-        # ---- backward: prefetches (GPU: one node ahead; CPU: on demand) and the stalls they cause
-        if has_swap:
-            tb0 = t = end_f[-1]
-            phase_end = end_f + [0.0] * m
-            node_end = [0.0] * m  # offset from the B op's start at which B_x ends
-            if cpu:
-                for x in range(m - 1, -1, -1):
-                    if x in dur:
-                        s0 = t
-                        if host_free > s0:
-                            s0 = host_free
-                        c = copy_done[x]
-                        if c > s0:
-                            s0 = c
-                        host_free = s0 + dur[x]
-                        stall += host_free - t
-                        t = host_free
-                    t += btn[x]
-                    phase_end[twom - 1 - x] = t
-                    node_end[x] = t - tb0
-            else:
-                land = [-_INF] * m  # when a node's prefetch lands (-inf: none)
-                if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
-                    s0 = host_free if host_free > t else t
-                    host_free = s0 + dur[m - 1]
-                    land[m - 1] = host_free
-                for x in range(m - 1, -1, -1):
-                    lx = land[x]
-                    if lx > t:
-                        stall += lx - t
-                        t = lx
-                    if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
-                        s0 = t
-                        if host_free > s0:
-                            s0 = host_free
-                        c = copy_done[x - 1]
-                        if c > s0:
-                            s0 = c
-                        host_free = s0 + dur[x - 1]
-                        land[x - 1] = host_free
-                    t += btn[x]
-                    phase_end[twom - 1 - x] = t
-                    node_end[x] = t - tb0
-            # per swapped node: the first phase its copy-out lets its saved buffers leave the device
-            # (-1: by the end of its forward), and the last before they are back (from the start of
-            # B_{x+1}; of B_x for the stage's last node or on the CPU)
-            gap = {}
-            for x, c in copy_done.items():
-                f1 = -1
-                if c > end_f[x]:
-                    j = x + 1
-                    while j < twom and phase_end[j] < c:
-                        j += 1
-                    f1 = j + 1
-                gap[x] = (f1, twom - 3 - x if (x < m - 1 and not cpu) else twom - 2 - x)
+        fwd_s, bwd_s = K.fwd_s, K.bwd_s
+        stall = host_s = 0.0
+        swap_bytes = 0
+        has_swap = SWAP in actions
+        has_rec = RECOMPUTE in actions
+        copy_out = prefetch = None
+        if not (has_swap or has_rec or detail):
+            R = K.R
+            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
+            node_end = list(K.keep_node_end)
         else:
-            node_end = _suffix_sums(btn)
-        # ---- memory: correct the all-keep contribution of each touched group for its actual one
-        R = K.R
-        groups = K.groups
-        for i in (set(touched) if has_rec else touched):  # (only recompute touches a group twice)
-            nb, la, lf, extra, late, x, hold, fusers, lo, hi, dnb, xi, xnb, rnb, holders = groups[i]
-            act = actions[x] if x >= 0 else KEEP
-            if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
-                d[lo] -= dnb  # its other users still hold it: later forwards that read it, later
-                d[hi] += dnb  # nodes that saved it (until their backward)
-                R -= rnb
-                end = hold
-                for _y, u in holders:
-                    if u > end:
-                        end = u
-                for u in fusers:  # a recomputed reader's checkpoint holds it until its backward
-                    if actions[u] == RECOMPUTE and twom - 1 - u > end:
-                        end = twom - 1 - u
-                if end > la:
-                    d[lo] += nb
-                    d[end + 1] -= nb
-                    if not late and la <= m - 1 and end >= m:
-                        R += nb
-                continue
-            lf0 = lf
-            if has_rec:  # inputs of recomputed nodes stay until their backward (their checkpoint holds them)
-                for u in fusers:
-                    if actions[u] == RECOMPUTE:
-                        if lf < twom - 1 - u:
-                            lf = twom - 1 - u
-                            extra = False
-                        if hold < twom - 1 - u:
-                            hold = twom - 1 - u
-            if lf == lf0:
-                if act == SWAP:  # all-keep: carried from la + 1 to lf - 1 (lf: B_x) and retained
-                    f1, a2 = gap[x]
-                    for y, u in holders:
-                        if actions[y] != SWAP:
-                            if u > hold:
-                                hold = u  # y keeps (or recomputes from) the device copy until B_y
-                        elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+1}, or B_y)
-                            ay = twom - 3 - y if y < m - 1 else twom - 2 - y
-                            if ay < a2:
-                                a2 = ay
-                    if f1 <= hold:  # the device copy is held until its other uses are done
-                        f1 = hold + 1
-                    if f1 <= a2:  # else the copy-out is not done before it is needed back: stays
-                        d[f1] -= nb  # off the device from phase f1 to a2
-                        d[a2 + 1] += nb
-                        if f1 <= m:  # gone by the end of the F half (at f1 == m: counted in it): not retained
-                            R -= nb
-                        elif hold < m and not late and la <= m - 1:
-                            R -= nb  # (see below)
-                    elif hold < m and not late and la <= m - 1:
-                        R -= nb  # stays for this micro-batch; one waiting in flight has its copy out
-                continue
-            # held longer by a recomputed reader (swapped or not, it stays): all-keep out, actual in
-            d[lo] -= dnb
-            d[hi] += dnb
-            if xnb:
-                d[xi] -= xnb
-                d[xi + 1] += xnb
-            if la + 1 < lf:
-                d[la + 1] += nb
-                d[lf] -= nb
-            if not late and la <= m - 1:
-                R += nb - rnb
-        maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
-    params = L.P_sum
-    opt = L.O_sum
-    if shard and dp > 1:
-        opt = -(-opt // dp)  # ZeRO-1: only the optimizer state is sharded
-    if opt_host:
-        opt = 0
-    base = params + opt + input_bytes
-    return StageEval(
-        fwd_s=fwd_s, bwd_s=bwd_s + stall, bwd_compute_s=bwd_s, stall_s=stall, bwd_node_end=node_end,
-        host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt,
-        R=R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
-        maxF0=maxF0, maxB0=maxB0, maxF=maxF, maxB=maxB, argF0=argF0, argB0=argB0, argF=argF, argB=argB,
-        S_fwd=K.S_fwd, S_after=K.S_after, opt_mem=K.step[2 * m] + opt_trans,  # (for a host step: the gradients alone)
-    )
-
-
-def _eval_stage_full(L: StageLayout, actions: tuple, *, dp: int, shard: bool, opt_host: bool,
-                     input_bytes: int, opt_trans: int, host_bw: float, host_lat: float,
-                     detail: bool = False) -> StageEval:
-    m = L.m
-    P = 2 * m + 2
-    bk = [2 * m - 1 - x for x in range(m)]  # local index of B_x
-    has_swap = SWAP in actions
-    has_rec = RECOMPUTE in actions
-
-    # ---- time: forward / backward phase durations, swap copy timeline (one micro-batch)
-    ft = L.fwd_time
-    bt_node = [L.bwd_time[x] + (L.fwd_time[x] if actions[x] == RECOMPUTE else 0.0) for x in range(m)]
-    timed = not L.prefetch_ahead and has_swap and L.swap_fwd_time is not None
-    if timed:  # on the CPU, swapped nodes' measured times (the copies run inline, inside them)
-        ft = [L.swap_fwd_time[x] if actions[x] == SWAP else ft[x] for x in range(m)]
-        bt_node = [L.swap_bwd_time[x] + 0.0 if actions[x] == SWAP else bt_node[x] for x in range(m)]
-    fwd_s = sum(ft)
-    bwd_compute = sum(bt_node)
-    end_f = []
-    t = 0.0
-    for x in range(m):
-        t += ft[x]
-        end_f.append(t)
-    phase_end = end_f + [0.0] * m  # completed below
-    stall = 0.0
-    host_s = 0.0
-    swap_bytes = 0
-    copy_done = {}
-    copy_out, prefetch = [], []
-    node_end = [0.0] * m  # offset from B-op start at which B_x ends
-    cpu = not L.prefetch_ahead
-    if has_swap:
-        dur = {}
-        host_free = 0.0
-        for x in range(m):
-            if actions[x] == SWAP and L.x_bytes[x] > 0 and timed:  # inside F_x, and back inside B_x
-                copy_done[x] = end_f[x]
-                copy_out.append((x, end_f[x] - ft[x], end_f[x]))
-                swap_bytes += L.x_bytes[x]
-            elif actions[x] == SWAP and L.x_bytes[x] > 0:
-                d = L.x_bytes[x] / host_bw + host_lat if host_bw != float("inf") else host_lat
-                dur[x] = d
-                s0 = max(end_f[x], host_free)
-                host_free = s0 + d
-                # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
-                copy_done[x] = end_f[x] if cpu else host_free
-                copy_out.append((x, s0, host_free))
-                host_s += 2 * d
-                swap_bytes += L.x_bytes[x]
-        tb0 = fwd_s
-        t = tb0
-        if cpu:  # each node's tensors are copied back when its backward asks for them
-            for x in range(m - 1, -1, -1):
-                if x in dur:
-                    s0 = max(t, host_free, copy_done[x])
-                    host_free = s0 + dur[x]
-                    prefetch.append((x, s0 - tb0, host_free - tb0))
-                    stall += host_free - t
-                    t = host_free
-                elif x in copy_done:  # measured: copied back inside B_x, as the backward asks
-                    prefetch.append((x, t - tb0, t + bt_node[x] - tb0))
-                t += bt_node[x]
-                phase_end[bk[x]] = t
-                node_end[x] = t - tb0
-        else:  # prefetched one node ahead on a side stream
-            land = {}
-            if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
-                s0 = max(t, host_free)
-                host_free = s0 + dur[m - 1]
-                land[m - 1] = host_free
-                prefetch.append((m - 1, s0 - tb0, host_free - tb0))
-            for x in range(m - 1, -1, -1):
-                start = max(t, land.get(x, t))
-                stall += start - t
-                if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
-                    s0 = max(start, host_free, copy_done[x - 1])
-                    host_free = s0 + dur[x - 1]
-                    land[x - 1] = host_free
-                    prefetch.append((x - 1, s0 - tb0, host_free - tb0))
-                t = start + bt_node[x]
-                phase_end[bk[x]] = t
-                node_end[x] = t - tb0
-    else:
-        t = 0.0
-        for x in range(m - 1, -1, -1):
-            t += bt_node[x]
-            node_end[x] = t
-            phase_end[bk[x]] = fwd_s + t
-    bwd_s = bwd_compute + stall
-
-    # ---- memory
-    trans = list(L.trans)
-    trans[2 * m] = opt_trans  # the caller passes the gradients alone for a host step
-    if cpu:  # a swapped node's saved tensors go to host as saved and come back as asked for
-        for x in range(m):
-            if actions[x] == SWAP:
-                if L.swap_trans is not None:  # traced
-                    trans[x], trans[bk[x]] = L.swap_trans[x], L.swap_trans[bk[x]]
-                elif L.x_made[x] > 0:
-                    trans[x] = max(0, trans[x] - L.x_made[x])
-    if has_rec:
-        for x in range(m):
-            if actions[x] == RECOMPUTE:
-                j = bk[x]
-                trans[j] = max(trans[j], L.fwd_trans[x] + (trans[j] - L.trans[j])) + L.redo_out[x]
-    dmb = [0] * (P + 1)
-    dst = [0] * (P + 1)
-    dsw = [0] * (P + 1) if detail else None
-    R = 0
-    S_fwd = 0
-    S_after = 0
-    gb, ga, gf, gx, gs, gl, ge = L.g_bytes, L.g_alloc, L.g_free, L.g_xnode, L.g_step, L.g_late, L.g_extra
-    gfu, gh, gho = L.g_fusers, L.g_hold, L.g_holders
-    for i in range(len(gb)):
-        nb = gb[i]
-        la = ga[i]
-        lf = gf[i]
-        if gs[i]:
-            if la + 1 < lf:
-                dst[la + 1] += nb
-                dst[min(lf, P)] -= nb
-            if la <= m - 1 and lf > m - 1:
-                S_fwd += nb
-            if la <= 2 * m - 1 and lf >= 2 * m:
-                S_after += nb
-            continue
-        extra = ge[i]
-        x = gx[i]
-        hold = gh[i]
-        no_retain = False
-        act = actions[x] if x >= 0 else KEEP
-        if has_rec and gfu[i]:  # inputs of recomputed nodes stay until their backward
-            for u in gfu[i]:
-                if actions[u] == RECOMPUTE:  # (its checkpoint holds them)
-                    if lf < bk[u]:
-                        lf = bk[u]
-                        extra = False
-                    hold = max(hold, bk[u])
-        if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
-            # its other users still hold it: later forward readers and a recomputed reader's
-            # checkpoint (in hold, set above), later nodes that saved it (until their backward)
-            end = max([hold] + [u for _y, u in gho[i]])
-            if end > la:
-                dmb[la + 1] += nb
-                dmb[end + 1] -= nb
-                if not gl[i] and la <= m - 1 and end >= m:
-                    R += nb
-            continue
-        if act == SWAP and x in copy_done:
-            c = copy_done[x]
-            if c <= end_f[x]:
-                f1 = la
+            P = twom + 2
+            dc = [0] * (P + 1)  # changes of the carried bytes in each phase, as differences (running sum)
+            dt = [0] * (P + 1) if detail else dc  # ... of the transient bytes (the same list unless split)
+            dsw = [0] * (P + 1) if detail else None
+            if detail:
+                copy_out, prefetch = [], []
+            touched = []  # groups to correct (deduplicated below)
+            btn = list(K.bt_keep)  # backward time of each node, with its recompute
+            cpu = not self.prefetch_ahead
+            end_f = K.end_f
+            ft = L.fwd_time
+            timed = cpu and has_swap and L.swap_fwd_time is not None  # swapped nodes' times measured, copies inline
+            if timed:
+                sft, sbt = L.swap_fwd_time, L.swap_bwd_time
+                end_f, t = [], 0.0
+                for x in range(m):
+                    if actions[x] == SWAP:
+                        t += sft[x]
+                        fwd_s += sft[x] - ft[x]
+                        btn[x] = sbt[x] + 0.0
+                        bwd_s += sbt[x] - L.bwd_time[x]
+                    else:
+                        t += ft[x]
+                    end_f.append(t)
+            # ---- forward scan: per-node transients and touched groups; swap copy-outs after F_x
+            dur, copy_done = {}, {}
+            host_free = 0.0
+            x_bytes = L.x_bytes
+            for x in range(m):
+                act = actions[x]
+                if act == SWAP:
+                    touched += K.touch_swap[x]
+                    if cpu:
+                        v = K.cpu_swap_dtrans[x]
+                        dt[x] += v
+                        dt[x + 1] -= v
+                        v = K.cpu_swap_dtrans_b[x]
+                        if v:
+                            j = twom - 1 - x
+                            dt[j] += v
+                            dt[j + 1] -= v
+                    nb = x_bytes[x]
+                    if nb > 0 and timed:  # copied out inside F_x and back inside B_x (their measured times)
+                        copy_done[x] = end_f[x]
+                        swap_bytes += nb
+                        if detail:
+                            copy_out.append((x, end_f[x] - sft[x], end_f[x]))
+                    elif nb > 0:
+                        du = nb / host_bw + host_lat if host_bw != _INF else host_lat
+                        dur[x] = du
+                        e = end_f[x]
+                        s0 = host_free if host_free > e else e
+                        host_free = s0 + du
+                        # on the CPU the pack hook copies inline, so the device copy is gone by the end of F_x
+                        copy_done[x] = e if cpu else host_free
+                        host_s += 2 * du
+                        swap_bytes += nb
+                        if detail:
+                            copy_out.append((x, s0, host_free))
+                elif act == RECOMPUTE:
+                    j = twom - 1 - x
+                    v = K.rec_dtrans[x]
+                    dt[j] += v
+                    dt[j + 1] -= v
+                    bwd_s += ft[x]
+                    btn[x] = K.bt_rec[x]
+                    touched += K.touch_rec[x]
+            # ---- backward: prefetches (GPU: one node ahead; CPU: on demand) and the stalls they cause
+            gap = None
+            if has_swap:
+                tb0 = t = end_f[-1]
+                phase_end = end_f + [0.0] * m
+                node_end = [0.0] * m  # offset from the B op's start at which B_x ends
+                if cpu:  # each node's tensors are copied back when its backward asks for them
+                    for x in range(m - 1, -1, -1):
+                        if x in dur:
+                            s0 = t
+                            if host_free > s0:
+                                s0 = host_free
+                            c = copy_done[x]
+                            if c > s0:
+                                s0 = c
+                            host_free = s0 + dur[x]
+                            if detail:
+                                prefetch.append((x, s0 - tb0, host_free - tb0))
+                            stall += host_free - t
+                            t = host_free
+                        elif detail and x in copy_done:  # measured: copied back inside B_x, as asked for
+                            prefetch.append((x, t - tb0, t + btn[x] - tb0))
+                        t += btn[x]
+                        phase_end[twom - 1 - x] = t
+                        node_end[x] = t - tb0
+                else:  # prefetched one node ahead on a side stream
+                    land = [-_INF] * m  # when a node's prefetch lands (-inf: none)
+                    if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
+                        s0 = host_free if host_free > t else t
+                        host_free = s0 + dur[m - 1]
+                        land[m - 1] = host_free
+                        if detail:
+                            prefetch.append((m - 1, s0 - tb0, host_free - tb0))
+                    for x in range(m - 1, -1, -1):
+                        lx = land[x]
+                        if lx > t:
+                            stall += lx - t
+                            t = lx
+                        if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
+                            s0 = t
+                            if host_free > s0:
+                                s0 = host_free
+                            c = copy_done[x - 1]
+                            if c > s0:
+                                s0 = c
+                            host_free = s0 + dur[x - 1]
+                            land[x - 1] = host_free
+                            if detail:
+                                prefetch.append((x - 1, s0 - tb0, host_free - tb0))
+                        t += btn[x]
+                        phase_end[twom - 1 - x] = t
+                        node_end[x] = t - tb0
+                # per swapped node: the first phase its copy-out lets its saved buffers leave the device
+                # (-1: by the end of its forward), and the last before they are back (see _live)
+                gap = {}
+                for x, c in copy_done.items():
+                    f1 = -1
+                    if c > end_f[x]:
+                        j = x + 1
+                        while j < twom and phase_end[j] < c:
+                            j += 1
+                        f1 = j + 1
+                    gap[x] = (f1, twom - 3 - x if (x < m - 1 and not cpu) else twom - 2 - x)
             else:
-                j = x + 1
-                while j < 2 * m and phase_end[j] < c:
-                    j += 1
-                f1 = j + 1
-            # back from the start of B_{x+1} (B_x if last, or on the CPU) until B_x
-            a2 = lf - 2 if (x < m - 1 and not cpu) else lf - 1
-            for y, u in gho[i]:
-                if actions[y] != SWAP:
-                    hold = max(hold, u)  # y keeps (or recomputes from) the device copy until B_y
-                elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+1}, or B_y if last)
-                    a2 = min(a2, 2 * m - 3 - y if y < m - 1 else 2 * m - 2 - y)
-            f1 = max(f1, hold + 1)  # the device copy is held until its other uses are done
-            if f1 >= a2 + 1:  # copy-out not done before the prefetch: stays, for this micro-batch;
-                if hold < m:  # a micro-batch waiting in flight has its copy out (released in the F half)
-                    no_retain = True
-            else:
-                if f1 == m:  # completes in the last F phase: counted there, not retained
-                    f1 = m - 1
-                    if la < m - 1:
-                        trans[m - 1] += nb
-                if la + 1 < f1:
-                    dmb[la + 1] += nb
-                    dmb[f1] -= nb
-                if a2 + 1 < lf:
-                    dmb[a2 + 1] += nb
-                    dmb[lf] -= nb
-                    if detail:
-                        dsw[a2 + 1] += nb
-                        dsw[lf] -= nb
-                if la <= m - 1 < f1 and hold >= m:  # a micro-batch waiting in flight has its copy
-                    R += nb  # out unless the device copy is held past the F half anyway
-                continue
-        lo = la + 1
-        if lo < lf:
-            dmb[lo if lo > 0 else 0] += nb
-            dmb[lf if lf < P else P] -= nb
-        if extra:
-            trans[lf] += nb
-        if not gl[i] and la <= m - 1 and lf >= m and not no_retain:
-            R += nb
-
-    carried = []
-    acc = 0
-    for p in range(2 * m):
-        acc += dmb[p]
-        carried.append(acc)
-    step = []
-    acc = 0
-    for p in range(2 * m + 1):
-        acc += dst[p]
-        step.append(acc)
-    maxF0 = maxF = -1
-    argF0 = argF = 0
-    for p in range(m):
-        v = carried[p] + trans[p]
-        if v > maxF:
-            maxF, argF = v, p
-        v += step[p]
-        if v > maxF0:
-            maxF0, argF0 = v, p
-    maxB0 = maxB = -1
-    argB0 = argB = m
-    for p in range(m, 2 * m):
-        v = carried[p] + trans[p]
-        if v > maxB:
-            maxB, argB = v, p
-        v += step[p]
-        if v > maxB0:
-            maxB0, argB0 = v, p
-
-    params = sum(L.param_bytes)
-    opt = sum(L.opt_bytes)
-    if shard and dp > 1:  # ZeRO-1: only the optimizer state is sharded
-        opt = -(-opt // dp)
-    if opt_host:
-        opt = 0
-    base = params + opt + input_bytes
-    ev = StageEval(
-        fwd_s=fwd_s, bwd_s=bwd_s, bwd_compute_s=bwd_compute, stall_s=stall, bwd_node_end=node_end,
-        host_s=host_s, swap_bytes=swap_bytes, base=base, params=params, optimizer=opt,
-        R=R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
-        maxF0=maxF0, maxB0=maxB0, maxF=maxF, maxB=maxB, argF0=argF0, argB0=argB0, argF=argF, argB=argB,
-        S_fwd=S_fwd, S_after=S_after, opt_mem=step[2 * m] + trans[2 * m],
-    )
-    if detail:
-        ev.carried = carried + [0]
-        ev.step = step
-        ev.trans = trans
-        sw, acc = [], 0
-        for p in range(2 * m + 1):
-            acc += dsw[p]
-            sw.append(acc)
-        ev.swap_live = sw
-        ev.copy_out = copy_out
-        ev.prefetch = prefetch
-    return ev
+                node_end = _suffix_sums(btn)
+            # ---- memory: the touched groups' all-keep share out, their actual one in
+            R = K.R
+            R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
+                       actions, has_rec, gap, m, cpu, dc, dt, dsw)
+            d = dc if not detail else [a + b for a, b in zip(dc, dt)]
+            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
+        params = L.P_sum
+        opt = L.O_sum
+        if shard and dp > 1:
+            opt = -(-opt // dp)  # ZeRO-1: only the optimizer state is sharded
+        if opt_host:
+            opt = 0
+        base = params + opt + input_bytes
+        ev = StageEval(  # (positional, in field order: the search makes many)
+            fwd_s, bwd_s + stall, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
+            R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
+            maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
+            K.S_fwd, K.S_after, K.step[twom] + opt_trans,  # (for a host step: the gradients alone)
+        )
+        if detail:
+            ev.carried = _running(K.carried, dc, twom) + [0]
+            ev.step = list(K.step)
+            ev.trans = _running(K.trans, dt, twom + 1)
+            ev.trans[twom] = opt_trans
+            ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)
+            ev.copy_out = copy_out
+            ev.prefetch = prefetch
+        return ev

@@ -10,6 +10,7 @@ from memflow.cluster import Cluster, Link
 from memflow.devices import DeviceSpec
 from memflow.errors import StrategyError
 from memflow.graph.record import replay
+from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SWAP
 from memflow.strategy import Strategy
 from memflow.units import format_bytes
 from memflow.simulator import Simulator, chain_graph, simulate
@@ -49,11 +50,11 @@ def test_toy_chain_recompute_peak_by_hand():
     g = toy()
     state = 9 * P
     # recompute node 1: s1 (F1 -> B1) is no longer carried through F2, B2
-    acts = ["keep", "recompute", "keep"]
+    acts = [KEEP, RECOMPUTE, KEEP]
     r = simulate(g, Strategy(1, 1, [0, 0, 0], acts), make_cluster())
     assert r.peak_bytes[0] == state + 4 * A + 2 * S + P
     # node 2's saved buffer is never carried: recomputing it changes nothing
-    r2 = simulate(g, Strategy(1, 1, [0, 0, 0], ["keep", "keep", "recompute"]), make_cluster())
+    r2 = simulate(g, Strategy(1, 1, [0, 0, 0], [KEEP, KEEP, RECOMPUTE]), make_cluster())
     assert r2.peak_bytes[0] == replay(g).peak_bytes
     # recompute costs its forward again in the backward
     r0 = simulate(g, Strategy.single(3), make_cluster())
@@ -63,7 +64,7 @@ def test_toy_chain_recompute_peak_by_hand():
 def test_toy_chain_swap_peak_and_stall_by_hand():
     g = toy()
     state = 9 * P
-    acts = ["swap", "keep", "keep"]
+    acts = [SWAP, KEEP, KEEP]
     # instant copies: s0 leaves after F0 and is back from B1 (prefetch when B1 starts) to B0
     r = simulate(g, Strategy(1, 1, [0, 0, 0], acts), make_cluster(host_bw=math.inf))
     # F2: 2A+S carried + A+S ; B2: A+S carried + 3A+S+P ; B1: s0 back + g2 + 3A+S+P
@@ -89,7 +90,7 @@ def test_swap_moves_the_buffers_a_node_saves_by_hand():
     g = toy()
     state = 9 * P
     cl = make_cluster(host_bw=math.inf, kind="cpu")
-    st = Strategy(1, 1, [0, 0, 0], ["keep", "swap", "keep"])
+    st = Strategy(1, 1, [0, 0, 0], [KEEP, SWAP, KEEP])
     # node 1 saves out0 (its input) and s1: out0 stays through F1 (which reads it), s1 leaves with
     # F1's end (F1's transient loses it); both are back in B1
     # F1: A+S carried + A ; F2: A+S + A+S ; B2: S + 3A+S+P ; B1: S+P + 3A+S+P
@@ -109,7 +110,7 @@ def test_two_stage_1f1b_by_hand():
     c = alpha + A / beta
     g = chain_graph(2, act_bytes=A, saved_bytes=S, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
     cl = make_cluster(2, intra=Link(beta, alpha), mem_bw=1e6)
-    st = Strategy.from_boundaries(2, [1], dp=1, microbatches=4, schedule="1f1b")
+    st = Strategy.from_boundaries(2, [1], dp=1, microbatches=4, schedule=ONE_F_ONE_B)
     r = simulate(g, st, cl)
     # stage 0: F0 F1 B0 F2 B1 F3 B2 B3 ; stage 1: F0 B0 F1 B1 F2 B2 F3 B3 (F = 1 ms, B = 2 ms)
     # op by op (ms): s1.B0 ends 4+c, s0.B0 6+2c, s1.B1 7+c, s0.B1 9+2c, s0.F3 10+2c,
@@ -124,8 +125,29 @@ def test_two_stage_1f1b_by_hand():
     # stage 0's peak: a later backward with the other micro-batch in flight and g0 alive
     assert r.peak_bytes[0] == (P + 2 * P) + (S + A) + (A + S + P) + P
     # GPipe holds all 4
-    r = simulate(g, st.copy(schedule="gpipe"), cl)
+    r = simulate(g, st.copy(schedule=GPIPE), cl)
     assert r.breakdown[0]["inflight_microbatches"] == 3 * (S + A)
+
+
+@pytest.mark.parametrize("sched", SCHEDULES)
+def test_schedule_inflight_is_the_op_orders_most(sched):
+    """memflow.schedule: every stage runs each micro-batch's forward before its backward, and
+    inflight() is the most micro-batches its op order has between forward and backward."""
+    from memflow.schedule import BACKWARD, FORWARD, inflight, stage_ops
+
+    for pp in range(1, 7):
+        for m in range(1, 9):
+            for s in range(pp):
+                ops = stage_ops(pp, s, m, sched)
+                assert sorted(ops) == sorted([(FORWARD, j) for j in range(m)] + [(BACKWARD, j) for j in range(m)])
+                live = most = 0
+                for kind, j in ops:
+                    assert kind == FORWARD or ops.index((FORWARD, j)) < ops.index((BACKWARD, j))
+                    live += 1 if kind == FORWARD else -1
+                    most = max(most, live)
+                assert inflight(pp, s, m, sched) == most, (pp, s, m)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        stage_ops(2, 0, 2, "zigzag")
 
 
 def test_pipeline_ops_start_when_stage_and_input_are_ready():
@@ -138,7 +160,7 @@ def test_pipeline_ops_start_when_stage_and_input_are_ready():
 
     rng = random.Random(0)
     for _ in range(200):
-        pp, m, sched = rng.randint(1, 6), rng.randint(1, 8), rng.choice(["1f1b", "gpipe"])
+        pp, m, sched = rng.randint(1, 6), rng.randint(1, 8), rng.choice([ONE_F_ONE_B, GPIPE])
         fwd = [rng.uniform(0, 2) for _ in range(pp)]
         bwd = [rng.uniform(0, 4) for _ in range(pp)]
         cf = [rng.choice([0.0, rng.uniform(0, 1)]) for _ in range(pp - 1)]
@@ -184,7 +206,7 @@ def test_data_parallel_allreduce_alpha_beta():
     # updated parameter shards are broadcast ((dp-1)/dp of the parameter bytes; each rank's shard is
     # one flat bucket, so dp broadcasts, a latency each)
     half = lambda nbytes: (dp - 1) / dp * nbytes / beta + dp * alpha  # noqa: E731
-    st2 = Strategy(dp, 1, [0, 0], ["keep"] * 2, shard_state=[True])
+    st2 = Strategy(dp, 1, [0, 0], [KEEP] * 2, shard_state=[True])
     r = Simulator(g, cl).evaluate(st2, detail=True)
     assert r.step_time_s == pytest.approx(6 * MS + ring(2 * Pn) + opt / dp + half(2 * Pn))
     assert r.breakdown[0]["params"] == 2 * Pn  # parameters stay whole
@@ -196,16 +218,16 @@ def test_invalid_strategies_show_arithmetic():
     g = toy()
     sim = Simulator(g, make_cluster(4))
     with pytest.raises(StrategyError, match=r"dp 2 × pp 3 = 6 devices, cluster has 4"):
-        sim.evaluate(Strategy(2, 3, [0, 1, 2], ["keep"] * 3))
+        sim.evaluate(Strategy(2, 3, [0, 1, 2], [KEEP] * 3))
     sim = Simulator(g, make_cluster(3))
     with pytest.raises(StrategyError, match=r"node 2 jumps from stage 0 to 2"):
-        sim.evaluate(Strategy(1, 3, [0, 0, 2], ["keep"] * 3, shard_state=[False] * 3,
+        sim.evaluate(Strategy(1, 3, [0, 0, 2], [KEEP] * 3, shard_state=[False] * 3,
                               optimizer_on_host=[False] * 3))
     sim = Simulator(g, make_cluster(4))
     with pytest.raises(StrategyError, match=r"pp 4 stages > 3 graph nodes"):
-        sim.evaluate(Strategy(1, 4, [0, 1, 2], ["keep"] * 3))
+        sim.evaluate(Strategy(1, 4, [0, 1, 2], [KEEP] * 3))
     with pytest.raises(StrategyError, match="unknown memory action"):
-        sim.evaluate(Strategy(4, 1, [0, 0, 0], ["keep", "offload", "keep"]))
+        sim.evaluate(Strategy(4, 1, [0, 0, 0], [KEEP, "offload", KEEP]))
 
 
 def test_does_not_fit_and_binding(tmp_path):
@@ -221,13 +243,13 @@ def test_does_not_fit_and_binding(tmp_path):
     r = simulate(g, Strategy.single(3), make_cluster(mem=need))
     assert r.fits and r.binding.startswith("compute")
     # host memory is a constraint too
-    r = simulate(g, Strategy(1, 1, [0, 0, 0], ["swap", "keep", "keep"]), make_cluster(host_mem=S - 1))
+    r = simulate(g, Strategy(1, 1, [0, 0, 0], [SWAP, KEEP, KEEP]), make_cluster(host_mem=S - 1))
     assert not r.fits and r.binding.startswith("host memory")
 
 
 def test_exports(tmp_path):
     g = chain_graph(6, act_bytes=1 << 20, saved_bytes=4 << 20, param_bytes=1 << 20)
-    st = Strategy.from_boundaries(6, [3], dp=2, microbatches=4, actions=["swap", "recompute"] * 3)
+    st = Strategy.from_boundaries(6, [3], dp=2, microbatches=4, actions=[SWAP, RECOMPUTE] * 3)
     r = simulate(g, st, make_cluster(4, host_bw=1e9, host_lat=1e-5, intra=Link(1e10, 1e-5)))
     p = tmp_path / "t.json"
     r.to_chrome_trace(str(p))
@@ -254,8 +276,8 @@ def test_optimizer_time_is_the_profiled_step_split_by_state():
     two = simulate(g, Strategy.from_boundaries(4, [2], dp=1), make_cluster(2))
     assert two.step_time_s == pytest.approx(one.step_time_s - 4 * MS, rel=1e-3)  # each stage: half of 8 ms
     # ZeRO-1 on dp 2: each rank steps half of the state (the parameter broadcast costs ~0 here)
-    dp = simulate(g, Strategy(2, 1, [0] * 4, ["keep"] * 4, shard_state=[True]), cl)
-    plain = simulate(g, Strategy(2, 1, [0] * 4, ["keep"] * 4), cl)
+    dp = simulate(g, Strategy(2, 1, [0] * 4, [KEEP] * 4, shard_state=[True]), cl)
+    plain = simulate(g, Strategy(2, 1, [0] * 4, [KEEP] * 4), cl)
     assert plain.step_time_s - dp.step_time_s == pytest.approx(4 * MS, rel=1e-3)
     # without a profiled step: state bytes over the device's memory bandwidth
     g.opt_time_s = 0.0
@@ -268,7 +290,7 @@ def test_pipeline_stage_holds_only_the_inputs_its_nodes_read():
     g.inputs = {"x": 40, "y": 24}
     g.nodes[0].read_inputs, g.nodes[1].read_inputs = ["x"], ["y"]
     assert g.stage_input_bytes(0, 2) == 64 and g.stage_input_bytes(0, 1) == 40 and g.stage_input_bytes(1, 2) == 24
-    st = Strategy.from_boundaries(2, [1], dp=1, microbatches=4, schedule="gpipe")
+    st = Strategy.from_boundaries(2, [1], dp=1, microbatches=4, schedule=GPIPE)
     base = toy(2)
     r, r0 = simulate(g, st, make_cluster(2)), simulate(base, st, make_cluster(2))
     # GPipe: all 4 micro-batches in flight, each holding its own inputs until its backward

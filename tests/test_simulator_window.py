@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from memflow.model_file import load_model_file
-from memflow.simulator.stage import build_layout
+from memflow.simulator.layout import build_layout
 from memflow.simulator.synthetic import chain_graph, gpt2_like_graph, random_graph
 from memflow.simulator.window import BufferWindow
 

@@ -1,0 +1,297 @@
+"""The graph-level view of one pipeline stage (nodes ``a .. b-1``): :func:`build_layout`.
+
+A stage sees its own *local phases* for one micro-batch::
+
+    0 .. m-1        forward of nodes a .. b-1          (F half)
+    m .. 2m-1       backward of nodes b-1 .. a         (B half)
+    2m              the optimizer step                 (OPT)
+    2m+1            "after the step"
+
+Global phase ``p`` maps to a local index monotonically, so for a single
+stage holding every node the local phases *are* the graph's phases and the
+liveness below is :func:`memflow.graph.record.replay` by construction.
+
+:class:`StageLayout` (built once per node range, independent of actions and
+cluster) turns every buffer the stage touches into a local interval
+``(alloc, free)`` with the record's convention (carried through phase ``p``
+iff ``alloc < p < free``):
+
+* owned buffers keep their phases; one freed on another stage lives until its
+  last local use, or until the stage sends it (end of the F half for
+  activations, end of the B half for gradients), and is counted in that phase;
+* received buffers arrive before the F half (activations) or before the B
+  half (gradients) and live until their last local use / local free;
+* relayed buffers (produced before the stage and used after it) live through
+  the F half (B half for gradients);
+* parameter gradients and buffers that outlive the B half are *step* buffers:
+  one copy per step, not per micro-batch.
+
+Buffers with the same interval and flags form one *group*. What per-node
+actions do to them is :mod:`simulator.stage`'s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memflow.graph.record import KIND_GRAD, TaskGraph
+
+__all__ = ["StageLayout", "build_layout"]
+
+
+@dataclass
+class StageLayout:
+    """The graph-level, action-independent view of stage ``[a, b)``."""
+
+    a: int
+    b: int
+    m: int  # nodes in the stage
+    # buffer groups (parallel lists): bytes, local alloc, local free, flags
+    g_bytes: list
+    g_alloc: list
+    g_free: list
+    g_extra: list  # True: also counted in phase g_free (carried through it in reality)
+    g_step: list  # one copy per step (parameter grads, buffers outliving the B half)
+    g_grad: list  # kind grad (sharded by shard_state)
+    g_late: list  # arrives for the B half (received gradients): not a retained activation
+    g_xnode: list  # local node whose swap moves it to host (see _swapped_by), else -1
+    g_hold: list  # ... and the last local phase it is held on the device anyway (besides B_xnode)
+    g_holders: list  # ... and (y, B_y) of later nodes whose backward reads it: held until B_y unless y swaps
+    g_fusers: list  # local nodes whose forward reads it (tuple)
+    trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
+    fwd_time: list  # per local node
+    bwd_time: list
+    fwd_trans: list  # per local node, F transient
+    param_bytes: list
+    grad_bytes: list
+    opt_bytes: list
+    x_bytes: list  # per local node: bytes its swap moves to host (the buffers it saves: made or read)
+    x_made: list  # ... of which made in its forward (part of that phase's transient)
+    redo_out: list  # per local node: outputs it saves itself (re-made alongside the originals if recomputed)
+    P_sum: int  # sum(param_bytes)
+    O_sum: int  # sum(opt_bytes)
+    first: bool
+    last: bool
+    # per local phase, a swapped node's transient under the CPU executor's swap (traced: its saved
+    # tensors leave as saved and come back one by one as asked for); None: not traced (the CPU
+    # model then takes the bytes the node made out of its forward's transient)
+    swap_trans: list | None = None
+    # per local node, its forward / backward time when swapped on the CPU, measured with the copies
+    # inline (None: not measured; the CPU model then adds the copies at the host link's rate)
+    swap_fwd_time: list | None = None
+    swap_bwd_time: list | None = None
+
+
+def _loc(p: int, n: int, a: int, b: int, m: int):
+    """Local index of global phase p on stage [a, b), or None if not local."""
+    if p < n:
+        return p - a if a <= p < b else None
+    if p < 2 * n:
+        k = 2 * n - 1 - p
+        return m + (b - 1 - k) if a <= k < b else None
+    return 2 * m if p == 2 * n else 2 * m + 1
+
+
+def _swapped_by(la: int, lf: int, uses: list, fusers: tuple, m: int, held: int) -> tuple:
+    """``(x, hold, holders)`` for a forward-made buffer that local node x's backward frees (phase
+    ``lf``): x saved it if x made it or its forward read it, so x's swap moves it to host (the pack
+    hook copies every tensor x saves). ``hold``: the last local phase its device copy is held
+    anyway — its forward uses, and at least ``held``; ``holders``: ``(y, B_y)`` for each later node
+    y whose backward reads it too (y saved it): unless y is swapped as well, y holds the device copy
+    until B_y. ``(-1, 0, ())``: no swap moves it."""
+    if not m <= lf < 2 * m:
+        return -1, 0, ()
+    x = 2 * m - 1 - lf
+    if la != x and x not in fusers:
+        return -1, 0, ()
+    hold = max([la, held] + [u for u in uses if u < m])
+    holders = tuple(sorted({(2 * m - 1 - u, u) for u in uses if m <= u < 2 * m and u != lf}))
+    return x, hold, holders
+
+
+def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
+    n = graph.n
+    m = b - a
+    groups: dict[tuple, int] = {}
+
+    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ())):
+        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2])
+        groups[key] = groups.get(key, 0) + nb
+
+    # a parameter read by nodes of several stages (tied weights) has a replica, with its own
+    # gradient and optimizer state, on every stage that reads it (the executor sums their grads)
+    readers: dict[str, list[int]] = {}
+    for nd in graph.nodes:
+        for name in nd.read_params:
+            readers.setdefault(name, []).append(nd.index)
+    replica_p = [0] * m
+    replica_o = [0] * m
+    for name, (pb, _gb, ob, owner) in graph.params.items():
+        local = [k for k in readers.get(name, []) if a <= k < b]
+        if local and not a <= owner < b:
+            replica_p[local[0] - a] += pb
+            replica_o[local[0] - a] += ob
+
+    # per node: outputs it also saves for its own backward; a recomputed node makes them again
+    # in its backward while the originals are still held by their readers (counted twice then)
+    redo_out = [0] * m
+    for buf in graph.buffers:
+        pa = buf.alloc_phase
+        if pa < n and a <= pa < b and buf.nbytes > 0:
+            uses = set(buf.uses)
+            if (2 * n - 1 - pa) in uses and any(pa < u < n for u in uses):
+                redo_out[pa - a] += int(buf.nbytes)
+
+    sent_fwd = 0  # bytes this stage sends forward per micro-batch
+    for buf in graph.buffers:
+        nb = int(buf.nbytes)
+        if nb <= 0:
+            continue
+        pa, pf = buf.alloc_phase, buf.free_phase
+        if buf.kind == KIND_GRAD and buf.param in readers:
+            # a gradient lives on every stage holding its parameter, from that stage's first
+            # backward reading it until the step's end
+            local = [k for k in readers[buf.param] if a <= k < b]
+            if local and pa < 2 * n:
+                la = _loc(2 * n - 1 - max(local), n, a, b, m)
+                lf = _loc(pf, n, a, b, m) if pf >= 2 * n else 2 * m
+                add(nb, la, lf, False, True, True, False, ())
+            continue
+        if pa >= 2 * n:  # made in the optimizer phase: never carried within the step
+            continue
+        fwd_alloc = pa < n
+        owner = pa if fwd_alloc else 2 * n - 1 - pa
+        use_nodes_local, use_remote_after, use_remote_before = [], False, False
+        fusers = []
+        for u in buf.uses:
+            if u >= 2 * n:
+                continue
+            k = u if u < n else 2 * n - 1 - u
+            if a <= k < b:
+                use_nodes_local.append(_loc(u, n, a, b, m))
+                if u < n and not (fwd_alloc and k == owner):  # a node's own temporaries are not its inputs
+                    fusers.append(k - a)
+            elif k >= b:
+                use_remote_after = True
+            else:
+                use_remote_before = True
+        if pf < 2 * n:  # the freeing phase counts as a use
+            kf = pf if pf < n else 2 * n - 1 - pf
+            if kf >= b:
+                use_remote_after = True
+            elif kf < a:
+                use_remote_before = True
+        fusers_t = tuple(sorted(set(fusers)))
+        lf_native = _loc(pf, n, a, b, m) if pf >= 2 * n or (a <= (pf if pf < n else 2 * n - 1 - pf) < b) else None
+        grad = buf.kind == KIND_GRAD
+        if a <= owner < b:
+            la = _loc(pa, n, a, b, m)
+            sends = use_remote_after or use_remote_before
+            if lf_native is not None:
+                lf, extra = lf_native, False
+            else:
+                need = max([la] + use_nodes_local)
+                if fwd_alloc and use_remote_after and need <= m - 1:
+                    lf, extra = m, False  # sent forward: held until its gradients come back
+                    sent_fwd += nb
+                else:
+                    if sends:
+                        need = max(need, m - 1 if fwd_alloc else 2 * m - 1)
+                    lf, extra = need, need > la
+            step = grad or lf >= 2 * m
+            saver = (-1, 0, ())
+            if fwd_alloc and not step and lf_native is not None:
+                # sent forward: held until its gradients return
+                held = m if use_remote_after else (lf if use_remote_before else la)
+                saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
+            add(nb, la, lf, extra, step, grad, False, fusers_t, saver)
+            continue
+        # not owned here: received, relayed, or absent
+        if fwd_alloc and owner < a:
+            relay = use_remote_after
+            if not use_nodes_local and not relay:
+                continue
+            la, late = -1, False
+            need = max([la] + use_nodes_local)
+            if relay and need <= m - 1:
+                add(nb, la, m, False, False, grad, False, fusers_t)  # relayed: held like a sent value
+                sent_fwd += nb
+                continue
+        elif (not fwd_alloc) and owner >= b:
+            relay = use_remote_before
+            if not use_nodes_local and not relay:
+                continue
+            la, late = m - 1, True
+            need = max([la] + use_nodes_local)
+            if relay:
+                need = max(need, 2 * m - 1)
+        else:  # odd direction (e.g. a forward buffer read by an earlier stage's backward)
+            if not use_nodes_local:
+                continue
+            la, late = m - 1, True
+            need = max([la] + use_nodes_local)
+        saver = (-1, 0, ())
+        if lf_native is not None and lf_native >= need and lf_native < 2 * m:
+            lf, extra = lf_native, False
+            if not late:  # received (relayed: sent on, held until its gradients return)
+                saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, m if relay else la)
+        else:
+            lf, extra = need, need > la
+        add(nb, la, lf, extra, False, grad, late, fusers_t, saver)
+
+    trans = [0] * (2 * m + 1)
+    nodes = graph.nodes[a:b]
+    for x, nd in enumerate(nodes):
+        trans[x] = int(nd.fwd_transient_bytes)
+        trans[2 * m - 1 - x] = int(nd.bwd_transient_bytes)
+    # a micro-batch's sent values are released once its gradients have been received, just before
+    # its backward starts: at that moment they are live beside the received gradients
+    trans[m] = max(trans[m], sent_fwd)
+    swap_trans = None
+    if all(nd.cpu_swap_fwd_transient_bytes >= 0 and nd.cpu_swap_bwd_transient_bytes >= 0 for nd in nodes):
+        swap_trans = list(trans)
+        for x, nd in enumerate(nodes):
+            swap_trans[x] = int(nd.cpu_swap_fwd_transient_bytes)
+            swap_trans[2 * m - 1 - x] = int(nd.cpu_swap_bwd_transient_bytes)
+        swap_trans[m] = max(swap_trans[m], sent_fwd)
+    keys = list(groups)
+    x_bytes, x_made = [0] * m, [0] * m
+    for key in keys:
+        x = key[6]
+        if x >= 0:
+            x_bytes[x] += groups[key]
+            if key[0] == x:
+                x_made[x] += groups[key]
+    swap_fwd = swap_bwd = None
+    if all(nd.cpu_swap_fwd_time_s >= 0 and nd.cpu_swap_bwd_time_s >= 0 for nd in nodes):
+        swap_fwd = [float(nd.cpu_swap_fwd_time_s) for nd in nodes]
+        swap_bwd = [float(nd.cpu_swap_bwd_time_s) for nd in nodes]
+    return StageLayout(
+        a=a, b=b, m=m,
+        g_bytes=[groups[k] for k in keys],
+        g_alloc=[k[0] for k in keys],
+        g_free=[k[1] for k in keys],
+        g_extra=[k[2] for k in keys],
+        g_step=[k[3] for k in keys],
+        g_grad=[k[4] for k in keys],
+        g_late=[k[5] for k in keys],
+        g_xnode=[k[6] for k in keys],
+        g_hold=[k[8] for k in keys],
+        g_holders=[k[9] for k in keys],
+        g_fusers=[k[7] for k in keys],
+        trans=trans,
+        fwd_time=[float(nd.fwd_time_s) for nd in nodes],
+        bwd_time=[float(nd.bwd_time_s) for nd in nodes],
+        fwd_trans=[int(nd.fwd_transient_bytes) for nd in nodes],
+        param_bytes=[int(nd.param_bytes) + replica_p[x] for x, nd in enumerate(nodes)],
+        grad_bytes=[int(nd.grad_bytes) for nd in nodes],
+        opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],
+        x_bytes=x_bytes,
+        x_made=x_made,
+        redo_out=redo_out,
+        P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),
+        O_sum=sum(int(nd.optimizer_bytes) for nd in nodes) + sum(replica_o),
+        first=a == 0,
+        last=b == graph.n,
+        swap_trans=swap_trans,
+        swap_fwd_time=swap_fwd, swap_bwd_time=swap_bwd,
+    )

@@ -85,8 +85,7 @@ def main() -> None:
     sts = strategies(graph.n, rng, 300)
 
     def full(st):  # cold per-strategy caches: every stage evaluated
-        sim._stage_cache.clear()
-        sim._pipe_cache.clear()
+        sim.clear_results()
         sim.evaluate(st)
 
     sim = Simulator(graph, cluster)
@@ -106,8 +105,7 @@ def main() -> None:
             cur = nxt
 
     def run_walks(_):
-        s2 = Simulator(graph, cluster)
-        s2._layouts = sim._layouts
+        s2 = sim.fresh()
         stages = None
         prev = None
         t0 = time.perf_counter()

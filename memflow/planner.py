@@ -9,8 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 

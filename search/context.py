@@ -19,7 +19,7 @@ from memflow.graph.record import TaskGraph
 from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, Schedule
 from memflow.strategy import Strategy
 from memflow.simulator import Simulator
-from memflow.simulator.pipeline import inflight
+from memflow.schedule import inflight
 
 __all__ = ["SearchContext", "GraphProvider", "divisors", "balanced_partition"]
 

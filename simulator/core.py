@@ -396,6 +396,19 @@ class Simulator:
             stg.host_b.append(host_b)
         return stg
 
+    def clear_results(self) -> None:
+        """Forget every evaluated stage and schedule timing; the graph-level stage specs stay."""
+        self._stage_cache.clear()
+        self._pipe_cache.clear()
+
+    def fresh(self) -> "Simulator":
+        """A simulator of the same graph and cluster that shares this one's graph-level stage specs
+        (built once per node range) and none of its evaluated results."""
+        other = Simulator(self.graph, self.cluster, bucket_bytes=self.bucket_bytes,
+                          host_mem_bandwidth=self.host_mem_bandwidth, cache_size=self.cache_size)
+        other._layouts = self._layouts
+        return other
+
     def validate(self, st: Strategy) -> None:
         """Raise StrategyError (with the arithmetic) for an invalid strategy."""
         st.validate(self.n, self.cluster.num_devices)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from memflow.kinds import GPIPE
-from memflow.schedule import FORWARD, inflight, stage_ops
+from memflow.schedule import FORWARD, stage_ops
 
-__all__ = ["stage_order", "inflight", "run_pipeline"]
+__all__ = ["stage_order", "run_pipeline"]
 
 
 @lru_cache(maxsize=4096)

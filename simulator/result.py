@@ -75,28 +75,6 @@ class SimResult:
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"traceEvents": ev, "displayTimeUnit": "ms"}, f)
 
-    def plot_memory(self, path: str) -> None:
-        """Per-device memory curves with the capacity line, as a PNG."""
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError as e:  # pragma: no cover
-            raise RuntimeError("plot_memory needs matplotlib: pip install matplotlib") from e
-        fig, ax = plt.subplots(figsize=(9, 4.5))
-        for d, (times, nbytes) in enumerate(self.memory_curve):
-            ax.step(times * 1e3, nbytes / 2**30, where="post", label=f"device {d}")
-        if self.capacity_bytes:
-            ax.axhline(self.capacity_bytes[0] / 2**30, color="k", ls="--", lw=1, label="capacity")
-        ax.set_xlabel("time (ms)")
-        ax.set_ylabel("device memory (GiB)")
-        ax.set_title(f"step {self.step_time_s * 1e3:.2f} ms — {self.binding}")
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-
     def summary(self) -> str:
         gib = 2**30
         lines = [f"step {self.step_time_s * 1e3:.3f} ms, fits {self.fits}; binding: {self.binding}"]

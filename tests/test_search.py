@@ -292,15 +292,15 @@ def test_planner_checks_every_strategy_when_the_search_finds_none():
     ex = solve_exact(g, GB, cl)
     assert ex.best is not None
     peak = max(ex.best_eval.peak_bytes)
-    at_peak = prove_no_fit(g, GB, cl.with_memory(peak), None)
+    at_peak = prove_no_fit(g, GB, cl.with_memory(peak))
     assert at_peak.best is not None and at_peak.complete
     assert max(at_peak.best_eval.peak_bytes) <= peak
     # the smallest peak of the whole space, from the unpruned enumeration's lowest-peak strategy
     ctx = SearchContext(g, GB, cl)
     lowest = min(max(ctx.sim(GB // s.dp // s.microbatches).evaluate(s).peak_bytes) for s in _all_strategies(ctx))
-    below = prove_no_fit(g, GB, cl.with_memory(lowest - 1), None)
+    below = prove_no_fit(g, GB, cl.with_memory(lowest - 1))
     assert below.best is None and below.complete
-    assert prove_no_fit(g, GB, cl.with_memory(lowest), None).best is not None
+    assert prove_no_fit(g, GB, cl.with_memory(lowest)).best is not None
 
 
 def _all_strategies(ctx):

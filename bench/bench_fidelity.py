@@ -101,7 +101,7 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     ev = Simulator(g, cl).evaluate(st, detail=True)
     plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=batch, strategy=st, cluster=cl.to_dict(),
                 node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
-                predicted=prediction(ev, batch))
+                predicted=prediction(ev, batch, st))
     # run twice; per rank the faster run's median step (other load on a shared host only slows a run,
     # and the prediction comes from a quiet profile); the peak is the same in both runs
     warmup = min(warmup, steps - 1)

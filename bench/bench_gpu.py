@@ -81,7 +81,7 @@ def main(quick: bool = False) -> None:
         g = graph("measured", mb)
         plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=BATCH, strategy=st,
                     cluster=cl.to_dict(), node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
-                    predicted=prediction(pred["measured"], BATCH))
+                    predicted=prediction(pred["measured"], BATCH, st))
         try:
             r = run_plan_file(plan, steps=STEPS, check=False).ranks[0]
         except Exception as e:  # noqa: BLE001 - a failed strategy is a row, not the end of the table

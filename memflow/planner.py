@@ -37,7 +37,7 @@ from .units import parse_bytes
 
 __all__ = ["plan", "plan_request", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource",
            "baseline_result", "plan_graph", "simulate_plan", "search_problem", "check_model", "prove_no_fit",
-           "plan_environment", "prediction"]
+           "plan_environment", "prediction", "usable_cluster", "current_prediction"]
 
 
 def resolve_spec(model: Any, example_batch: Callable | None = None, batch_size: int | None = None,
@@ -165,9 +165,10 @@ class GraphSource:
                 todo.append(b)
         if not todo:
             return
-        self.progress.note(f"timing {self.spec.name} at micro-batch(es) {todo} in {n} processes at once, "
-                           f"as {n} ranks share this host")
-        times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype)
+        with self.progress.task(f"timing {self.spec.name} in {n} processes at once, as {n} ranks share this host",
+                                len(todo), "size") as task:
+            times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype)
+            task.update(len(todo), note=f"micro-batch(es) {todo}")
         with _threads(self.threads), self.progress.task(f"tracing {self.spec.name}'s memory", len(todo),
                                                         "size") as task:
             for b in todo:
@@ -298,7 +299,7 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
         cluster=cl.to_dict(),
         node_names=[nd.name for nd in graph.nodes],
         fingerprint=graph.fingerprint,
-        predicted=prediction(sim, B),
+        predicted=prediction(sim, B, best),
         baselines={name: baseline_result(ev) for name, (st, ev) in res.baselines.items()},
         pareto=[ParetoPoint(step_time_s=float(t), max_peak_bytes=int(p)) for t, p, _ in res.pareto],
         settings=PlanSettings(
@@ -311,9 +312,10 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
     )
 
 
-def prediction(sim: SimResult, batch_size: int) -> Prediction:
-    """The plan's record of a detailed simulation."""
+def prediction(sim: SimResult, batch_size: int, strategy: Strategy) -> Prediction:
+    """The plan's record of a detailed simulation of ``strategy``."""
     return Prediction(
+        strategy_digest=strategy.digest(),
         fits=bool(sim.fits), step_time_s=float(sim.step_time_s),
         peak_bytes=[int(x) for x in sim.peak_bytes], capacity_bytes=[int(x) for x in sim.capacity_bytes],
         rank_step_time_s=[float(x) for x in sim.end_s], binding=sim.binding,
@@ -383,6 +385,23 @@ def plan_graph(p: Plan, cache: bool = True, progress: Progress = SILENT) -> Task
         return source.all([p.micro_batch_size])[p.micro_batch_size]
 
 
+def usable_cluster(p: Plan) -> Cluster:
+    """The plan's cluster with the memory the plan may use (its headroom kept free)."""
+    cl = p.get_cluster()
+    h = p.settings.headroom
+    return cl.with_memory(int(cl.device.memory_bytes * (1.0 - h))) if h else cl
+
+
 def simulate_plan(p: Plan, cache: bool = True, progress: Progress = SILENT) -> SimResult:
-    """Full simulator detail (SimResult) for a plan."""
-    return Simulator(plan_graph(p, cache=cache, progress=progress), p.get_cluster()).evaluate(p.strategy, detail=True)
+    """Full simulator detail (SimResult) for a plan, against the memory it may use (as it was planned)."""
+    return Simulator(plan_graph(p, cache=cache, progress=progress), usable_cluster(p)).evaluate(p.strategy,
+                                                                                               detail=True)
+
+
+def current_prediction(p: Plan, progress: Progress = SILENT) -> Prediction:
+    """The plan's prediction, simulated again where its strategy is not the one it was made for (a plan
+    edited by hand): the figures a run is compared with must be the strategy's own."""
+    if p.predicted.strategy_digest == p.strategy.digest():
+        return p.predicted
+    progress.note("the plan's strategy differs from the one its prediction was made for: simulating it again")
+    return prediction(simulate_plan(p, progress=progress), p.batch_size, p.strategy)

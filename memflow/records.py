@@ -46,6 +46,7 @@ class Prediction:
     binding: str = ""
     samples_per_s: float = 0.0
     breakdown: list[MemoryBreakdown] = field(default_factory=list)  # per device
+    strategy_digest: str = ""  # Strategy.digest() of the strategy this prediction is for
 
     def __post_init__(self) -> None:
         if len(self.capacity_bytes) != len(self.peak_bytes):

@@ -6,6 +6,7 @@ and the run then fails at the accounted cap as a GPU would).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
@@ -14,7 +15,7 @@ from .errors import ConfigError, InfeasibleError, ModelLoadError
 from .executor import RunConfig, RunPrediction, RunReport, run_plan
 from .model_file import load_model_file
 from .planfile import Plan, load_plan
-from .planner import check_model, plan_environment
+from .planner import check_model, current_prediction, plan_environment
 from .units import format_bytes
 
 __all__ = ["run"]
@@ -37,7 +38,7 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
     if not plan.model_file:
         raise ModelLoadError("this plan was made from an in-memory module; save the model as a model file to run it")
     pr = plan.predicted
-    if not pr.fits and not force:
+    if not pr.fits and not force and pr.strategy_digest == plan.strategy.digest():
         d = pr.worst_device()
         raise InfeasibleError(
             f"refusing to launch: the plan predicts {format_bytes(pr.peak_bytes[d])} on device {d}, "
@@ -53,6 +54,14 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
     with plan_environment(plan):
         if check:
             check_model(plan, load_model_file(plan.model_file))
+        pr = current_prediction(plan)
+        if pr is not plan.predicted and not pr.fits and not force:
+            d = pr.worst_device()
+            raise InfeasibleError(
+                f"refusing to launch: the plan's strategy was edited since it was predicted, and simulated again "
+                f"it needs {format_bytes(pr.peak_bytes[d])} on device {d}, over its "
+                f"{format_bytes(pr.capacity_bytes[d])} (pass --force to run it anyway)")
+        plan = dataclasses.replace(plan, predicted=pr)
         return _launch(plan, cluster, steps, on_cpu=on_cpu, seed=seed, checkpoint_dir=checkpoint_dir,
                        checkpoint_every=checkpoint_every, resume=resume, nnodes=nnodes, node_rank=node_rank,
                        rdzv_endpoint=rdzv_endpoint, out_json=out_json, timeout_s=timeout_s, fail_rank=fail_rank,

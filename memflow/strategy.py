@@ -18,6 +18,8 @@ The global batch is split into ``dp`` shards, each into ``microbatches``.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -91,6 +93,10 @@ class Strategy:
             self.dp, self.pp, tuple(self.stage_of), tuple(self.actions), self.microbatches,
             self.schedule, tuple(self.shard_state), tuple(self.optimizer_on_host),
         )
+
+    def digest(self) -> str:
+        """A short stable hash of the strategy (a plan records the one its prediction is for)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
     # ----------------------------------------------------------- validation
     def validate(self, n_nodes: int, n_devices: int | None = None, batch_size: int | None = None) -> None:

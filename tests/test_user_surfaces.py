@@ -74,27 +74,15 @@ def test_same_inputs_and_seed_same_plan(tmp_path):
     assert a.settings.seed == 3
 
 
-def test_plan_tight_cpu_then_run_end_to_end(tmp_path, capsys, monkeypatch):
-    """Acceptance: memflow plan ... --gpu-type cpu --gpu-memory <tight> -o p.yaml && memflow run p.yaml --steps 3."""
+def test_plan_tight_cpu_fits_where_data_parallel_does_not(tmp_path, capsys, monkeypatch):
+    """The README's cpu-2 plan at 3 MiB fits where plain data parallel does not (tests/test_readme.py runs,
+    simulates and reports it)."""
     monkeypatch.chdir(tmp_path)
     rc = main(["plan", GPT2, "--gpus", "2", "--gpu-type", "cpu", "--gpu-memory", "3MiB", "--batch-size", "8",
                "--time-budget", "3", "--quiet", "--json", "-o", "p.yaml"])
     obj = json.loads(capsys.readouterr().out)
     assert rc == 0 and obj["predicted"]["fits"]
     assert not obj["baselines"]["dp/m1"]["fits"]  # plain data parallel does not fit this cap
-    rc = main(["run", "p.yaml", "--steps", "3", "--json"])
-    res = json.loads(capsys.readouterr().out)
-    assert rc == 0 and len(res["losses"]) == 3 and all(x == x for x in res["losses"])
-    for r in res["ranks"]:
-        assert {"measured_peak_bytes", "predicted_peak_bytes", "measured_step_time_s", "predicted_step_time_s"} <= set(r)
-        assert r["measured_peak_bytes"] <= 3 * 2**20  # the cap held
-    # simulate and report from the same plan
-    assert main(["simulate", "p.yaml", "--trace", "t.json"]) == 0
-    trace = json.loads(Path("t.json").read_text())
-    assert any(e.get("ph") == "X" for e in trace["traceEvents"])
-    assert main(["report", "p.yaml", "-o", "r.html"]) == 0
-    html = Path("r.html").read_text()
-    assert "<polyline" in html and "Pareto" in html and "baselines" in html.lower()
 
 
 def test_no_plan_fits_says_what_would(tmp_path, capsys):
@@ -137,7 +125,9 @@ def test_api_plans_a_module_and_refuses_to_run_it():
         memflow.run(p, steps=1)
 
 
-@pytest.mark.parametrize("exp", sorted((ROOT / "configs" / "experiments").glob("*.yaml")), ids=lambda p: p.stem)
+# (gpt2_tiny_cpu2.yaml runs in tests/test_readme.py, as the README gives it)
+@pytest.mark.parametrize("exp", sorted(p for p in (ROOT / "configs" / "experiments").glob("*.yaml")
+                                       if p.stem != "gpt2_tiny_cpu2"), ids=lambda p: p.stem)
 def test_experiments_run(exp, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for k in yaml.safe_load(exp.read_text()).get("env", {}):  # the run sets them here: restored afterwards

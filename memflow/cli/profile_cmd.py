@@ -10,6 +10,7 @@ from ..model_file import load_model_file
 from ..profile import profile_model
 from ..request import check_batch_size
 from ..units import format_bytes, format_time
+from .progress import reporter
 
 __all__ = ["main"]
 
@@ -18,8 +19,10 @@ def main(args: argparse.Namespace) -> int:
     spec = load_model_file(args.model)
     bs = check_batch_size(spec.batch_size if args.batch_size is None else args.batch_size, "--batch-size")
     device = load_device(args.gpu_type)
-    graph = profile_model(spec, bs, device=device, dtype=args.dtype, granularity=args.granularity,
-                          cache=not args.no_cache)
+    how = "measured here" if device.kind == "cpu" else "predicted, fake tensors"
+    with reporter(args.quiet or args.json).task(f"profiling {spec.name} for {device.name} ({how})", 1, "size"):
+        graph = profile_model(spec, bs, device=device, dtype=args.dtype, granularity=args.granularity,
+                              cache=not args.no_cache)
     if args.json:
         print(json.dumps(graph.to_dict()))
         return 0

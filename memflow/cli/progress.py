@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from typing import IO, Iterator
 
 from tqdm import tqdm
@@ -31,10 +32,12 @@ class _Bar(Task):
 
 
 class TqdmProgress(Progress):
-    """Bars on ``stream`` (stderr), refreshed at most every half second."""
+    """Bars on ``stream`` (stderr). A bar is redrawn when its task moves on and, between moves, every
+    ``tick_s`` seconds (its elapsed time), so a long step never leaves the terminal silent."""
 
-    def __init__(self, stream: IO[str] | None = None):
+    def __init__(self, stream: IO[str] | None = None, tick_s: float = 1.0):
         self.stream = stream or sys.stderr
+        self.tick_s = tick_s
 
     def note(self, msg: str) -> None:
         tqdm.write(f"memflow: {msg}", file=self.stream)
@@ -43,9 +46,20 @@ class TqdmProgress(Progress):
     def task(self, desc: str, total: int | None = None, unit: str = "it") -> Iterator[Task]:
         bar = tqdm(total=total, desc=f"memflow: {desc}", unit=f" {unit}", file=self.stream, mininterval=0.5,
                    dynamic_ncols=True, leave=True, smoothing=0.3)
+        done = threading.Event()
+
+        def tick() -> None:
+            while not done.wait(self.tick_s):
+                with bar.get_lock():
+                    bar.refresh()
+
+        ticker = threading.Thread(target=tick, name="memflow-progress", daemon=True)
+        ticker.start()
         try:
             yield _Bar(bar)
         finally:
+            done.set()
+            ticker.join()
             bar.close()
 
 

@@ -32,7 +32,7 @@ def main(a: argparse.Namespace) -> int:
     for d, (pk, cap) in enumerate(zip(res.peak_bytes, res.capacity_bytes)):
         busy = res.busy[d] if d < len(res.busy) else {}
         b = ", ".join(f"{k} {format_time(v)}" for k, v in busy.items())
-        print(f"  device {d}: peak {format_bytes(pk)} / {format_bytes(cap)}; busy: {b}")
+        print(f"  device {d}: peak {format_bytes(pk)} / {format_bytes(cap)} usable; busy: {b}")
     if trace:
         print(f"trace written to {trace}")
     if plot:

@@ -79,6 +79,9 @@ class Plan:
         if not isinstance(d, dict):
             raise ConfigError(f"{source}: a plan file must be a YAML mapping, got {type(d).__name__}")
         version = d.get("version")
+        if version is None:
+            raise ConfigError(f"{source}: no plan format version: not a MemFlow plan, or a truncated or damaged one; "
+                              f"re-run `memflow plan`")
         if version not in (1, PLAN_VERSION):
             raise ConfigError(f"{source}: plan format version {version!r} is not supported (this MemFlow reads "
                               f"v1 and v{PLAN_VERSION}); re-run `memflow plan`")

@@ -23,8 +23,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import StrategyError
+from .errors import ConfigError, StrategyError
 from .kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SWAP, Action, Schedule
+from .typed import from_data
 
 __all__ = ["Strategy", "ACTIONS", "SCHEDULES", "KEEP", "RECOMPUTE", "SWAP"]
 
@@ -150,11 +151,11 @@ class Strategy:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Strategy":
-        valid = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - valid)
-        if unknown:
-            raise StrategyError(f"unknown strategy key(s) {unknown}; valid: {sorted(valid)}")
-        return cls(**d)
+        """A strategy from plain data, every field's type checked (StrategyError naming the field)."""
+        try:
+            return from_data(cls, d, "strategy")
+        except ConfigError as e:
+            raise StrategyError(str(e)) from None
 
     def summary(self) -> str:
         n_re = self.actions.count(RECOMPUTE)

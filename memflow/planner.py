@@ -30,7 +30,7 @@ from .profile.timing import apply_measured_times
 from .progress import SILENT, Progress
 from .records import BaselineResult, MemoryBreakdown, ParetoPoint, PlanSettings, Prediction
 from .request import PlanRequest
-from .search import SearchContext, default_iterations, search, solve_exact
+from .search import MeshLimits, SearchContext, default_iterations, mesh_choices, search, solve_exact
 from .simulator import SimResult, Simulator
 from .strategy import Strategy
 from .units import parse_bytes
@@ -77,17 +77,22 @@ def resolve_cluster(cluster: Any = None, *, gpus: int | None = None, gpu_type: s
 MAX_MICROBATCHES = 32  # the most micro-batches a plan may use (profiled sizes and the search agree on it)
 
 
-def micro_batch_sizes(batch_size: int, num_devices: int, max_microbatches: int = MAX_MICROBATCHES) -> list[int]:
-    """Every micro-batch size B // (dp × m) a strategy on ``num_devices`` devices can use."""
-    sizes = set()
-    for dp in range(1, num_devices + 1):
-        if num_devices % dp or batch_size % dp:
-            continue
-        per = batch_size // dp
-        for m in range(1, min(per, max_microbatches) + 1):
-            if per % m == 0:
-                sizes.add(per // m)
-    return sorted(sizes, reverse=True)
+def micro_batch_sizes(batch_size: int, num_devices: int, limits: MeshLimits | None = None) -> list[int]:
+    """Every micro-batch size B // (dp × m) a strategy on ``num_devices`` devices can use within ``limits``
+    (at most :data:`MAX_MICROBATCHES` micro-batches unless they say fewer)."""
+    choices = mesh_choices(num_devices, batch_size, mesh_limits(limits))
+    return sorted({batch_size // (d * m) for d, ms in choices.items() for m in ms}, reverse=True)
+
+
+def mesh_limits(limits: MeshLimits | None) -> MeshLimits:
+    """``limits`` with the planner's bound on micro-batches where they set none."""
+    limits = limits or MeshLimits()
+    return limits if limits.max_microbatches else dataclasses.replace(limits, max_microbatches=MAX_MICROBATCHES)
+
+
+def request_limits(req: PlanRequest) -> MeshLimits:
+    return mesh_limits(MeshLimits(dp=req.dp, pp=req.pp, microbatches=req.microbatches,
+                                  max_microbatches=req.max_microbatches))
 
 
 @contextlib.contextmanager
@@ -230,7 +235,7 @@ def search_problem(model: Any, example_batch: Callable | None = None, loss_fn: C
     spec, cl, usable, B = _resolve(req)
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, cache=req.cache,
                          measure=req.measure or None)
-    return source.all(micro_batch_sizes(B, cl.num_devices)), B, usable
+    return source.all(micro_batch_sizes(B, cl.num_devices, request_limits(req))), B, usable
 
 
 def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | None = None, *,
@@ -264,7 +269,8 @@ def plan_request(req: PlanRequest, *, progress: Progress = SILENT) -> Plan:
 def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=progress,
                          cache=req.cache, measure=req.measure or None)
-    sizes = micro_batch_sizes(B, cl.num_devices)
+    limits = request_limits(req)
+    sizes = micro_batch_sizes(B, cl.num_devices, limits)
     graphs = source.all(sizes)
     freeze()
     n_chain = req.iterations or (None if req.time_budget_s else default_iterations(graphs[sizes[0]].n))
@@ -273,13 +279,13 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
     # two processes where there are two cores: the plan is the same (search/api.py), sooner
     with paused_collection(), search_progress(progress, what, n_chain) as cb:  # (freed by reference counting)
         res = search(graphs, B, usable, seed=req.seed, iterations=req.iterations, time_budget_s=req.time_budget_s,
-                     max_microbatches=MAX_MICROBATCHES, processes=min(2, os.cpu_count() or 1), progress=cb)
+                     limits=limits, processes=min(2, os.cpu_count() or 1), progress=cb)
     best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
     progress.note(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains): {best_s}")
     best: Strategy | None = res.best
     proof = None
     if best is None:
-        proof = prove_no_fit(graphs, B, usable, progress)
+        proof = prove_no_fit(graphs, B, usable, progress, limits)
         if proof and proof.best is not None:
             best = proof.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
@@ -308,6 +314,7 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
             no_fit_proved=bool(proof and proof.complete and proof.best is None),
             iterations=int(res.iterations), search_seconds=float(res.seconds),
             cost_source=graph.time_source, torch=torch.__version__,
+            dp=req.dp, pp=req.pp, microbatches=req.microbatches, max_microbatches=req.max_microbatches,
         ),
     )
 
@@ -328,10 +335,11 @@ EXACT_PROOF_NODES = 8  # where the search finds nothing that fits, graphs this s
 EXACT_PROOF_S = 60.0
 
 
-def prove_no_fit(graphs: Any, B: int, usable: Cluster, progress: Progress = SILENT):
+def prove_no_fit(graphs: Any, B: int, usable: Cluster, progress: Progress = SILENT,
+                 limits: MeshLimits | None = None):
     """Nothing the search saw fits: on a small graph, enumerate the whole space (exactly, with
     pruning) for a strategy that does, or a proof that none does. None on a bigger graph."""
-    ctx = SearchContext(graphs, B, usable, max_microbatches=MAX_MICROBATCHES)
+    ctx = SearchContext(graphs, B, usable, limits=mesh_limits(limits))
     if ctx.n > EXACT_PROOF_NODES:
         return None
     progress.note(f"nothing found fits: checking every strategy ({ctx.n} nodes, at most {EXACT_PROOF_S:.0f} s)")

@@ -95,3 +95,8 @@ class PlanSettings:
     search_seconds: float = 0.0
     cost_source: str = ""  # measured | predicted
     torch: str = ""
+    # the parts of the strategy the request fixed (None: searched)
+    dp: int | None = None
+    pp: int | None = None
+    microbatches: int | None = None
+    max_microbatches: int | None = None

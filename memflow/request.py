@@ -58,6 +58,11 @@ class PlanRequest:
     headroom: float = DEFAULT_HEADROOM
     measure: bool = False
     cache: bool = True
+    # parts of the strategy fixed by the user (None: searched)
+    dp: int | None = None  # data-parallel replicas
+    pp: int | None = None  # pipeline stages
+    microbatches: int | None = None  # micro-batches per step (1: one forward/backward pass per step)
+    max_microbatches: int | None = None  # a bound on them (default 32)
     cli: InitVar[bool] = False  # name fields as the command line's flags in errors
 
     def __post_init__(self, cli: bool) -> None:
@@ -94,8 +99,13 @@ class PlanRequest:
         t = self.time_budget_s
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not (t > 0 and math.isfinite(t))):
             raise ConfigError(f"{name('time_budget_s')} must be a positive number of seconds, got {t!r}")
-        if self.iterations is not None:
-            check_positive_int(self.iterations, name("iterations"))
+        for f in ("iterations", "dp", "pp", "microbatches", "max_microbatches"):
+            if getattr(self, f) is not None:
+                check_positive_int(getattr(self, f), name(f))
+        if self.microbatches is not None and self.max_microbatches is not None and \
+                self.microbatches > self.max_microbatches:
+            raise ConfigError(f"{name('microbatches')} {self.microbatches} is above {name('max_microbatches')} "
+                              f"{self.max_microbatches}")
         h = self.headroom
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0.0 <= h < 1.0:
             raise ConfigError(f"{name('headroom')} must be a fraction in [0, 1), got {h!r}")

@@ -22,7 +22,7 @@ import numpy as np
 from memflow.strategy import Strategy
 
 from .baselines import fixed_baselines, memory_unaware_search
-from .context import GraphProvider, SearchContext
+from .context import GraphProvider, MeshLimits, SearchContext
 from memflow.forking import ForkedJobs
 from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, neighbours, polish, run_chain
 from .pareto import ParetoFront
@@ -94,7 +94,8 @@ def _chain_task(args) -> ChainResult:
 def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, iterations: int | None = None,
            time_budget_s: float | None = None, chains: int = 2, processes: int = 1, memory_aware: bool = True,
            progress: Callable | None = None, baselines: bool = True, unaware_fraction: float = 0.5,
-           max_microbatches: int | None = None, params: ChainParams | None = None,
+           max_microbatches: int | None = None, limits: MeshLimits | None = None,
+           params: ChainParams | None = None,
            start_method: str | None = None) -> SearchResult:
     """Find the fastest strategy that fits.
 
@@ -105,9 +106,10 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     Without either, :func:`default_iterations`. ``progress(iteration, best_time_s | None, feasible)``
     is called from the (first) chain in this process. ``baselines`` adds the seeds,
     Chen's √n checkpointing and a memory-unaware search (``unaware_fraction`` of
-    the budget)."""
+    the budget). ``limits``: the parts of the strategy fixed by the caller (dp, pp, micro-batches, a
+    bound on micro-batches); the chains, the seeds and the baselines stay within them."""
     t0 = time.perf_counter()
-    ctx_kw = {"max_microbatches": max_microbatches}
+    ctx_kw = {"max_microbatches": max_microbatches, "limits": limits}
     ctx = SearchContext(graphs, global_batch, cluster, **ctx_kw)
     if iterations is None and time_budget_s is None:
         iterations = default_iterations(ctx.n)

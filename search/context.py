@@ -10,6 +10,7 @@ valid, with ``pp = num_devices // dp ≤ nodes``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Union
 
 import numpy as np
@@ -21,7 +22,7 @@ from memflow.strategy import Strategy
 from memflow.simulator import Simulator
 from memflow.schedule import inflight
 
-__all__ = ["SearchContext", "GraphProvider", "divisors", "balanced_partition"]
+__all__ = ["SearchContext", "GraphProvider", "MeshLimits", "mesh_choices", "divisors", "balanced_partition"]
 
 GraphProvider = Union[Callable[[int], TaskGraph], Mapping[int, TaskGraph]]
 
@@ -33,6 +34,59 @@ def divisors(x: int, at_most: int | None = None) -> list[int]:
     small = [d for d in range(1, top + 1) if x % d == 0]
     large = [x // d for d in reversed(small) if x // d > top and (at_most is None or x // d <= at_most)]
     return small + large
+
+
+@dataclass(frozen=True)
+class MeshLimits:
+    """The parts of the strategy a user fixes (None: searched): data-parallel degree, pipeline stages,
+    micro-batch count, and a bound on the micro-batch count (1: one forward/backward pass per step)."""
+
+    dp: int | None = None
+    pp: int | None = None
+    microbatches: int | None = None
+    max_microbatches: int | None = None
+
+
+def mesh_choices(num_devices: int, global_batch: int, limits: MeshLimits = MeshLimits(),
+                 max_stages: int | None = None) -> dict[int, list[int]]:
+    """Every valid data-parallel degree (dp | devices, dp | batch, and ``pp = devices / dp`` at most
+    ``max_stages``) with its valid micro-batch counts (they divide the batch per replica), within
+    ``limits``. A limit nothing satisfies is a ConfigError that shows the arithmetic."""
+    N, gb, lim = num_devices, global_batch, limits
+    dps = [d for d in divisors(N) if gb % d == 0]
+    if not dps:
+        raise ConfigError(f"global batch {gb} cannot be split over any data-parallel degree dividing {N} devices "
+                          f"(need global_batch % dp == 0 for some dp | {N})")
+    if lim.pp is not None:
+        if N % lim.pp:
+            raise ConfigError(f"pp {lim.pp} does not divide the {N} devices")
+        if lim.dp is not None and lim.dp * lim.pp != N:
+            raise ConfigError(f"dp {lim.dp} × pp {lim.pp} = {lim.dp * lim.pp} ≠ {N} devices")
+        want = N // lim.pp
+    else:
+        want = lim.dp
+    if want is not None:
+        if N % want:
+            raise ConfigError(f"dp {want} does not divide the {N} devices")
+        if gb % want:
+            raise ConfigError(f"global batch {gb} is not divisible by dp {want}")
+        dps = [want]
+    if max_stages is not None:
+        fit = [d for d in dps if N // d <= max_stages]
+        if not fit:
+            raise ConfigError(f"pp {N // dps[0]} stages > {max_stages} graph nodes" if want is not None else
+                              f"no valid mesh: {N} devices need pp = N/dp ≤ {max_stages} nodes with global batch "
+                              f"{gb} divisible by dp")
+        dps = fit
+    m = lim.microbatches
+    if m is None:
+        return {d: divisors(gb // d, lim.max_microbatches) or [1] for d in dps}
+    ok = [d for d in dps if (gb // d) % m == 0]
+    if not ok:
+        what = f"dp {dps[0]} × microbatches {m} = {dps[0] * m}" if len(dps) == 1 else \
+            f"microbatches {m} × any dp in {dps}"
+        raise ConfigError(f"global batch {gb} is not divisible by {what}")
+    return {d: [m] for d in ok}
 
 
 def balanced_partition(costs, pp: int, extra=None, weights=None) -> list[int]:
@@ -89,7 +143,7 @@ class SearchContext:
     """Everything the moves, the chains and the exact solver share for one problem."""
 
     def __init__(self, graphs: GraphProvider, global_batch: int, cluster, *,
-                 max_microbatches: int | None = None, allow_swap: bool = True,
+                 max_microbatches: int | None = None, limits: MeshLimits | None = None, allow_swap: bool = True,
                  allow_shard: bool = True, allow_host: bool = True):
         if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
             raise ConfigError(f"global_batch must be an int ≥ 1, got {global_batch!r}")
@@ -104,22 +158,18 @@ class SearchContext:
         self._sims: dict[int, Simulator] = {}
         self._costs: dict = {}
         self._parts: dict = {}
-        cand = [d for d in divisors(self.N) if global_batch % d == 0]
-        if not cand:
-            raise ConfigError(
-                f"global batch {global_batch} cannot be split over any data-parallel degree dividing "
-                f"{self.N} devices (need global_batch % dp == 0 for some dp | {self.N})")
-        # the graph at the largest data-parallel degree's micro-batch gives the node count
-        first = self.graph(global_batch // max(cand))
+        limits = limits or MeshLimits()
+        if max_microbatches is not None:
+            bound = min(max_microbatches, limits.max_microbatches or max_microbatches)
+            limits = replace(limits, max_microbatches=bound)
+        self.limits = limits
+        cand = mesh_choices(self.N, global_batch, limits)
+        # the graph at the largest data-parallel degree's first micro-batch size gives the node count
+        d = max(cand)
+        first = self.graph(global_batch // (d * cand[d][0]))
         self.n = first.n
-        self.dps = [d for d in cand if self.N // d <= self.n]
-        if not self.dps:
-            raise ConfigError(
-                f"no valid mesh: {self.N} devices need pp = N/dp ≤ {self.n} nodes with global_batch "
-                f"{global_batch} divisible by dp")
-        self.ms: dict[int, list[int]] = {}
-        for d in self.dps:
-            self.ms[d] = divisors(global_batch // d, max_microbatches) or [1]
+        self.ms: dict[int, list[int]] = mesh_choices(self.N, global_batch, limits, max_stages=self.n)
+        self.dps = list(self.ms)
         self.actions = ACTIONS if allow_swap else (KEEP, RECOMPUTE)
 
     # ------------------------------------------------------------- graphs

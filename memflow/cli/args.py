@@ -84,6 +84,13 @@ def _plan_options(p: ArgParser) -> None:
     p.add_argument("--headroom", type=float, default=0.1, metavar="FRACTION",
                    help="fraction of each device's memory the plan leaves free (default 0.1)")
     p.add_argument("--no-cache", action="store_true", help="profile afresh instead of reusing cached profiles")
+    g = p.add_argument_group("fixing part of the strategy (the search chooses the rest)")
+    g.add_argument("--dp", type=int, default=None, metavar="N", help="data-parallel replicas")
+    g.add_argument("--pp", type=int, default=None, metavar="N", help="pipeline stages")
+    g.add_argument("--microbatches", type=int, default=None, metavar="N",
+                   help="micro-batches per step (1: the whole batch in one forward/backward pass)")
+    g.add_argument("--max-microbatches", type=int, default=None, metavar="N",
+                   help="at most N micro-batches per step (default 32)")
 
 
 def build_parser(cmd: str) -> ArgParser:

@@ -21,7 +21,8 @@ def request_from_args(a: argparse.Namespace) -> PlanRequest:
     return PlanRequest(a.model, batch_size=a.batch_size, cluster=a.cluster, gpus=a.gpus, gpu_type=a.gpu_type,
                        gpu_memory=a.gpu_memory, dtype=a.dtype, granularity=a.granularity, seed=a.seed,
                        time_budget_s=a.time_budget, iterations=a.iterations, headroom=a.headroom, measure=a.measure,
-                       cache=not a.no_cache, cli=True)
+                       cache=not a.no_cache, dp=a.dp, pp=a.pp, microbatches=a.microbatches,
+                       max_microbatches=a.max_microbatches, cli=True)
 
 
 def main(a: argparse.Namespace) -> int:

@@ -1,0 +1,75 @@
+"""Fixing part of the strategy (dp, pp, micro-batches, a bound on micro-batches): the search stays
+inside it and finds what the exact solver finds inside it; the CLI and the plan file carry it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memflow.cli.main import main
+from memflow.planfile import load_plan
+from memflow.search import MeshLimits, SearchContext, mesh_choices, search, solve_exact
+from test_search import GB, provider, tight_cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+LSTM = str(ROOT / "examples" / "lstm.py")
+
+CASES = [  # (kind, n, devices, seed, memory fraction, limits)
+    ("random", 4, 4, 1, 0.6, MeshLimits(dp=2)),
+    ("chain", 5, 4, 2, 0.5, MeshLimits(pp=4)),
+    ("random", 5, 2, 3, 0.7, MeshLimits(microbatches=1)),
+    ("chain", 4, 2, 4, 0.45, MeshLimits(max_microbatches=2)),
+    ("random", 6, 4, 5, 0.55, MeshLimits(dp=1, microbatches=2)),
+    ("chain", 6, 2, 6, 0.6, MeshLimits(dp=2, max_microbatches=1)),
+]
+
+
+@pytest.mark.parametrize("kind,n,ndev,seed,frac,limits", CASES)
+def test_search_within_limits_matches_exact_within_them(kind, n, ndev, seed, frac, limits):
+    g = provider(kind, n, seed)
+    cl = tight_cluster(g, ndev, frac)
+    ex = solve_exact(ctx=SearchContext(g, GB, cl, limits=limits))
+    r = search(g, GB, cl, seed=seed, limits=limits)
+    for st in [r.best] + [st for st, _ in r.baselines.values()]:
+        if st is None:
+            continue
+        assert limits.dp is None or st.dp == limits.dp
+        assert limits.pp is None or st.pp == limits.pp
+        assert limits.microbatches is None or st.microbatches == limits.microbatches
+        assert limits.max_microbatches is None or st.microbatches <= limits.max_microbatches
+    if ex.best is None:
+        assert r.best is None
+        return
+    assert r.best is not None and r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+
+
+def test_mesh_choices_are_exactly_the_valid_ones():
+    for N in (1, 2, 3, 4, 6, 8):
+        for gb in (1, 4, 6, 8, 12):
+            for lim in (MeshLimits(), MeshLimits(max_microbatches=2), MeshLimits(microbatches=2), MeshLimits(dp=2)):
+                try:
+                    got = mesh_choices(N, gb, lim)
+                except Exception:  # noqa: BLE001 - nothing valid: checked below
+                    got = {}
+                want = {d: [m for m in range(1, gb + 1) if (gb // d) % m == 0 and (lim.microbatches in (None, m))
+                            and (lim.max_microbatches is None or m <= lim.max_microbatches)]
+                        for d in range(1, N + 1) if N % d == 0 and gb % d == 0 and lim.dp in (None, d)}
+                want = {d: ms for d, ms in want.items() if ms}
+                assert got == want, (N, gb, lim)
+
+
+def test_cli_fixes_part_of_the_plan(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    out = tmp_path / "p.yaml"
+    rc = main(["plan", LSTM, "--gpus", "4", "--batch-size", "8", "--dp", "2", "--microbatches", "2",
+               "--iterations", "300", "--json", "-o", str(out)])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 0 and obj["strategy"]["dp"] == 2 and obj["strategy"]["pp"] == 2
+    assert obj["strategy"]["microbatches"] == 2 and obj["settings"]["microbatches"] == 2
+    assert load_plan(out).strategy.microbatches == 2
+    rc = main(["plan", LSTM, "--gpus", "4", "--batch-size", "8", "--max-microbatches", "1", "--iterations", "300",
+               "--json", "-o", str(out)])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 0 and obj["strategy"]["microbatches"] == 1  # one pass per step
+    assert all(name.endswith("/m1") or "unaware" in name for name in obj["baselines"])

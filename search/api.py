@@ -28,6 +28,7 @@ from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, neighbours, poli
 from .pareto import ParetoFront
 from .repair import repair_descent
 from .seeds import start_pool
+from .simplify import simplify
 
 __all__ = ["search", "SearchResult", "default_iterations"]
 
@@ -195,6 +196,8 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
         best, best_ev = repair_descent(best, best_ev, evaluator, ctx,
                                        polish=lambda s, e: polish(s, e, evaluator, ctx, True),
                                        neighbours=lambda s: neighbours(s, ctx, jumps=True), starts=starts)
+        if best is not None:  # and nothing in it that buys no time
+            best, best_ev = simplify(best, best_ev, evaluator, ctx)
     base = fixed_baselines(ctx, evaluator) if baselines else {}
     front.extend(evaluator.pareto.points())
     if unaware_res is not None and unaware_res.best is not None:

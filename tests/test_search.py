@@ -343,3 +343,21 @@ def test_mesh_jumps_carry_per_stage_options_by_node():
     carried = {(tuple(nb.stage_of), nb.microbatches) for nb in jumps
                if nb.optimizer_on_host == [False, True] and nb.shard_state == [True, True]}
     assert {(tuple(nb.stage_of), nb.microbatches) for nb in jumps} == carried  # on every partition and count
+
+
+@pytest.mark.parametrize("kind,n,ndev,seed,frac", INSTANCES[:12] + [("random", 5, 4, 40, 2.0),
+                                                                    ("chain", 6, 4, 41, 3.0)])
+def test_plan_asks_for_nothing_that_buys_no_time(kind, n, ndev, seed, frac):
+    """Every recompute, swap, sharded state and host optimizer in the answer is needed: undoing any
+    one of them does not fit, or is slower (also with memory to spare, frac > 1)."""
+    from memflow.search.simplify import undos
+
+    g = provider(kind, n, seed)
+    cl = tight_cluster(g, ndev, frac)
+    r = search(g, GB, cl, seed=seed, baselines=False)
+    if r.best is None:
+        return
+    ctx = SearchContext(g, GB, cl)
+    for c in undos(r.best, ctx):
+        e = ctx.sim_for(c).evaluate(c)
+        assert not e.fits or e.step_time_s > r.best_eval.step_time_s * (1 + 1e-12), (r.best, c)

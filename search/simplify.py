@@ -1,0 +1,48 @@
+"""The plan asks for nothing that buys no time.
+
+Where the step is bound elsewhere (an exposed all-reduce, another stage), the search can end on a
+plan that recomputes or swaps a node, shards a stage's state or steps its optimizer on the host at
+no predicted cost: the devices would still do that work, the plan is harder to read, and the memory
+it frees is not needed. :func:`simplify` undoes such choices one at a time while the plan still fits
+and is no slower; among the plans it could end on, it prefers the one with more memory free.
+"""
+from __future__ import annotations
+
+from memflow.kinds import KEEP
+from memflow.strategy import Strategy
+
+from .context import SearchContext
+from .fixes import make, with_action
+from .mcmc import Evaluator
+
+__all__ = ["simplify", "undos"]
+
+#: equal step times, but for rounding
+SAME_TIME = 1e-12
+
+
+def undos(st: Strategy, ctx: SearchContext) -> list[Strategy]:
+    """Every strategy one choice simpler than ``st``: a node back to keep, a stage's state unsharded,
+    its optimizer back on the device."""
+    out = [with_action(st, k, KEEP) for k, a in enumerate(st.actions) if a != KEEP]
+    for s in range(st.pp):
+        if st.shard_state[s]:  # (a flag without data parallelism shards nothing: it goes too)
+            out.append(make(st, shard_state=[x and t != s for t, x in enumerate(st.shard_state)]))
+        if st.optimizer_on_host[s]:
+            out.append(make(st, optimizer_on_host=[x and t != s for t, x in enumerate(st.optimizer_on_host)]))
+    return out
+
+
+def simplify(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext):
+    """Undo, one at a time, each choice whose undoing still fits and is no slower (of those, the one
+    that leaves the lowest peak), until none is left."""
+    while True:
+        best = None
+        for c in undos(st, ctx):
+            e2, _ = evaluator.evaluate(c, st)
+            if e2.fits and e2.step_time_s <= ev.step_time_s * (1 + SAME_TIME):
+                if best is None or max(e2.peak_bytes) < max(best[1].peak_bytes):
+                    best = (c, e2)
+        if best is None:
+            return st, ev
+        st, ev = best

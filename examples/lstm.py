@@ -8,7 +8,8 @@ Scale (``MEMFLOW_EXAMPLE_SCALE``):
 * full (default): vocab 10000, hidden 1024, sequence 128, BATCH_SIZE 32.
 * tiny: vocab 100, hidden 32, sequence 16, BATCH_SIZE 4.
 
-``MEMFLOW_LSTM_LAYERS`` sets the number of LSTM blocks (default 2).
+``MEMFLOW_LSTM_LAYERS`` sets the number of LSTM blocks (default 2), ``MEMFLOW_LSTM_SEQ``
+the sequence length.
 
 Batch: ``(tokens, next_tokens)``, both ``(batch, seq)`` int64; ``loss_fn``
 is cross entropy over the flattened logits.
@@ -37,7 +38,18 @@ except ValueError:
 if CONFIG["layers"] < 1:
     raise ValueError(f"MEMFLOW_LSTM_LAYERS={CONFIG['layers']} must be >= 1")
 
+_raw_seq = os.environ.get("MEMFLOW_LSTM_SEQ", "").strip()
+if _raw_seq:
+    try:
+        CONFIG["seq"] = int(_raw_seq)
+    except ValueError:
+        raise ValueError(f"MEMFLOW_LSTM_SEQ={_raw_seq!r} is not an integer") from None
+    if CONFIG["seq"] < 1:
+        raise ValueError(f"MEMFLOW_LSTM_SEQ={CONFIG['seq']} must be >= 1")
+
 BATCH_SIZE = CONFIG["batch"]
+# what `memflow fit --max depth|seq` grows: the number of LSTM blocks, the sequence length
+KNOBS = {"depth": "MEMFLOW_LSTM_LAYERS", "seq": "MEMFLOW_LSTM_SEQ"}
 
 
 class LSTMBlock(nn.Module):

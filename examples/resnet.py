@@ -44,6 +44,8 @@ if CONFIG["depth"] < 10 or CONFIG["depth"] % 2:
     )
 
 BATCH_SIZE = CONFIG["batch"]
+# what `memflow fit --max depth` grows: this file's depth variable, even and at least 10
+KNOBS = {"depth": {"env": "MEMFLOW_RESNET_DEPTH", "min": 10, "step": 2}}
 _PUBLISHED = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3]}
 
 

@@ -48,6 +48,12 @@ It may define:
     ``memflow simulate`` / ``report`` / ``run`` set them again, so the model
     they rebuild is the one that was planned.
 
+``KNOBS``
+    What ``memflow fit --max depth|seq|experts`` may grow: a mapping from the
+    knob's name to the environment variable the file reads for it, or to
+    ``{"env": NAME, "min": M, "step": S}`` where only ``M, M+S, ...`` are
+    valid. These variables are recorded with a plan too.
+
 Every contract violation is raised as a one-line
 :class:`~memflow.errors.ModelLoadError` that names the file.
 """
@@ -59,7 +65,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -159,7 +165,8 @@ class ModelSpec:
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None
     optimizer_factory: Callable[[Any], torch.optim.Optimizer] | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
-    env_vars: tuple[str, ...] = ()  # the file's ENV: environment variables it reads besides MEMFLOW_*
+    env_vars: tuple[str, ...] = ()  # the file's ENV (and KNOBS'): environment variables it reads besides MEMFLOW_*
+    knobs: dict[str, Any] = field(default_factory=dict)  # the file's KNOBS: knob -> env var (or {env, min, step})
 
     # -- construction -------------------------------------------------------
     def build(self) -> nn.Module:
@@ -478,6 +485,9 @@ def load_model_file(path: str | os.PathLike) -> ModelSpec:
             not all(isinstance(v, str) and v for v in env_vars):
         raise ModelLoadError(f"{shown}: ENV must be a list of environment variable names, got {env_vars!r}")
 
+    knobs = _knobs(getattr(module, "KNOBS", {}), shown)
+    knob_vars = [k if isinstance(k, str) else k["env"] for k in knobs.values()]
+
     return ModelSpec(
         path=p,
         name=p.stem,
@@ -486,5 +496,25 @@ def load_model_file(path: str | os.PathLike) -> ModelSpec:
         loss_fn=getattr(module, "loss_fn", None),
         optimizer_factory=getattr(module, "optimizer", None),
         batch_size=batch_size,
-        env_vars=tuple(env_vars),
+        env_vars=tuple(dict.fromkeys([*env_vars, *knob_vars])),
+        knobs=knobs,
     )
+
+
+def _knobs(knobs: Any, shown: str) -> dict[str, Any]:
+    """A model file's KNOBS, checked: knob name -> env var name, or {"env": name, "min": int, "step": int}."""
+    bad = f"{shown}: KNOBS must map knob names to an environment variable name or to {{'env': NAME, 'min': M, " \
+          f"'step': S}}, got {knobs!r}"
+    if not isinstance(knobs, Mapping):
+        raise ModelLoadError(bad)
+    for name, k in knobs.items():
+        if not isinstance(name, str):
+            raise ModelLoadError(bad)
+        if isinstance(k, str) and k:
+            continue
+        if not (isinstance(k, Mapping) and isinstance(k.get("env"), str) and k["env"]
+                and set(k) <= {"env", "min", "step"}
+                and all(isinstance(k.get(x, 1), int) and not isinstance(k.get(x, 1), bool) and k.get(x, 1) >= 1
+                        for x in ("min", "step"))):
+            raise ModelLoadError(bad)
+    return dict(knobs)

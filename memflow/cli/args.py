@@ -21,6 +21,7 @@ COMMANDS = {
     "simulate": "simulate a plan: step time, per-device memory, Chrome trace, memory plot",
     "profile": "profile a model file's training step as a task graph, costed per node",
     "report": "write a self-contained HTML report of a plan",
+    "fit": "the largest batch per pass, depth, sequence or expert count that trains: plain vs MemFlow",
 }
 
 _EXAMPLES = {
@@ -41,6 +42,9 @@ _EXAMPLES = {
   memflow profile examples/llama7b.py --gpu-type h100-80gb --dtype bf16   # predicted, fake tensors""",
     "report": """\
   memflow report gpt2.plan.yaml -o report.html""",
+    "fit": """\
+  memflow fit examples/gpt2.py --gpus 1 --gpu-type titan-x-12gb --max batch      # one pass per step
+  memflow fit examples/resnet.py --gpus 1 --gpu-type titan-x-12gb --batch-size 16 --max depth --json""",
 }
 
 
@@ -55,7 +59,7 @@ def _parser(cmd: str, description: str) -> ArgParser:
     names = [f"devices: {', '.join(list_devices())}",
              f"clusters: {', '.join(list_clusters())}, cpu-N (N local processes on this host)"]
     epilog = f"examples:\n{_EXAMPLES[cmd]}"
-    if cmd in ("plan", "profile"):
+    if cmd in ("plan", "profile", "fit"):
         epilog += "\n\n" + "\n".join(textwrap.fill(x, 100, subsequent_indent="  ", break_on_hyphens=False)
                                       for x in names)
     return ArgParser(prog=f"memflow {cmd}", description=description, epilog=epilog,
@@ -104,6 +108,18 @@ def build_parser(cmd: str) -> ArgParser:
         p.add_argument("--force", action="store_true",
                        help="with the default output name, replace MODEL.plan.yaml instead of writing MODEL.1.plan.yaml")
         p.add_argument("--json", action="store_true", help="print one JSON object (the plan) instead of the summary")
+        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    elif cmd == "fit":
+        _plan_options(p)
+        p.add_argument("--max", required=True, choices=["batch", "depth", "seq", "experts"],
+                       help="what to grow: the global batch (one pass per step unless --microbatches/"
+                            "--max-microbatches say otherwise) or a knob the model file declares in KNOBS")
+        p.add_argument("--upto", type=int, default=None, metavar="N",
+                       help="the largest value tried (default 65536 for batch, 4096 otherwise)")
+        p.add_argument("-o", "--output", default=None, metavar="FILE",
+                       help="write MemFlow's plan at the largest value that fits to FILE")
+        p.add_argument("--json", action="store_true",
+                       help="print one JSON object: knob, plain_max, plan_max, limit_hit, per_sample_overhead, plan")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     elif cmd == "run":
         p.add_argument("file", help="a plan file (memflow plan -o) or an experiment file (configs/experiments)")

@@ -24,7 +24,7 @@ PACKAGES = {"memflow": ROOT / "memflow", "memflow.simulator": ROOT / "simulator"
 RECORDS = {"errors", "kinds", "units", "typed", "fileio", "forking", "gcfreeze", "devices", "linkprobe", "cluster",
            "strategy", "schedule", "graph.record", "records", "request", "planfile", "config"}
 #: the top layer: what puts the stages together for a user
-APPLICATION = {"planner", "runner", "summary", "report", "plot", "cli", "__init__", "__main__"}
+APPLICATION = {"planner", "runner", "fit", "summary", "report", "plot", "cli", "__init__", "__main__"}
 
 
 def _modules() -> dict[str, Path]:

@@ -32,6 +32,7 @@ from torch.fx.passes.split_module import split_module
 
 from ..errors import CaptureError
 from ..model_file import LossModule, flatten
+from .inplace import out_of_place
 
 __all__ = ["Captured", "export_step", "group_fx_nodes", "split_step", "block_paths"]
 
@@ -279,6 +280,7 @@ def split_step(spec: Any, model: torch.nn.Module, batch: Any, granularity: str |
             not b or (isinstance(v, torch.Tensor) and isinstance(v.shape[0], torch.SymInt))
             for v, b in zip(vals, batch_dims))
     seg_of, seg_units = group_fx_nodes(gm, model, granularity)
+    out_of_place(gm, seg_of)  # no node modifies another's output in place (nn.ReLU(inplace=True))
     counts = [0] * len(seg_units)
     for s in seg_of.values():
         counts[s] += 1

@@ -51,7 +51,7 @@ def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "aut
             lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, batch)
     with autocast(dtype, on):
         captured = split_step(spec, model, batch, granularity)
-    return captured, StepProgram(captured.split), mode, model
+    return captured, StepProgram(captured.split, captured.unread), mode, model
 
 
 def fingerprint(model: torch.nn.Module, captured: Captured, batch_size: int, dtype: str, granularity: Any) -> str:

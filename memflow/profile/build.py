@@ -277,7 +277,7 @@ class SharedCapture:
         try:
             with autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity, batch_dims=dims)
-            program = StepProgram(captured.split)
+            program = StepProgram(captured.split, captured.unread)
         except Exception:  # noqa: BLE001
             return None
         return (captured, program) if captured.symbolic_batch else None
@@ -293,7 +293,7 @@ class SharedCapture:
         for b in sizes:
             with autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity)
-            program = StepProgram(captured.split)
+            program = StepProgram(captured.split, captured.unread)
             if loose is not None:
                 handoff.adopt(self, loose, program)
                 loose = None

@@ -17,8 +17,8 @@ from ..graph.record import TaskGraph
 
 __all__ = ["ProfileCache", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 5  # 5: per-node transients under the CPU executor's swap; 2: per-node batch-input reads; 3: bf16 steps count their parameter casts;
-# 4: a node's inputs die with their last use
+FORMAT_VERSION = 6  # 5: per-node transients under the CPU executor's swap; 2: per-node batch-input reads; 3: bf16 steps count their parameter casts;
+# 4: a node's inputs die with their last use; 6: model state the step never reads is counted
 
 
 def _default_dir() -> Path:

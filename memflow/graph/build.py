@@ -19,6 +19,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..kinds import TRAIN_DTYPES
 from .capture import Captured, split_step
+from .diagnose import quiet_fake
 from .program import StepProgram
 from .training import autocast
 
@@ -40,7 +41,7 @@ def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "aut
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
     ctx = mode if mode is not None else contextlib.nullcontext()
     torch.manual_seed(seed)
-    with ctx:
+    with ctx, quiet_fake():
         model = spec.build()
         model.train()
         batch = spec.batch(batch_size)

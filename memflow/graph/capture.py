@@ -32,6 +32,7 @@ from torch.fx.passes.split_module import split_module
 
 from ..errors import CaptureError
 from ..memory import storages
+from .diagnose import explain, quiet_capture
 from ..model_file import LossModule, flatten
 
 __all__ = ["Captured", "export_step", "group_fx_nodes", "split_step", "block_paths", "unread_state"]
@@ -80,16 +81,12 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
         dim = torch.export.Dim("batch", min=2, max=2**31 - 2)
         dynamic = (tuple({0: dim} if b else None for b in batch_dims),)  # forward(*flat_tensors)
     try:
-        with _quiet(), _lean_fx():
+        with quiet_capture(), _lean_fx():
             ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
             gm = ep.module()
             _strip_guards(gm)
     except Exception as e:  # noqa: BLE001 - any export failure is a capture error
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CaptureError(
-            f"{getattr(spec, 'path', 'model')}: torch.export could not capture the training step: "
-            f"{type(e).__name__}: {first[:300]}"
-        ) from None
+        raise CaptureError(explain(spec, model, e)) from None
     return gm, list(flat), treespec
 
 
@@ -109,24 +106,6 @@ def _lean_fx():
             yield
     finally:
         fx_config.do_not_emit_stack_traces = old
-
-
-@contextlib.contextmanager
-def _quiet():
-    import logging
-    import warnings
-
-    loggers = [logging.getLogger(n) for n in ("torch._export", "torch.export", "torch._dynamo", "transformers")]
-    old = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, lvl in zip(loggers, old):
-            lg.setLevel(lvl)
 
 
 _SIZE_CHECKS = ("_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size")

@@ -21,6 +21,7 @@ from ..forking import ForkedJobs
 from ..gcfreeze import freeze, long_lived, paused_collection
 from ..graph.build import capture_program, fingerprint
 from ..graph.capture import Captured, split_step
+from ..graph.diagnose import quiet_fake
 from ..graph.program import StepProgram
 from ..graph.record import TaskGraph
 from ..graph.training import autocast, casts, dense_grad, grad_meta, opt_params, unique_params
@@ -230,7 +231,7 @@ class SharedCapture:
         self.opt_phase: tuple | None = None  # (program, OptPhase) of a full traced step: later sizes reuse it
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
         torch.manual_seed(seed)
-        with self.mode:
+        with self.mode, quiet_fake():
             self.model = spec.build()
             self.model.train()
         rng = torch.get_rng_state()

@@ -50,6 +50,10 @@ class ProfileCache:
             return None
 
     def put(self, key: str, graph: TaskGraph) -> None:
+        """Store ``graph`` under ``key``; not one whose measured times disagreed with their own
+        repeats (``meta["steady_times"]`` False: a busy host's costs are not kept as the truth)."""
+        if graph.meta.get("steady_times") is False:
+            return
         atomic_write_text(self._path(key), json.dumps({"version": FORMAT_VERSION, "key": key,
                                                        "graph": graph.to_dict()}))
 

@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..errors import CaptureError, MemflowError
 from ..forking import ForkedJobs
 from ..gcfreeze import freeze, long_lived, paused_collection
-from ..graph.build import capture_program, fingerprint
+from ..graph.build import capture_program, fingerprint, model_signature
 from ..graph.capture import Captured, split_step
 from ..graph.diagnose import quiet_fake
 from ..graph.program import StepProgram
@@ -73,6 +73,7 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
         first = (str(e).strip().splitlines() or [""])[0]
         raise CaptureError(f"{spec.path}: tracing the training step failed: {type(e).__name__}: {first[:300]}") from None
     graph.fingerprint = fingerprint(model, captured, batch_size, dtype, granularity)
+    graph.meta["model_signature"] = model_signature(model)
     graph.meta["granularity"] = str(granularity)
     graph.meta["memory_source"] = "measured" if measure else "fake"
     graph.meta["accounted_times"] = bool(measure and accounted)
@@ -365,6 +366,7 @@ class SharedCapture:
                 self.opt_phase = (program, got[0])
         graph.fingerprint = fingerprint(self.model, dataclasses.replace(captured, flat_inputs=inputs), b,
                                         dtype, self.granularity)
+        graph.meta["model_signature"] = model_signature(self.model)
         graph.meta["granularity"] = str(self.granularity)
         graph.meta["memory_source"] = "fake"
         graph.meta["accounted_times"] = False

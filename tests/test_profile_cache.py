@@ -2,11 +2,13 @@
 environment variables, helper modules, data files) is recorded with each entry and checked."""
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 
 import memflow.profile as prof
+import memflow.profile.deps as deps_mod
 from memflow.cli.main import main
 from memflow.graph.record import TaskGraph
 from memflow.model_file import load_model_file
@@ -179,3 +181,19 @@ def test_plain_keys_keep_plain_entries(tmp_path):
     store = ProfileCache(tmp_path)
     store.put("k", g)
     assert [p.name for p in tmp_path.iterdir()] == ["k.json"] and store.get("k") is not None
+
+
+def test_record_without_fork_runs_here_and_restores_the_environment(tmp_path, monkeypatch):
+    class NoFork:
+        def __init__(self, fn):
+            pass
+
+        def result(self):
+            return None
+
+    monkeypatch.setattr(deps_mod, "ForkedJobs", NoFork)
+    real = os.environ
+    (tmp_path / "env.py").write_text(ENV_MODEL)
+    got = record(str(tmp_path / "env.py"), 2)
+    assert os.environ is real
+    assert got.env == {"TOY_LAYERS": None, "TOY_VOCAB": None} and str(tmp_path / "env.py") in got.files

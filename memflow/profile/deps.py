@@ -178,14 +178,28 @@ def _build(model_file: str, batch_size: int, rec: _Recorder) -> Deps:
     return Deps(files={p: _state(p) for p in paths}, env=dict(sorted(rec.env.items())), signature=signature)
 
 
+_recorders: list[_Recorder] = []  # the recording one, if any (one audit hook: hooks cannot be removed)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _recorders:
+        _recorders[-1].audit(event, args)
+
+
+def _recorder() -> _Recorder:
+    if not _recorders:
+        sys.addaudithook(_audit)
+    _recorders[:] = [_Recorder()]
+    return _recorders[0]
+
+
 def _in_child(model_file: str, batch_size: int) -> Deps:
     null = os.open(os.devnull, os.O_WRONLY)  # the model file's own prints were seen once already
     os.dup2(null, 1)
     os.dup2(null, 2)
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the child ends soon
     _forget_user_modules()
-    rec = _Recorder()
-    sys.addaudithook(rec.audit)
+    rec = _recorder()
     os.environ = _environ(rec)
     return _build(model_file, batch_size, rec)
 
@@ -209,8 +223,7 @@ def record(model_file: str, batch_size: int) -> Deps | None:
 
 
 def _in_process(model_file: str, batch_size: int) -> Deps | None:
-    rec = _Recorder()
-    sys.addaudithook(rec.audit)  # (stays, idle: audit hooks cannot be removed)
+    rec = _recorder()
     real = os.environ
     os.environ = _environ(rec)
     try:

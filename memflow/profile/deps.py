@@ -8,7 +8,7 @@ the way the profiler does (imported afresh, the model built under fake
 tensors, a batch, the optimizer, one forward and loss) in a forked child that
 forgets the user's modules first, so their import-time reads run again, and
 records every file opened for reading (a Python audit hook: imports, ``open``)
-and every variable read through ``os.environ`` / ``os.getenv``. The cache
+and every variable the user's code reads through ``os.environ`` / ``os.getenv``. The cache
 stores that record beside each entry and reuses an entry only while
 :meth:`Deps.holds` (each file as it was, each variable as it was); it also
 keeps the model's signature (:func:`memflow.graph.build.model_signature`) of
@@ -16,9 +16,10 @@ that build, to refuse a graph made from a stale model (a ``ModelSpec`` loaded
 before the environment changed).
 
 Files of installed packages and the standard library are recorded by size and
-modification time (a reinstall is a change); the user's files by content.
-Not seen: variables read by iterating the environment, reads in a backward,
-anything that is neither a file nor a variable (the host, the time).
+modification time (a reinstall is a change), and so are files over 1 MiB (a
+checkpoint the build loads); the user's other files by content. Not seen:
+variables read by iterating the environment, whether a file exists, reads in a
+backward, anything that is neither a file nor a variable (the host, the time).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,11 +55,15 @@ def _library(path: str) -> bool:
     return any(path.startswith(p + os.sep) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
 
 
+_HASHED = 1 << 20  # a larger file (a checkpoint the build loads) is told by size and mtime, not read each plan
+
+
 def _state(path: str) -> str | None:
-    """What a file is now: its content's hash (a library file: size and mtime); None: gone."""
+    """What a file is now: its content's hash (a library file or a large one: size and mtime);
+    None: gone."""
     try:
         st = os.stat(path)
-        if _library(path):
+        if _library(path) or st.st_size > _HASHED:
             return f"stat:{st.st_size}:{st.st_mtime_ns}"
         return "sha:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()[:20]
     except OSError:
@@ -120,8 +126,22 @@ class _Recorder:
         return sorted(out)
 
 
+# os.getenv, Mapping.get, `in`: who called them counts (os itself may be frozen: "<frozen os>")
+_PLUMBING = {os.__file__, os.getenv.__code__.co_filename, Mapping.get.__code__.co_filename}
+
+
+def _by_user() -> bool:
+    """Whether the environment is being read by the user's code (not by a library importing itself:
+    torch's configuration modules read hundreds of variables when first imported)."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename in _PLUMBING:
+        f = f.f_back
+    path = f.f_code.co_filename if f is not None else ""
+    return not (_library(path) or path.startswith(_MEMFLOW + os.sep) or path.startswith("<frozen"))
+
+
 def _environ(rec: _Recorder) -> Any:
-    """``os.environ`` that tells ``rec`` what is read (a variable the model sets first is not)."""
+    """``os.environ`` that tells ``rec`` what the user's code reads (a variable it sets first is not)."""
     real = os.environ
 
     class Reading(type(real)):
@@ -132,7 +152,7 @@ def _environ(rec: _Recorder) -> Any:
                 value = None
                 raise
             finally:
-                if rec.on and key not in rec.written:
+                if rec.on and key not in rec.written and _by_user():
                     rec.env.setdefault(key, value)
             return value
 

@@ -7,8 +7,9 @@ wall time), predicted from FLOPs and bytes under fake tensors for a named GPU.
 Results are cached on disk by model file content, batch, precision, node
 granularity, device (its figures, where times are predicted) and the
 profiling code itself, and reused only while what the model file's build read
-(its helper modules, data files and environment variables) is unchanged. :func:`profile_models` gives the same graphs for
-several batch sizes, sharing the work that does not depend on the batch size.
+(its helper modules, data files and environment variables) is unchanged.
+:func:`profile_models` gives the same graphs for several batch sizes, sharing
+the work that does not depend on the batch size.
 """
 from __future__ import annotations
 

@@ -137,8 +137,8 @@ class Simulator:
         self._param_total = graph.param_bytes
         ps = graph.params.values()  # model-wide figures the per-stage optimizer transient scales from
         self._grads_all = sum(int(v[1]) for v in ps)
-        self._param_max = max((int(v[0]) for v in ps), default=0)
-        self._opt_state_all = sum(int(v[2]) for v in ps) or sum(int(v[0]) for v in ps)
+        self._param_max = max((int(v[0]) for v in ps if v[1]), default=0)  # what the optimizer steps: no buffer
+        self._opt_state_all = sum(int(v[2]) for v in ps) or sum(int(v[0]) for v in ps if v[1])
         self._cut_bytes()
         self._node_of = [cluster.node_of(d) for d in range(cluster.num_devices)]
         self.stats = {"stage_evals": 0, "stage_hits": 0}
@@ -230,10 +230,11 @@ class Simulator:
         impl = g.meta.get("optimizer_impl", "default")
         if impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu"):
             big = self._param_max
-            share = max((int(g.params[k][0]) for k in names), default=0) / big if big else 0.0
+            share = max((int(g.params[k][0]) for k in names if g.params[k][1]), default=0) / big if big else 0.0
         else:
             tot = self._opt_state_all
-            share = (sum(int(g.params[k][2]) for k in names) or sum(int(g.params[k][0]) for k in names)) / tot \
+            share = (sum(int(g.params[k][2]) for k in names)
+                     or sum(int(g.params[k][0]) for k in names if g.params[k][1])) / tot \
                 if tot else 0.0
         return int(grads + temps * share), grads
 

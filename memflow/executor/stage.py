@@ -3,7 +3,8 @@
 Rank ``r`` runs stage ``r // dp`` as data-parallel rank ``r % dp``. The stage
 keeps the nodes ``[lo, hi)`` of the captured :class:`StepProgram` and the
 parameters they read (the split graph's ``get_attr`` values and any
-parameters inside node modules). It receives ``values_crossing(lo)`` from
+parameters inside node modules), and the model state they hold that no node
+reads (``StepProgram.unread_of``: an unused buffer is memory all the same). It receives ``values_crossing(lo)`` from
 the previous stage, sends ``values_crossing(hi)`` to the next one (values
 made earlier and passed through included), reads the batch's placeholders
 locally (every rank has the batch) and, on the last stage, produces the
@@ -101,6 +102,8 @@ class Stage:
             for t in list(c.module.parameters()) + list(c.module.buffers()):
                 seen.setdefault(id(t), t)
                 reads[id(t)] = reads.get(id(t), 0) + 1
+            for _, t in program.unread_of(k):  # model state no node reads: held here all the same
+                seen.setdefault(id(t), t)
         self.tensors = list(seen.values())
         self.params = [t for t in self.tensors if isinstance(t, torch.nn.Parameter) and t.requires_grad]
         self.buffers = [t for t in self.tensors if not (isinstance(t, torch.nn.Parameter) and t.requires_grad)]

@@ -19,10 +19,11 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..kinds import TRAIN_DTYPES
 from .capture import Captured, split_step
+from .diagnose import quiet_fake
 from .program import StepProgram
 from .training import autocast
 
-__all__ = ["capture_program", "fingerprint", "DTYPES"]
+__all__ = ["capture_program", "fingerprint", "model_signature", "DTYPES"]
 
 DTYPES = TRAIN_DTYPES
 
@@ -40,7 +41,7 @@ def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "aut
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
     ctx = mode if mode is not None else contextlib.nullcontext()
     torch.manual_seed(seed)
-    with ctx:
+    with ctx, quiet_fake():
         model = spec.build()
         model.train()
         batch = spec.batch(batch_size)
@@ -51,7 +52,17 @@ def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "aut
             lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, batch)
     with autocast(dtype, on):
         captured = split_step(spec, model, batch, granularity)
-    return captured, StepProgram(captured.split), mode, model
+    return captured, StepProgram(captured.split, captured.unread), mode, model
+
+
+def model_signature(model: torch.nn.Module) -> str:
+    """A hash of what a model file built, without capturing anything: its parameters' and buffers'
+    names, shapes and dtypes and its modules' classes (the profile cache checks a cached graph's
+    against a fresh build's)."""
+    rec = [[(n, list(t.shape), str(t.dtype)) for n, t in model.named_parameters()],
+           [(n, list(t.shape), str(t.dtype)) for n, t in model.named_buffers()],
+           [type(m).__qualname__ for m in model.modules()]]
+    return hashlib.sha256(json.dumps(rec).encode()).hexdigest()[:20]
 
 
 def fingerprint(model: torch.nn.Module, captured: Captured, batch_size: int, dtype: str, granularity: Any) -> str:

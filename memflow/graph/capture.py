@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -31,10 +31,12 @@ import torch.fx
 from torch.fx.passes.split_module import split_module
 
 from ..errors import CaptureError
+from ..memory import storages
+from .diagnose import explain, quiet_capture
 from ..model_file import LossModule, flatten
 from .inplace import out_of_place
 
-__all__ = ["Captured", "export_step", "group_fx_nodes", "split_step", "block_paths"]
+__all__ = ["Captured", "export_step", "group_fx_nodes", "split_step", "block_paths", "unread_state"]
 
 ROOT = "model"  # LossModule registers the user's model as attribute `model`
 
@@ -50,6 +52,9 @@ class Captured:
     flat_inputs: list[torch.Tensor]  # the batch as flat tensors (placeholders)
     treespec: Any
     symbolic_batch: bool = False  # exported with a symbolic batch dimension (runs at any batch size >= 2)
+    # the model's parameters and buffers the step never reads, (name, owner node, tensor): model state
+    # all the same (see unread_state)
+    unread: list = field(default_factory=list)
 
 
 def _strip_guards(gm: torch.fx.GraphModule) -> None:
@@ -77,16 +82,12 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
         dim = torch.export.Dim("batch", min=2, max=2**31 - 2)
         dynamic = (tuple({0: dim} if b else None for b in batch_dims),)  # forward(*flat_tensors)
     try:
-        with _quiet(), _lean_fx():
+        with quiet_capture(), _lean_fx():
             ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
             gm = ep.module()
             _strip_guards(gm)
     except Exception as e:  # noqa: BLE001 - any export failure is a capture error
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CaptureError(
-            f"{getattr(spec, 'path', 'model')}: torch.export could not capture the training step: "
-            f"{type(e).__name__}: {first[:300]}"
-        ) from None
+        raise CaptureError(explain(spec, model, e)) from None
     return gm, list(flat), treespec
 
 
@@ -106,24 +107,6 @@ def _lean_fx():
             yield
     finally:
         fx_config.do_not_emit_stack_traces = old
-
-
-@contextlib.contextmanager
-def _quiet():
-    import logging
-    import warnings
-
-    loggers = [logging.getLogger(n) for n in ("torch._export", "torch.export", "torch._dynamo", "transformers")]
-    old = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, lvl in zip(loggers, old):
-            lg.setLevel(lvl)
 
 
 _SIZE_CHECKS = ("_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size")
@@ -314,4 +297,43 @@ def split_step(spec: Any, model: torch.nn.Module, batch: Any, granularity: str |
         flat_inputs=flat,
         treespec=treespec,
         symbolic_batch=symbolic,
+        unread=unread_state(model, split, seg_units),
     )
+
+
+def unread_state(model: torch.nn.Module, split: torch.fx.GraphModule, units: list[str]) -> list:
+    """The parameters and buffers of ``model`` (persistent or not) that the split step never reads,
+    as ``(name, owner node, tensor)``; a parameter as a plain tensor on its storage (nothing steps it).
+    Names are the step's (``model.<path>``, as the read ones are).
+
+    The model holds them on its device all the same, so they are model state: each belongs to the
+    first node standing for its module or a module around it (``blocks.0.mask`` to node
+    ``blocks.0``), else the first node inside its module, else node 0 (a module the step never
+    runs, the model's root)."""
+    read = {id(st) for t in [*split.parameters(), *split.buffers()] for st in storages(t)}
+    for node in split.graph.nodes:
+        if node.op == "get_attr":
+            obj: Any = split
+            for part in str(node.target).split("."):
+                obj = getattr(obj, part, None)
+            if isinstance(obj, torch.Tensor):
+                read.update(id(st) for st in storages(obj))
+    out = []
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        sts = storages(t)
+        if not sts or any(id(st) in read for st in sts):
+            continue
+        read.update(id(st) for st in sts)  # a storage two names share is held once
+        out.append((f"{ROOT}.{name}", _owner(name.rpartition(".")[0], units), t.detach()))  # named as the step's
+    return out
+
+
+def _owner(module: str, units: list[str]) -> int:
+    """The node holding state of ``module`` that no node reads (see :func:`unread_state`)."""
+    for k, u in enumerate(units):
+        if u and (module == u or module.startswith(u + ".")):
+            return k
+    for k, u in enumerate(units):
+        if not module or u.startswith(module + "."):
+            return k
+    return 0

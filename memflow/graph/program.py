@@ -77,8 +77,10 @@ def _requires_grad(t: Any) -> bool:
 class StepProgram:
     """The node-by-node program of a captured step."""
 
-    def __init__(self, split: torch.fx.GraphModule):
+    def __init__(self, split: torch.fx.GraphModule, unread: list | tuple = ()):
         self.split = split
+        # model state no node reads, (name, owner node, tensor) (Captured.unread): held all the same
+        self.unread = list(unread)
         self.placeholders: list[str] = []
         self.calls: list[NodeCall] = []
         self.loss_name = ""
@@ -214,6 +216,10 @@ class StepProgram:
             prev = grads.get(name)
             grads[name] = g if prev is None else prev + g
         st.grads.clear()
+
+    def unread_of(self, k: int) -> list[tuple[str, torch.Tensor]]:
+        """The model state node ``k`` holds but no node reads, as (name, tensor)."""
+        return [(name, t) for name, node, t in self.unread if node == k]
 
     def attr_value(self, name: str) -> Any:
         obj: Any = self.split

@@ -6,8 +6,10 @@ device — measured on this host when the device is ``cpu`` (real tensors,
 wall time), predicted from FLOPs and bytes under fake tensors for a named GPU.
 Results are cached on disk by model file content, batch, precision, node
 granularity, device (its figures, where times are predicted) and the
-profiling code itself. :func:`profile_models` gives the same graphs for
-several batch sizes, sharing the work that does not depend on the batch size.
+profiling code itself, and reused only while what the model file's build read
+(its helper modules, data files and environment variables) is unchanged.
+:func:`profile_models` gives the same graphs for several batch sizes, sharing
+the work that does not depend on the batch size.
 """
 from __future__ import annotations
 
@@ -23,10 +25,10 @@ from ..devices import load_device
 from ..errors import ConfigError
 from ..graph.record import TaskGraph
 from .build import capture_graph, capture_graphs
-from .cache import ProfileCache
+from .cache import ProfileCache, ProfileKey
 from .roofline import predict_times
 
-__all__ = ["profile_model", "profile_models", "cache_key", "code_hash", "ProfileCache"]
+__all__ = ["profile_model", "profile_models", "cache_key", "code_hash", "ProfileCache", "ProfileKey"]
 
 
 _CODE_DIRS = ("graph", "profile")  # the packages whose code makes a costed graph
@@ -57,11 +59,14 @@ def device_signature(dev: Any) -> str:
 
 
 def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_name: str,
-              measure: bool, device: Any = None) -> str | None:
+              measure: bool, device: Any = None) -> ProfileKey | None:
     """The cache key of a profile, or None when the model has no file to hash (an in-memory module).
 
     It covers the model file, the settings, torch, the ``MEMFLOW_*`` environment, the code that
-    captures and costs graphs (:func:`code_hash`) and, for predicted costs, the device's figures."""
+    captures and costs graphs (:func:`code_hash`) and, for predicted costs, the device's figures.
+    What else the model file's build reads (helper modules, data files, its own environment
+    variables) is recorded beside each entry and checked before it is reused (:class:`ProfileKey`,
+    :mod:`memflow.profile.deps`)."""
     if not Path(spec.path).is_file():
         return None
     h = hashlib.sha256()
@@ -70,7 +75,8 @@ def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_n
     h.update(repr((batch_size, dtype, str(granularity), device_name, measure, torch.__version__,
                    torch.get_num_threads(), env, code_hash(),
                    "" if measure else device_signature(device))).encode())
-    return f"{spec.name}-b{batch_size}-{dtype}-{device_name}-{h.hexdigest()[:16]}"
+    return ProfileKey(f"{spec.name}-b{batch_size}-{dtype}-{device_name}-{h.hexdigest()[:16]}", str(spec.path),
+                      batch_size)
 
 
 def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cpu", dtype: str = "fp32",

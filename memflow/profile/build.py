@@ -19,8 +19,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..errors import CaptureError, MemflowError
 from ..forking import ForkedJobs
 from ..gcfreeze import freeze, long_lived, paused_collection
-from ..graph.build import capture_program, fingerprint
+from ..graph.build import capture_program, fingerprint, model_signature
 from ..graph.capture import Captured, split_step
+from ..graph.diagnose import quiet_fake
 from ..graph.program import StepProgram
 from ..graph.record import TaskGraph
 from ..graph.training import autocast, casts, dense_grad, grad_meta, opt_params, unique_params
@@ -72,6 +73,7 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
         first = (str(e).strip().splitlines() or [""])[0]
         raise CaptureError(f"{spec.path}: tracing the training step failed: {type(e).__name__}: {first[:300]}") from None
     graph.fingerprint = fingerprint(model, captured, batch_size, dtype, granularity)
+    graph.meta["model_signature"] = model_signature(model)
     graph.meta["granularity"] = str(granularity)
     graph.meta["memory_source"] = "measured" if measure else "fake"
     graph.meta["accounted_times"] = bool(measure and accounted)
@@ -230,7 +232,7 @@ class SharedCapture:
         self.opt_phase: tuple | None = None  # (program, OptPhase) of a full traced step: later sizes reuse it
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
         torch.manual_seed(seed)
-        with self.mode:
+        with self.mode, quiet_fake():
             self.model = spec.build()
             self.model.train()
         rng = torch.get_rng_state()
@@ -277,7 +279,7 @@ class SharedCapture:
         try:
             with autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity, batch_dims=dims)
-            program = StepProgram(captured.split)
+            program = StepProgram(captured.split, captured.unread)
         except Exception:  # noqa: BLE001
             return None
         return (captured, program) if captured.symbolic_batch else None
@@ -293,7 +295,7 @@ class SharedCapture:
         for b in sizes:
             with autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity)
-            program = StepProgram(captured.split)
+            program = StepProgram(captured.split, captured.unread)
             if loose is not None:
                 handoff.adopt(self, loose, program)
                 loose = None
@@ -364,6 +366,7 @@ class SharedCapture:
                 self.opt_phase = (program, got[0])
         graph.fingerprint = fingerprint(self.model, dataclasses.replace(captured, flat_inputs=inputs), b,
                                         dtype, self.granularity)
+        graph.meta["model_signature"] = model_signature(self.model)
         graph.meta["granularity"] = str(self.granularity)
         graph.meta["memory_source"] = "fake"
         graph.meta["accounted_times"] = False

@@ -3,9 +3,18 @@
 Entries are JSON files written atomically (temp file + ``os.replace``). A
 corrupt entry (or one under a different key) is recomputed with a warning,
 never a crash; one written by another format version is recomputed silently.
+
+A :class:`ProfileKey` (what :func:`memflow.profile.cache_key` gives) also
+names a model file: its entries carry what that file's build read
+(:mod:`memflow.profile.deps`: the helper modules, data files and environment
+variables beyond the key), each entry as ``KEY-DEPS.json`` beside its record
+``KEY-DEPS.deps.json``, and one is reused only while its record holds (so a
+model whose size comes from its own environment variable keeps one entry per
+value, and a changed helper module is a miss).
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import warnings
@@ -14,15 +23,34 @@ from typing import Callable
 
 from ..fileio import atomic_write_text
 from ..graph.record import TaskGraph
+from .deps import Deps, record, recorded
 
-__all__ = ["ProfileCache", "FORMAT_VERSION"]
+__all__ = ["ProfileCache", "ProfileKey", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 5  # 5: per-node transients under the CPU executor's swap; 2: per-node batch-input reads; 3: bf16 steps count their parameter casts;
-# 4: a node's inputs die with their last use
+FORMAT_VERSION = 7  # 5: per-node transients under the CPU executor's swap; 2: per-node batch-input reads; 3: bf16 steps count their parameter casts;
+# 4: a node's inputs die with their last use; 6: model state the step never reads is counted; 7: entries carry
+# what the model file's build read (deps), and the model's signature
+
+
+class ProfileKey(str):
+    """A profile's cache key (the string), and the model file and batch size its entries' records
+    of what the build read are made from (:mod:`memflow.profile.deps`)."""
+
+    model_file: str
+    batch_size: int
+
+    def __new__(cls, key: str, model_file: str, batch_size: int):
+        self = super().__new__(cls, key)
+        self.model_file, self.batch_size = model_file, batch_size
+        return self
 
 
 def _default_dir() -> Path:
     return Path(os.environ.get("MEMFLOW_CACHE_DIR", Path.home() / ".cache" / "memflow")) / "profiles"
+
+
+def _safe(key: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
 
 
 class ProfileCache:
@@ -30,11 +58,25 @@ class ProfileCache:
         self.dir = Path(directory) if directory else _default_dir()
 
     def _path(self, key: str) -> Path:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-        return self.dir / f"{safe}.json"
+        return self.dir / f"{_safe(key)}.json"
 
     def get(self, key: str) -> TaskGraph | None:
-        path = self._path(key)
+        if not isinstance(key, ProfileKey):
+            return self._read(self._path(key), key)
+        # the entries of this key, by what their builds read: the first whose record holds
+        for side in sorted(glob.glob(glob.escape(str(self.dir / _safe(key))) + "-*.deps.json")):
+            try:
+                blob = json.loads(Path(side).read_text())
+                if blob.get("version") != FORMAT_VERSION or blob.get("key") != key:
+                    continue
+                deps = Deps.from_dict(blob["deps"])
+            except Exception:  # noqa: BLE001 - a damaged record: its entry is not known to hold
+                continue
+            if deps.holds():
+                return self._read(Path(side[: -len(".deps.json")] + ".json"), f"{key}-{deps.digest}")
+        return None
+
+    def _read(self, path: Path, key: str) -> TaskGraph | None:
         if not path.exists():
             return None
         try:
@@ -46,12 +88,29 @@ class ProfileCache:
             return TaskGraph.from_dict(blob["graph"])
         except Exception as e:  # noqa: BLE001 - any damage means recompute
             warnings.warn(f"profile cache entry {path} is unreadable ({type(e).__name__}: {e}); recomputing",
-                          stacklevel=2)
+                          stacklevel=3)
             return None
 
     def put(self, key: str, graph: TaskGraph) -> None:
-        atomic_write_text(self._path(key), json.dumps({"version": FORMAT_VERSION, "key": key,
-                                                       "graph": graph.to_dict()}))
+        """Store ``graph`` under ``key``; not one whose measured times disagreed with their own
+        repeats (``meta["steady_times"]`` False: a busy host's costs are not kept as the truth), nor,
+        for a :class:`ProfileKey`, one whose model file cannot be rebuilt to record what it reads or
+        builds another model now (a stale ``ModelSpec``)."""
+        if graph.meta.get("steady_times") is False:
+            return
+        if not isinstance(key, ProfileKey):
+            self._write(self._path(key), key, graph)
+            return
+        deps = record(key.model_file, key.batch_size)
+        if deps is None or not recorded(graph.meta, deps):
+            return
+        name = f"{key}-{deps.digest}"
+        self._write(self._path(name), name, graph)
+        atomic_write_text(self.dir / f"{_safe(name)}.deps.json",
+                          json.dumps({"version": FORMAT_VERSION, "key": str(key), "deps": deps.to_dict()}))
+
+    def _write(self, path: Path, key: str, graph: TaskGraph) -> None:
+        atomic_write_text(path, json.dumps({"version": FORMAT_VERSION, "key": key, "graph": graph.to_dict()}))
 
     def get_or_compute(self, key: str, compute: Callable[[], TaskGraph]) -> TaskGraph:
         g = self.get(key)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from ..errors import CaptureError
 from ..graph.build import capture_program
 from ..graph.training import autocast, opt_params
 from ..model_file import load_model_file
-from .timing import measure_phase_times
+from .timing import measure_phase_times, over_processes
 
 __all__ = ["concurrent_phase_times"]
 
@@ -58,7 +57,7 @@ def _child(job: dict, rank: int) -> None:
             _barrier(d, f"s{b}", rank, job["n"])  # and swapped, every node, as the CPU executor swaps
             swap = measure_phase_times(program, captured.flat_inputs, opt, repeats=job["repeats"], warmup=0,
                                        swap_all=True)
-            out[b] = {"keep": keep, "swap": swap}
+            out[b] = {"keep": keep, "swap": swap, "steady": keep.steady and swap.steady}
     tmp = d / f"out{rank}.json.tmp"
     tmp.write_text(json.dumps(out))
     os.replace(tmp, d / f"out{rank}.json")
@@ -98,8 +97,7 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
     for b in sizes:
         out[b] = {}
         for what in ("keep", "swap"):
-            per = [r[str(b)][what] for r in results]
-            out[b][what] = [statistics.median(p[i] for p in per) for i in range(len(per[0]))]
+            out[b][what] = over_processes([r[str(b)][what] for r in results], [r[str(b)]["steady"] for r in results])
     return out
 
 

@@ -78,6 +78,7 @@ def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None
         call = program.calls[k]
         held = [(program.attrs[a], program.attr_value(a)) for a in call.arg_names if a in program.attrs]
         held += list(mod.named_parameters(remove_duplicate=False)) + list(mod.named_buffers(remove_duplicate=False))
+        held += program.unread_of(k)  # held by the model all the same: state, no gradient
         names, reads, pbytes, pcount, gbytes, obytes = [], [], 0, 0, 0, 0
         for name, t in held:
             if not isinstance(t, torch.Tensor):
@@ -112,6 +113,7 @@ def state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> lis
     ts: list[torch.Tensor] = []
     ts.extend(program.split.parameters())
     ts.extend(program.split.buffers())
+    ts.extend(t for _, _, t in program.unread)
     for st in optimizer.state.values():
         ts.extend(v for v in st.values() if isinstance(v, torch.Tensor))
     return ts

@@ -1,0 +1,131 @@
+"""Capture failures as one line, and torch's own output kept out of the way while capturing.
+
+``torch.export`` reports a failure at length: the fake-tensor kernels log a
+traceback per failed op, the symbolic-shape code logs warnings, and a
+data-dependent branch prints the partial FX graph to stderr before raising.
+:func:`quiet_capture` keeps all of that off the terminal while a step is
+exported; :func:`explain` turns the exception into one line that names the
+model's module that was running, the op where one is known, the line of the
+user's code and what to change.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import re
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import torch
+
+__all__ = ["quiet_capture", "quiet_fake", "explain"]
+
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+_MEMFLOW_DIR = str(Path(__file__).resolve().parent.parent)
+# torch warns whenever something asks a FakeTensor for its data pointer (nn.TransformerEncoder's
+# deepcopy of its layer does, under the fake mode the profiler builds models in): not the user's bug
+_FAKE_DATA_PTR = r"Accessing the data pointer of FakeTensor"
+# a node of a printed FX graph: `name: "f32[4, 8]" = torch.ops.aten.sum.default(arg, ...)`
+_FX_LINE = re.compile(r'^\s*(\w+): "([^"]*)" = torch\.ops\.(\w+)\.(\w+)\.\w+\(([^)]*)\)', re.M)
+
+
+@contextlib.contextmanager
+def quiet_fake():
+    """Ignore torch's warning about a FakeTensor's data pointer (MemFlow runs fake tensors knowingly)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_FAKE_DATA_PTR)
+        yield
+
+
+@contextlib.contextmanager
+def quiet_capture():
+    """No logging, warnings or stderr prints from torch (or the model's libraries) while a step is
+    captured: what went wrong is raised, and :func:`explain` says it in one line."""
+    before = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(before)
+
+
+def _frames(e: BaseException) -> list[tuple[Any, int]]:
+    """(frame, line) of every traceback entry of ``e``, then of the exceptions it was raised from."""
+    out: list[tuple[Any, int]] = []
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        tb: TracebackType | None = e.__traceback__
+        here = []
+        while tb is not None:
+            here.append((tb.tb_frame, tb.tb_lineno))
+            tb = tb.tb_next
+        out += here  # an exception it was raised from was caught further in: its frames come after
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def _user_code(path: str) -> bool:
+    return not (path.startswith(_TORCH_DIR) or path.startswith(_MEMFLOW_DIR) or "site-packages" in path
+                or path.startswith("<"))
+
+
+def _scalar_source(graph: str) -> str:
+    """The op whose result a data-dependent branch read (``aten.sum`` in ``if x.sum() > 0``), from the
+    partial FX graph torch attaches: the first op of the chain of 0-dim results that ends in the
+    graph's last node (``sum → gt → ne → item``)."""
+    nodes = {m.group(1): (m.group(2), f"{m.group(3)}.{m.group(4)}", [a.strip() for a in m.group(5).split(",")])
+             for m in _FX_LINE.finditer(graph)}
+    if not nodes:
+        return ""
+    name = list(nodes)[-1]
+    while True:
+        _, op, args = nodes[name]
+        src = args[0] if args else ""
+        if src not in nodes or not nodes[src][0].endswith("[]"):  # its input is not a 0-dim value
+            return op
+        name = src
+
+
+def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
+    """One line for a failed export of ``spec``'s step: the model's module that was running, the op,
+    the user's line, what went wrong and, where it is known, what to change."""
+    where = getattr(spec, "path", "model")
+    names = {id(m): name for name, m in model.named_modules()}
+    module = op = line = None
+    for frame, lineno in _frames(e):
+        loc = frame.f_locals
+        owner = loc.get("self")
+        if owner is not None and id(owner) in names:
+            module = owner
+        func = loc.get("func")
+        if op is None and isinstance(func, torch._ops.OpOverload):  # the op as the model called it
+            op = str(func.overloadpacket)
+        path = frame.f_code.co_filename
+        if _user_code(path):
+            line = f"{Path(path).name}:{lineno}"
+    if module is None:
+        mod = "the model"
+    elif names[id(module)]:
+        mod = f"module `{names[id(module)]}` ({type(module).__name__})"
+    else:
+        mod = f"the model's forward ({type(module).__name__})"
+    at = f" at {line}" if line else ""
+    # (by name: importing torch's symbolic-shapes module takes sympy, ~0.5 s a plan that needs neither)
+    if any(c.__name__ == "GuardOnDataDependentSymNode" for c in type(e).__mro__):
+        src = _scalar_source(getattr(e, "partial_fx_graph", "") or "")
+        read = f"reads a tensor's value ({src})" if src else "reads a tensor's value"
+        return (f"{where}: data-dependent control flow in {mod}{at}: Python code {read} to decide what to run; "
+                "torch.export cannot capture it: use torch.cond, or compute it outside the model")
+    first = (str(e).strip().splitlines() or [""])[0][:300].rstrip(".")
+    what = f"{type(e).__name__}: {first}" if first else type(e).__name__
+    inside = f" in {mod}" + (f" ({op})" if op else "") + at if module is not None or op else ""
+    hint = ("; check the shapes example_batch returns against what the model expects"
+            if op and isinstance(e, RuntimeError) else "")
+    return f"{where}: torch.export could not capture the training step{inside}: {what}{hint}"
+

@@ -27,7 +27,7 @@ from .profile import ProfileCache, cache_key, profile_model, profile_models
 from .profile.build import capture_graph
 from .profile.concurrent import concurrent_phase_times
 from .profile.timing import apply_measured_times
-from .progress import SILENT, Progress
+from .progress import SILENT, Progress, reporting
 from .records import BaselineResult, MemoryBreakdown, ParetoPoint, PlanSettings, Prediction
 from .request import PlanRequest
 from .search import MeshLimits, SearchContext, default_iterations, mesh_choices, search, solve_exact
@@ -139,7 +139,7 @@ class GraphSource:
             return {b: self.graphs[b] for b in sizes}
         how = "measured here" if self.cluster.device.kind == "cpu" or self.measure else "predicted, fake tensors"
         with self.progress.task(f"profiling {self.spec.name} for {self.cluster.device.name} ({how})", len(todo),
-                                "size") as task:
+                                "size") as task, reporting(task):
             if len(todo) > 1 and self.cluster.device.kind != "cpu" and not self.measure:
                 # predicted costs: the sizes share one model and one export (profile_models)
                 self.graphs.update(profile_models(self.spec, todo, device=self.cluster.device, dtype=self.dtype,
@@ -175,7 +175,7 @@ class GraphSource:
             times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype)
             task.update(len(todo), note=f"micro-batch(es) {todo}")
         with _threads(self.threads), self.progress.task(f"tracing {self.spec.name}'s memory", len(todo),
-                                                        "size") as task:
+                                                        "size") as task, reporting(task):
             for b in todo:
                 g = capture_graph(self.spec, b, dtype=self.dtype, granularity=self.granularity, measure=True, repeats=0)
                 apply_measured_times(g, times[b]["keep"], device="cpu", swap_times=times[b]["swap"])

@@ -8,9 +8,10 @@ and notes on stderr.
 from __future__ import annotations
 
 import contextlib
+from contextvars import ContextVar
 from typing import Iterator
 
-__all__ = ["Progress", "Task", "SILENT"]
+__all__ = ["Progress", "Task", "SILENT", "reporting", "detail"]
 
 
 class Task:
@@ -21,6 +22,30 @@ class Task:
 
     def set(self, done: int, note: str | None = None) -> None:
         """Set how much is done (for work that reports a running count)."""
+
+    def detail(self, note: str) -> None:
+        """Say where inside the current step the work is, without moving on (which node is traced)."""
+
+
+_CURRENT: ContextVar[Task | None] = ContextVar("memflow_progress_task", default=None)
+
+
+@contextlib.contextmanager
+def reporting(task: Task) -> Iterator[None]:
+    """Within this block, :func:`detail` goes to ``task``: code deep in a stage (the tracer's per-node
+    phases, the timer's repeats) says where it is without a progress object passed down to it."""
+    token = _CURRENT.set(task)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def detail(note: str) -> None:
+    """Tell the task being reported (if any) where inside it the work is."""
+    task = _CURRENT.get()
+    if task is not None:
+        task.detail(note)
 
 
 class Progress:

@@ -30,6 +30,9 @@ class _Bar(Task):
             self.bar.set_postfix_str(note, refresh=False)
         self.bar.update(done - self.bar.n)
 
+    def detail(self, note: str) -> None:
+        self.bar.set_postfix_str(note, refresh=False)  # shown at the next refresh (at most a second away)
+
 
 class TqdmProgress(Progress):
     """Bars on ``stream`` (stderr). A bar is redrawn when its task moves on and, between moves, every

@@ -30,6 +30,7 @@ from ..graph.program import StepProgram
 from ..graph.record import TaskGraph
 from ..kinds import SWAP
 from ..memory import LiveBytes
+from ..progress import detail
 from .trace import state_tensors
 
 __all__ = ["measure_phase_times", "apply_measured_times", "steady_times", "over_processes", "PhaseTimes",
@@ -106,7 +107,11 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
             return make_wrap([SWAP] * n, HostSwap(live, state_ptrs))
     cuda = any(t.is_cuda for t in inputs if isinstance(t, torch.Tensor))
 
+    done = [0]
+
     def step() -> list[float]:
+        done[0] += 1
+        detail(f"timing step {done[0]}{' (every node swapped)' if swap_all else ''}")
         marks: list[Any] = []
 
         def on_phase(p: int) -> None:

@@ -36,6 +36,7 @@ from ..graph.actions import HostSwap, make_wrap
 from ..graph.training import grad_meta, unique_params
 from ..kinds import SWAP
 from ..memory import BufferEvent, LiveBytes, storages
+from ..progress import detail
 from .fakecache import warm_call
 from .opcost import OpCost
 
@@ -320,6 +321,8 @@ def trace_step(
     opt = _OptWindow(live, cost, 2 * n)
 
     def on_phase(p: int) -> None:
+        what = names[p] if p < n else f"{names[2 * n - 1 - p]} (backward)" if p < 2 * n else "the optimizer step"
+        detail(f"tracing {what}, phase {p + 1}/{2 * n + 1}")
         if p == 2 * n:  # end of backward: mark parameter gradients
             for prm in params:
                 if prm.grad is not None:

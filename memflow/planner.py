@@ -159,8 +159,9 @@ class GraphSource:
         if not todo:
             return
         if self.progress:
-            self.progress(f"profiling {self.spec.name} at micro-batch(es) {todo} in {n} concurrent processes")
-        times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype)
+            self.progress(f"profiling {self.spec.name} at micro-batch(es) {todo} as {n} concurrent ranks")
+        times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype,
+                                       progress=self.progress)
         with _threads(self.threads):
             for b in todo:
                 g = capture_graph(self.spec, b, dtype=self.dtype, granularity=self.granularity, measure=True, repeats=0)

@@ -1,0 +1,167 @@
+"""Faults of runs and processes (issue #21): each is one line and exit code 2, never silence, a hang,
+a traceback or a process left behind.
+
+Model files that end their process, crash or hang; profiling processes killed or
+interrupted; a run's work directory, sockets, checkpoints and losses.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from memflow.model_file import load_model_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: a two-block model small enough to plan and run in seconds
+TINY = '''
+import torch
+from torch import nn
+BATCH_SIZE = 4
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+        self.head = nn.Linear(8, 1)
+    def forward(self, x):
+        for b in self.blocks:
+            x = torch.relu(b(x))
+        return self.head(x)
+def build_model():
+    return M()
+def example_batch(n):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(n, 8, generator=g), torch.randn(n, 1, generator=g)
+def loss_fn(out, y):
+    return ((out - y) ** 2).mean()
+'''
+
+
+def model(tmp_path: Path, name: str, code: str, base: str = "") -> str:
+    p = tmp_path / f"{name}.py"
+    p.write_text(base + "\n" + code + "\n")
+    return str(p)
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 3 and "Traceback" not in stderr, stderr
+    return lines[-1]
+
+
+# ------------------------------------------------------------ profiling processes
+def marked(mark: str, what: str = "") -> list[int]:
+    """Live processes whose environment holds MEMFLOW_TEST_MARK=mark (and whose command line holds ``what``)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes().split(b"\0")
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"MEMFLOW_TEST_MARK={mark}".encode() in env and what in cmd and state != "Z":
+            out.append(int(d.name))
+    return out
+
+
+def wait_for(cond, timeout: float, step: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(step)
+    return cond()
+
+
+@pytest.fixture
+def mark(monkeypatch) -> str:
+    m = uuid.uuid4().hex
+    monkeypatch.setenv("MEMFLOW_TEST_MARK", m)
+    return m
+
+
+@pytest.fixture
+def link_cached(tmp_path, monkeypatch):
+    """A cache dir holding this host's gloo link figures, so that planning cpu-N runs no link probe."""
+    import json
+    import socket
+
+    key = f"{socket.gethostname()}-{os.cpu_count()}cpu"
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / f"gloo-link-{key}.json").write_text(
+        json.dumps({"format": 1, "key": key, "bandwidth": 2e9, "latency": 2e-5}))
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
+
+
+#: in the profiling processes only (``python -m memflow.profile.concurrent DIR RANK``)
+IN_PROFILING = "import os, sys, signal, time\nPROFILING = sys.argv[0].endswith('concurrent.py')\n"
+
+
+def test_a_killed_profiling_process_is_reported_at_once(tmp_path, mark):
+    from memflow.errors import CaptureError
+    from memflow.profile.concurrent import concurrent_phase_times
+
+    path = model(tmp_path, "oom", IN_PROFILING + TINY +
+                 "if PROFILING and sys.argv[-1] == '1':\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    t0 = time.monotonic()
+    with pytest.raises(CaptureError, match=r"profiling process 1 was killed \(signal 9, SIGKILL: out of host memory\?\)"):
+        concurrent_phase_times(load_model_file(path), [2], 2, repeats=1)
+    assert time.monotonic() - t0 < 60  # the children's start, not the barrier's 600 s
+    assert not marked(mark, "memflow.profile.concurrent")  # rank 0, waiting at the barrier, was stopped
+
+
+def test_profiling_runs_at_most_one_process_per_core(tmp_path, monkeypatch):
+    import memflow.profile.concurrent as conc
+
+    started, lines = [], []
+    real = conc.popen
+    monkeypatch.setattr(conc, "host_cores", lambda: 1)
+    monkeypatch.setattr(conc, "popen", lambda cmd, **kw: started.append(cmd) or real(cmd, **kw))
+    out = conc.concurrent_phase_times(load_model_file(model(tmp_path, "tiny", "", TINY)), [2], 3, repeats=1,
+                                      progress=lines.append)
+    assert len(started) == 1
+    assert lines == ["timing 3 ranks in 1 concurrent process, one per core of this host; phase times scaled by 3/1"]
+    assert all(t > 0 for t in out[2]["keep"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_profiling_processes_die_with_the_planner(tmp_path, mark, link_cached, sig):
+    path = model(tmp_path, "slow", IN_PROFILING + TINY + "if PROFILING:\n    time.sleep(600)\n")
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "memflow", "plan", path, "--gpus", "2", "--gpu-type", "cpu"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
+    try:
+        children = wait_for(lambda: len(marked(mark, "memflow.profile.concurrent")) == 2, 120)
+        assert children, "the profiling processes did not start"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert wait_for(lambda: not marked(mark), 5), "a child of the planner outlived it"
+    finally:
+        proc.kill()
+    if sig != signal.SIGKILL:
+        assert proc.returncode == 130 and one_error_line(err) == "memflow: interrupted"
+        assert not list((tmp_path / "tmp").glob("memflow_*"))  # the timing processes' directory is gone
+
+
+def test_link_probe_processes_die_with_their_parent(mark):
+    proc = subprocess.Popen([sys.executable, "-c", "from memflow.linkprobe import probe; probe()"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: len(marked(mark, "-m memflow.linkprobe")) == 2, 60), "the probe did not start"
+        proc.kill()
+        proc.wait()
+        assert wait_for(lambda: not marked(mark), 2), "a link probe process outlived its parent"
+    finally:
+        proc.kill()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from memflow.cli.main import main
+from memflow.errors import ModelLoadError
 from memflow.model_file import load_model_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,10 +52,66 @@ def model(tmp_path: Path, name: str, code: str, base: str = "") -> str:
     return str(p)
 
 
+def cli(argv: list[str], timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memflow", *argv], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})), cwd=ROOT)
+
+
 def one_error_line(stderr: str) -> str:
     lines = stderr.strip().splitlines()
     assert 1 <= len(lines) <= 3 and "Traceback" not in stderr, stderr
     return lines[-1]
+
+
+# ------------------------------------------------------------ model files that end their process
+ENDINGS = {
+    "exit0_at_import": ("import os\nos._exit(0)", "", "exited with code 0 during import"),
+    "exit3_with_words": ("import os, sys\nprint('no GPU here', file=sys.stderr)\nos._exit(3)", "",
+                         "exited with code 3 during import; its last words: no GPU here"),
+    "segfault_at_import": ("import ctypes\nctypes.string_at(0)", "", "crashed (signal 11, SIGSEGV) during import"),
+    "exit_in_build_model": ("def build_model():\n    import os\n    os._exit(0)", TINY,
+                            "exited with code 0 in build_model()"),
+    "killed_in_example_batch": ("def example_batch(n):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)",
+                                TINY, "was killed (signal 9, SIGKILL: out of host memory?) in example_batch(4)"),
+}
+
+
+@pytest.mark.parametrize("case", list(ENDINGS))
+def test_a_model_file_that_ends_its_process_is_one_error(tmp_path, case):
+    code, base, words = ENDINGS[case]
+    path = model(tmp_path, case, code, base)
+    with pytest.raises(ModelLoadError) as ei:
+        load_model_file(path)
+    assert str(ei.value) == f"{path}: the model file {words}"
+
+
+def test_a_model_file_that_segfaults_is_exit_code_2_in_the_cli(tmp_path):
+    path = model(tmp_path, "segv", "import ctypes\nctypes.string_at(0)")
+    r = cli(["profile", path])
+    assert r.returncode == 2
+    assert one_error_line(r.stderr) == f"memflow: error: {path}: the model file crashed (signal 11, SIGSEGV) during import"
+
+
+def test_a_model_file_that_hangs_is_stopped_after_the_time_limit(tmp_path):
+    path = model(tmp_path, "loop", "while True:\n    pass")
+    t0 = time.monotonic()
+    r = cli(["plan", path, "--quiet"], timeout=90, env={"MEMFLOW_MODEL_TIMEOUT_S": "3"})
+    assert r.returncode == 2 and time.monotonic() - t0 < 60
+    assert one_error_line(r.stderr).endswith(
+        "the model file did not finish importing within 3 s (the limit is MEMFLOW_MODEL_TIMEOUT_S)")
+
+
+def test_a_bad_time_limit_is_one_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MEMFLOW_MODEL_TIMEOUT_S", "soon")
+    assert main(["profile", model(tmp_path, "ok", "", TINY)]) == 2
+    assert "MEMFLOW_MODEL_TIMEOUT_S must be a positive number of seconds, got 'soon'" in capsys.readouterr().err
+
+
+def test_a_good_model_file_prints_once_and_loads(tmp_path, capfd):
+    path = model(tmp_path, "chatty", "print('hello from the model file')", TINY)
+    spec = load_model_file(path)
+    assert spec.batch_size == 4
+    assert capfd.readouterr().out.count("hello from the model file") == 1  # the guard's child is silent
 
 
 # ------------------------------------------------------------ profiling processes

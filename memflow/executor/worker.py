@@ -92,7 +92,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     timeout = timedelta(seconds=cfg.comm_timeout_s)
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
 
-    spec = load_model_file(cfg.model_file)
+    spec = load_model_file(cfg.model_file, guard=False)  # the launcher loaded it (guarded) first
     mb = strat.microbatch_size(cfg.batch_size)
     # captured on the device it runs on: the export bakes device constants (masks, positions) in
     captured, program, _, model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,

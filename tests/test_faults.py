@@ -6,7 +6,9 @@ interrupted; a run's work directory, sockets, checkpoints and losses.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -152,7 +154,6 @@ def mark(monkeypatch) -> str:
 @pytest.fixture
 def link_cached(tmp_path, monkeypatch):
     """A cache dir holding this host's gloo link figures, so that planning cpu-N runs no link probe."""
-    import json
     import socket
 
     key = f"{socket.gethostname()}-{os.cpu_count()}cpu"
@@ -201,8 +202,8 @@ def test_profiling_processes_die_with_the_planner(tmp_path, mark, link_cached, s
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
     try:
-        children = wait_for(lambda: len(marked(mark, "memflow.profile.concurrent")) == 2, 120)
-        assert children, "the profiling processes did not start"
+        started = wait_for(lambda: len(marked(mark, "memflow.profile.concurrent")) == 2 or proc.poll() is not None, 120)
+        assert started and proc.poll() is None, f"the profiling processes did not start: {proc.communicate()[1][-2000:]}"
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
         assert wait_for(lambda: not marked(mark), 5), "a child of the planner outlived it"
@@ -223,3 +224,41 @@ def test_link_probe_processes_die_with_their_parent(mark):
         assert wait_for(lambda: not marked(mark), 2), "a link probe process outlived its parent"
     finally:
         proc.kill()
+
+
+# ------------------------------------------------------------ runs
+#: in the executor's ranks only (``python -m memflow.executor.worker CONFIG``)
+IN_RANKS = "import os, sys, time\nRANK = sys.argv[0].endswith('worker.py')\n"
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """plan(name, code, gpus) -> a plan file for a model file of that code (named GPUs: planned without
+    profiling processes; run on the CPU here under the accounted cap)."""
+    import memflow
+
+    d = tmp_path_factory.mktemp("planned")
+
+    def plan(name: str, code: str, gpus: int = 2) -> str:
+        path = d / f"{name}.py"
+        path.write_text(code)
+        out = d / f"{name}.{gpus}.plan.yaml"
+        memflow.plan(str(path), gpus=gpus, iterations=50, cache=False).save(out)
+        return str(out)
+
+    return plan
+
+
+def test_a_nan_loss_stops_the_run_naming_step_rank_and_stage(planned, capsys):
+    plan = planned("nan", TINY + "def loss_fn(out, y):\n    return ((out - y) ** 2).mean() * float('nan')\n")
+    assert main(["run", plan, "--steps", "3", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"memflow: error: rank \d \(stage \d\): the loss is nan at step 1/3; the run was stopped",
+                        one_error_line(err)), err
+
+
+def test_a_loss_without_grad_is_an_error_before_training(planned, capsys):
+    plan = planned("nograd", TINY + "def loss_fn(out, y):\n    return ((out - y) ** 2).mean().detach()\n")
+    assert main(["run", plan, "--steps", "3", "--quiet"]) == 2
+    assert re.fullmatch(r"memflow: error: rank \d: the loss does not require grad .* before its first backward pass",
+                        one_error_line(capsys.readouterr().err))

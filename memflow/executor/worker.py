@@ -6,11 +6,14 @@ at the micro-batch size, keeps its stage (see :mod:`.stage`), and trains
 ``steps`` steps under :class:`memflow.memory.LiveBytes` with the plan's
 device capacity as the cap. Rank 0 gathers the per-rank measurements and
 writes the report JSON. On any exception a rank writes
-``OUT_JSON.rankR.error.json`` (type, one-line message) and exits 1.
+``OUT_JSON.rankR.error.json`` (type, one-line message) and exits 1. A loss
+that does not require grad stops the run at the first forward; a loss that
+is not finite stops it at the step where it appears.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -22,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..errors import ConfigError, DeviceOutOfMemoryError, PlanMismatchError
+from ..errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
 from ..graph.build import capture_program
 from ..graph.training import autocast, in_model_order
 from ..memory import LiveBytes
@@ -182,6 +185,9 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
             spent["grad_sync"], spent["optimizer"] = tb - ta, time.perf_counter() - tb
             if stage.last:
                 step_losses.append(float(torch.stack(stage.losses).mean()))
+                if not math.isfinite(step_losses[-1]):
+                    raise ExecutionError(f"rank {rank} (stage {stage.stage}): the loss is {step_losses[-1]} at step "
+                                         f"{t + 1}/{cfg.steps}; the run was stopped")
             stage.losses.clear()
             del mbs
         times.append(time.perf_counter() - t0)

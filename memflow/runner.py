@@ -7,6 +7,7 @@ and the run then fails at the accounted cap as a GPU would).
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from .errors import InfeasibleError, ModelLoadError
 from .executor import RunConfig, RunPrediction, RunReport, run_plan
@@ -22,13 +23,14 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
         seed: int | None = None, checkpoint_dir: str | None = None, checkpoint_every: int = 0, resume: bool = False,
         nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None, out_json: str | None = None,
         timeout_s: float = 1800.0, fail_rank: int | None = None, fail_step: int | None = None,
-        warmup: int = 1) -> RunReport | None:
+        warmup: int = 1, progress: Callable[[str], None] | None = None) -> RunReport | None:
     """Execute ``plan`` (a Plan or a plan file) for ``steps`` steps; returns the run's report, each
     rank's measured peak and step time beside the prediction (None on a node without rank 0).
 
     A plan for ``cpu-N`` runs on the CPU (gloo) even where there are GPUs; a plan for
     named GPUs runs on CUDA (NCCL) where there is one, else on the CPU under the
-    same accounted cap."""
+    same accounted cap. ``progress`` receives a line for each thing that happens (the checks, the
+    launch, every step's loss and time) as it happens."""
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
     if not plan.model_file:
@@ -40,6 +42,8 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
             f"refusing to launch: the plan predicts {format_bytes(pr.peak_bytes[d])} on device {d}, "
             f"over its {format_bytes(pr.capacity_bytes[d])} (pass --force to run it anyway)")
     if check:
+        if progress:
+            progress(f"checking that {plan.model_file} still matches the plan")
         check_model(plan, load_model_file(plan.model_file))
     cluster = plan.get_cluster()
     cfg = RunConfig(
@@ -57,4 +61,4 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
     if world % nnodes:
         raise InfeasibleError(f"{world} ranks cannot be split evenly over {nnodes} nodes")
     return run_plan(cfg, nproc=world // nnodes, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
-                    timeout_s=timeout_s)
+                    timeout_s=timeout_s, progress=progress)

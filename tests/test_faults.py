@@ -249,12 +249,24 @@ def planned(tmp_path_factory):
     return plan
 
 
-def test_a_nan_loss_stops_the_run_naming_step_rank_and_stage(planned, capsys):
+@pytest.fixture
+def own_tmp(tmp_path, monkeypatch) -> Path:
+    """This process's temporary directory, to see what a run leaves behind."""
+    import tempfile
+
+    d = tmp_path / "tmp"
+    d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(d))
+    return d
+
+
+def test_a_nan_loss_stops_the_run_naming_step_rank_and_stage(planned, own_tmp, capsys):
     plan = planned("nan", TINY + "def loss_fn(out, y):\n    return ((out - y) ** 2).mean() * float('nan')\n")
     assert main(["run", plan, "--steps", "3", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert re.fullmatch(r"memflow: error: rank \d \(stage \d\): the loss is nan at step 1/3; the run was stopped",
                         one_error_line(err)), err
+    assert not list(own_tmp.glob("memflow_*"))  # the run's work directory went with it
 
 
 def test_a_loss_without_grad_is_an_error_before_training(planned, capsys):
@@ -262,3 +274,90 @@ def test_a_loss_without_grad_is_an_error_before_training(planned, capsys):
     assert main(["run", plan, "--steps", "3", "--quiet"]) == 2
     assert re.fullmatch(r"memflow: error: rank \d: the loss does not require grad .* before its first backward pass",
                         one_error_line(capsys.readouterr().err))
+
+
+def listening(inodes: set[str]) -> list[str]:
+    """Local addresses (hex, as /proc/net/tcp* write them) of the listening sockets among ``inodes``."""
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            f = row.split()
+            if f[3] == "0A" and f[9] in inodes:
+                out.append(f[1])
+    return out
+
+
+def socket_inodes(pids: list[int]) -> set[str]:
+    out = set()
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:["):
+                    out.add(link[8:-1])
+        except OSError:
+            continue
+    return out
+
+
+def test_a_run_reports_every_step_as_it_happens_and_listens_on_loopback_only(planned, own_tmp, mark, capsys,
+                                                                             monkeypatch):
+    """Progress lines reach the CLI within ~2 s of each step; while the run is up, none of its processes
+    listens on a wildcard address (0.0.0.0, ::); its work directory is gone afterwards."""
+    import memflow.runner
+
+    steps_at = own_tmp.parent / "steps.txt"
+    monkeypatch.setenv("STEP_LOG", str(steps_at))
+    plan = planned("slow_batches", IN_RANKS + TINY.replace("def example_batch(n):", "def _batch(n):") + '''
+def example_batch(n):
+    if RANK:  # each step of the run reads a batch: a slow data loader
+        time.sleep(0.7)
+        with open(os.environ["STEP_LOG"], "a") as f:
+            f.write(f"{time.time()}\\n")
+    return _batch(n)
+''', gpus=1)
+    got: list[tuple[float, str]] = []
+    sockets: list[str] = []
+    real = memflow.runner.run
+
+    def run(*a, progress=None, **kw):
+        def seen(line):
+            got.append((time.time(), line))
+            if "ready" in line:  # every rank is up: the store, gloo's pairs
+                sockets.extend(listening(socket_inodes(marked(mark))))
+            if progress:
+                progress(line)
+        return real(*a, progress=seen, **kw)
+
+    monkeypatch.setattr("memflow.cli.run_cmd.run", run)
+    assert main(["run", plan, "--steps", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "memflow: launching 1 rank(s) with torchrun" in err and "memflow: rank 0: step 4/4, loss " in err
+    batches = [float(x) for x in steps_at.read_text().split()][-4:]  # (the first: the rank's capture)
+    step_lines = [(t, line) for t, line in got if ": step " in line]
+    assert len(step_lines) == 4
+    for (arrived, line), read_at in zip(step_lines, batches):
+        assert arrived - read_at < 2.0, (line, arrived - read_at)
+    assert sockets and all(a.startswith("0100007F:") for a in sockets), sockets  # 127.0.0.1, nothing else
+    assert not list(own_tmp.glob("memflow_*"))
+    assert main(["run", plan, "--steps", "1", "--json"]) == 0
+    assert "memflow:" not in capsys.readouterr().err  # --json: no progress
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_runs_processes_die_with_it(planned, tmp_path, mark, sig):
+    plan = planned("slow_ranks", IN_RANKS + "if RANK:\n    time.sleep(600)\n" + TINY)
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "memflow", "run", plan, "--quiet"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
+    try:
+        started = wait_for(lambda: len(marked(mark, "-u -m memflow.executor.worker")) == 2 or proc.poll() is not None, 120)
+        assert started and proc.poll() is None, f"the ranks did not start: {proc.communicate()[1][-2000:]}"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert wait_for(lambda: not marked(mark), 10), "torchrun or a rank outlived the run"
+    finally:
+        proc.kill()
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 130 and one_error_line(err) == "memflow: interrupted"
+        assert not list((tmp_path / "tmp").glob("memflow_*"))

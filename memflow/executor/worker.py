@@ -8,13 +8,15 @@ device capacity as the cap. Rank 0 gathers the per-rank measurements and
 writes the report JSON. On any exception a rank writes
 ``OUT_JSON.rankR.error.json`` (type, one-line message) and exits 1. A loss
 that does not require grad stops the run at the first forward; a loss that
-is not finite stops it at the step where it appears.
+is not finite stops it at the step where it appears. Progress events go to
+``progress_file`` (:mod:`.progress`). A rank dies with its torchrun agent.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -31,9 +33,11 @@ from ..graph.training import autocast, in_model_order
 from ..memory import LiveBytes
 from ..typed import to_data
 from ..model_file import flatten, load_model_file
+from ..procs import die_with_parent
 from .checkpoint import load_latest, save_checkpoint
 from .config import RunConfig, error_path
 from .optim import StageOptimizer
+from .progress import ProgressLog
 from .report import RankReport, RunReport
 from .schedule import FORWARD, stage_schedule
 from .stage import Stage
@@ -93,6 +97,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     if cuda:  # pragma: no cover - needs a GPU
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=cfg.comm_timeout_s)
+    started = time.perf_counter()
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
 
     spec = load_model_file(cfg.model_file, guard=False)  # the launcher loaded it (guarded) first
@@ -128,12 +133,19 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     stage.attach_memory(live)
     opt.live = live
 
+    # the first rank of the last stage sees the loss: it reports the steps
+    progress = ProgressLog(cfg.progress_file)
+    reporter = stage.last and stage.dp_rank == 0
+
     # ---- resume
     start = 0
     if cfg.resume and cfg.checkpoint_dir:
         opt.init_state()
         start = load_latest(cfg.checkpoint_dir, rank, stage.tensors, opt.state_tensors())
     dist.barrier()
+    if rank == 0:
+        progress(event="ready", rank=rank, world=world, seconds=time.perf_counter() - started, first=start,
+                 steps=cfg.steps)
 
     live.track(stage.tensors, kind="state")
     if not opt.on_host:
@@ -194,6 +206,9 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
         for k, v in spent.items():
             parts[k].append(v)
         done = t + 1
+        if reporter:
+            progress(event="step", rank=rank, step=done, steps=cfg.steps, loss=step_losses[-1], seconds=times[-1],
+                     dp=strat.dp)
         if cfg.checkpoint_dir and cfg.checkpoint_every and done % cfg.checkpoint_every == 0:
             save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors())
 
@@ -247,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m memflow.executor.worker CONFIG.json", file=sys.stderr)
         return 2
+    die_with_parent(signal.SIGKILL)  # torchrun's agent stops the ranks; if it is killed, they go with it
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

@@ -361,3 +361,58 @@ def test_a_runs_processes_die_with_it(planned, tmp_path, mark, sig):
     if sig == signal.SIGTERM:
         assert proc.returncode == 130 and one_error_line(err) == "memflow: interrupted"
         assert not list((tmp_path / "tmp").glob("memflow_*"))
+
+
+def test_resume_refuses_what_cannot_be_resumed_in_one_line(planned, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    plan = planned("ckpt", TINY)
+    ck = tmp_path / "ck"
+
+    def refused(*argv: str) -> str:
+        assert main(["run", plan, "--quiet", "--checkpoint-dir", str(ck), *argv]) == 2
+        return one_error_line(capsys.readouterr().err).removeprefix("memflow: error: ")
+
+    assert refused("--resume") == f"cannot resume: the checkpoint directory {ck} does not exist"
+    ck.mkdir()
+    assert refused("--resume").startswith(f"cannot resume: {ck} holds no complete checkpoint")
+    assert main(["run", plan, "--quiet", "--checkpoint-dir", str(ck), "--checkpoint-every", "2", "--steps", "2"]) == 0
+    capsys.readouterr()
+    step = ck / "step_000002"
+    assert (tmp_path / "cache" / "checkpoint.key").stat().st_mode & 0o777 == 0o600
+    assert refused("--resume", "--steps", "2") == (
+        f"nothing to run: the checkpoint {step} already holds 2 steps, and the run is 2 steps long "
+        "(ask for more steps to train further)")
+
+    refuse = "refusing to load it (a checkpoint is code, like a pickle)"
+    data = (step / "__0_0.distcp").read_bytes()
+    (step / "__0_0.distcp").write_bytes(data + b"\0")
+    assert refused("--resume", "--steps", "3") == \
+        f"checkpoint {step}: __0_0.distcp was changed since MemFlow wrote it; {refuse}"
+    (step / "__0_0.distcp").write_bytes(data)
+    sig = (step / "memflow.sig").read_text()
+    forged = json.loads(sig)
+    forged["hmac"] = "0" * 64
+    (step / "memflow.sig").write_text(json.dumps(forged))
+    assert refused("--resume", "--steps", "3") == f"checkpoint {step}: its digest was not made with this user's key; {refuse}"
+    (step / "memflow.sig").unlink()
+    assert refused("--resume", "--steps", "3") == f"checkpoint {step} has no MemFlow digest (memflow.sig); {refuse}"
+
+    # a checkpoint MemFlow wrote for another plan: one line naming it, not DCP's traceback of every rank
+    (step / "memflow.sig").write_text(sig)
+    other = planned("ckpt", TINY, gpus=1)
+    assert main(["run", other, "--quiet", "--checkpoint-dir", str(ck), "--resume", "--steps", "3"]) == 2
+    msg = one_error_line(capsys.readouterr().err)
+    assert msg.startswith(f"memflow: error: rank 0: cannot load the checkpoint {step} (written for another plan?): ")
+    assert len(msg) < 500, msg
+
+
+def test_a_checkpoint_key_others_can_read_is_refused(tmp_path, monkeypatch):
+    from memflow.errors import ConfigError
+    from memflow.executor.signing import key
+
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path))
+    k = key()
+    assert len(k) == 32 and key() == k
+    (tmp_path / "checkpoint.key").chmod(0o644)
+    with pytest.raises(ConfigError, match="must be this user's and private"):
+        key()

@@ -13,7 +13,8 @@ or, for a rank that died without one (killed, ``os._exit``), from torchrun's
 failure summary. Gloo timeouts (``comm_timeout_s``) and torchrun's
 stop-the-others-on-failure end a run whose rank died. The work directory is
 removed afterwards, unless the run failed in a way only its log explains
-(the error then says where it is).
+(the error then says where it is). ``--resume`` is checked here, before any
+rank starts (:func:`.checkpoint.resume_point`).
 """
 from __future__ import annotations
 
@@ -41,9 +42,11 @@ from ..graph.training import autocast
 from ..model_file import load_model_file
 from ..procs import exit_text, popen, sigterm_raises, stop, watch
 from .agent import STORE_FD_ENV, listening_socket
+from .checkpoint import resume_point
 from .config import RunConfig
 from .progress import ProgressTail
 from .report import RunReport, read_report
+from .signing import key
 
 __all__ = ["run_plan", "plain_losses", "free_port", "completed_report"]
 
@@ -151,7 +154,7 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
     when it can see the file). One machine: the rendezvous store listens on
     127.0.0.1 only, on a port bound before the launch (no race for it). Raises
     :class:`DeviceOutOfMemoryError` / :class:`ExecutionError` (one line, naming the
-    failed rank) on failure. ``progress``
+    failed rank) on failure, a ConfigError for a ``resume`` that cannot be. ``progress``
     receives lines as the run goes (launch, ranks ready, every step's loss and time).
     """
     if nproc * nnodes != config.world_size:
@@ -160,6 +163,10 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
         )
     if nnodes > 1 and not rdzv_endpoint:
         raise ExecutionError("a multi-node run needs rdzv_endpoint HOST:PORT")
+    if config.resume and not config.resume_from:
+        config = dataclasses.replace(config, resume_from=resume_point(config.checkpoint_dir, config.steps)[0])
+    if config.checkpoint_dir and config.checkpoint_every:
+        key()  # made here, before the ranks that sign with it start
     work = tempfile.mkdtemp(prefix="memflow_run_")
     keep = False
     try:

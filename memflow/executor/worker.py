@@ -34,12 +34,13 @@ from ..memory import LiveBytes
 from ..typed import to_data
 from ..model_file import flatten, load_model_file
 from ..procs import die_with_parent
-from .checkpoint import load_latest, save_checkpoint
+from .checkpoint import load_checkpoint, resume_point, save_checkpoint
 from .config import RunConfig, error_path
 from .optim import StageOptimizer
 from .progress import ProgressLog
 from .report import RankReport, RunReport
 from .schedule import FORWARD, stage_schedule
+from .signing import key
 from .stage import Stage
 
 __all__ = ["main", "run_worker", "run_device", "error_path"]
@@ -139,9 +140,13 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
 
     # ---- resume
     start = 0
-    if cfg.resume and cfg.checkpoint_dir:
+    if cfg.resume:
         opt.init_state()
-        start = load_latest(cfg.checkpoint_dir, rank, stage.tensors, opt.state_tensors())
+        path = cfg.resume_from or resume_point(cfg.checkpoint_dir, cfg.steps)[0]
+        start = load_checkpoint(path, rank, stage.tensors, opt.state_tensors())
+        if rank == 0:
+            progress(event="resumed", rank=rank, path=path, done=start)
+    sign_key = key(create=False) if rank == 0 and cfg.checkpoint_dir and cfg.checkpoint_every else None
     dist.barrier()
     if rank == 0:
         progress(event="ready", rank=rank, world=world, seconds=time.perf_counter() - started, first=start,
@@ -210,7 +215,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
             progress(event="step", rank=rank, step=done, steps=cfg.steps, loss=step_losses[-1], seconds=times[-1],
                      dp=strat.dp)
         if cfg.checkpoint_dir and cfg.checkpoint_every and done % cfg.checkpoint_every == 0:
-            save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors())
+            save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors(), sign_key)
 
     timed = times[cfg.warmup:] if len(times) > cfg.warmup else times
     rec = RankReport(

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .devices import cache_dir
 from .fileio import atomic_write_text
-from .procs import exit_text, popen, sigterm_raises, stop, watch
+from .procs import ended_text, last_line, popen, sigterm_raises, stop, watch
 
 __all__ = ["measured_gloo_link", "fit_alpha_beta", "SIZES"]
 
@@ -100,9 +100,8 @@ def probe(repeats: int = 15, timeout_s: float = 120.0) -> tuple[float, float, li
                 raise RuntimeError(f"the link probe is {e}") from None
             if failed is not None:
                 r, rc = failed
-                lines = (Path(tmp) / f"err{r}.txt").read_text(errors="replace").strip().splitlines()
-                raise RuntimeError(f"link probe process {r} ended with {exit_text(rc)}"
-                                   + (f": {lines[-1][:300]}" if lines else ""))
+                words = last_line((Path(tmp) / f"err{r}.txt").read_text(errors="replace"))
+                raise RuntimeError(f"link probe process {r} {ended_text(rc)}" + (f": {words}" if words else ""))
         finally:
             stop(procs)
         rows = json.loads((Path(tmp) / "rows.json").read_text())

@@ -31,7 +31,7 @@ import time
 from typing import Callable
 
 from .errors import ConfigError
-from .procs import die_with_parent, exit_text
+from .procs import die_with_parent, ended_text, last_line
 
 __all__ = ["first_in_child", "timeout_s", "TIMEOUT_ENV"]
 
@@ -83,13 +83,9 @@ def _child(work: Callable[[Mark], None], wfd: int, err_fd: int, parent: int) -> 
 
 def _ended(status: int, during: str, err) -> str:
     rc = os.waitstatus_to_exitcode(status)
-    if rc == -signal.SIGKILL:
-        return f"was killed ({exit_text(rc)}: out of host memory?) {during}"
-    if rc < 0:
-        return f"crashed ({exit_text(rc)}) {during}"
-    err.seek(0)  # an exit on purpose may have said why
-    last = [x for x in err.read().decode(errors="replace").splitlines() if x.strip()][-1:]
-    return f"exited with code {rc} {during}" + (f"; its last words: {last[0].strip()[:200]}" if last else "")
+    err.seek(0)  # an exit on purpose may have said why (a crash's last words are the crash's)
+    words = last_line(err.read().decode(errors="replace"), 200) if rc >= 0 else ""
+    return f"{ended_text(rc)} {during}" + (f"; its last words: {words}" if words else "")
 
 
 class _Phases:

@@ -30,7 +30,8 @@ import threading
 import time
 from typing import Callable, Iterator, Sequence
 
-__all__ = ["die_with_parent", "popen", "stop", "watch", "exit_text", "host_cores", "Terminated", "sigterm_raises"]
+__all__ = ["die_with_parent", "popen", "stop", "watch", "exit_text", "ended_text", "last_line", "host_cores",
+           "Terminated", "sigterm_raises"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -113,6 +114,17 @@ def watch(procs: Sequence[subprocess.Popen], timeout_s: float, *, poll_s: float 
         time.sleep(poll_s)
 
 
+def ended_text(rc: int) -> str:
+    """How a process ended, as a phrase: ``exited with code 3``, ``crashed (signal 11, SIGSEGV)``,
+    ``was killed by signal 9 (SIGKILL: out of host memory?)`` (the kernel's out-of-memory killer
+    sends SIGKILL, and so does little else)."""
+    if rc == -signal.SIGKILL:
+        return "was killed by signal 9 (SIGKILL: out of host memory?)"
+    if rc < 0:
+        return f"crashed ({exit_text(rc)})"
+    return f"exited with code {rc}"
+
+
 def exit_text(rc: int) -> str:
     """A return code in words: ``exit code 3``, ``signal 9, SIGKILL``."""
     if rc >= 0:
@@ -122,6 +134,12 @@ def exit_text(rc: int) -> str:
     except ValueError:
         return f"signal {-rc}"
     return f"signal {-rc}, {name}"
+
+
+def last_line(text: str, limit: int = 300) -> str:
+    """The last non-blank line of a process's output (what it said last), at most ``limit`` characters."""
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    return lines[-1][:limit] if lines else ""
 
 
 def host_cores() -> int:

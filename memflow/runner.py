@@ -29,8 +29,9 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
 
     A plan for ``cpu-N`` runs on the CPU (gloo) even where there are GPUs; a plan for
     named GPUs runs on CUDA (NCCL) where there is one, else on the CPU under the
-    same accounted cap. ``progress`` receives a line for each thing that happens (the checks, the
-    launch, every step's loss and time) as it happens."""
+    same accounted cap. ``progress`` receives a line for each thing that happens (the launch, the
+    ranks ready, every step's loss and time) as it happens; nothing before the launch, so that an
+    error found by the checks stays the only line."""
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
     if not plan.model_file:
@@ -42,8 +43,6 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
             f"refusing to launch: the plan predicts {format_bytes(pr.peak_bytes[d])} on device {d}, "
             f"over its {format_bytes(pr.capacity_bytes[d])} (pass --force to run it anyway)")
     if check:
-        if progress:
-            progress(f"checking that {plan.model_file} still matches the plan")
         check_model(plan, load_model_file(plan.model_file))
     cluster = plan.get_cluster()
     cfg = RunConfig(

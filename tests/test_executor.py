@@ -228,7 +228,7 @@ def test_killed_rank_ends_run_naming_it():
         run("lstm", strategy("lstm", dp=2), steps=3, fail_rank=1, fail_step=1)
     assert time.perf_counter() - t0 < 60
     msg = str(ei.value)
-    assert "rank 1 died (exit code 1) without an error report" in msg and "\n" not in msg
+    assert "rank 1 exited with code 1 without an error report" in msg and "\n" not in msg
     log = Path(re.search(r"\(log: (.+)\)$", msg).group(1))
     assert log.is_file()  # the run's work directory is kept: only its log can say why the rank died
     shutil.rmtree(log.parent)

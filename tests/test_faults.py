@@ -74,7 +74,7 @@ ENDINGS = {
     "exit_in_build_model": ("def build_model():\n    import os\n    os._exit(0)", TINY,
                             "exited with code 0 in build_model()"),
     "killed_in_example_batch": ("def example_batch(n):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)",
-                                TINY, "was killed (signal 9, SIGKILL: out of host memory?) in example_batch(4)"),
+                                TINY, "was killed by signal 9 (SIGKILL: out of host memory?) in example_batch(4)"),
 }
 
 
@@ -174,7 +174,7 @@ def test_a_killed_profiling_process_is_reported_at_once(tmp_path, mark):
     path = model(tmp_path, "oom", IN_PROFILING + TINY +
                  "if PROFILING and sys.argv[-1] == '1':\n    os.kill(os.getpid(), signal.SIGKILL)\n")
     t0 = time.monotonic()
-    with pytest.raises(CaptureError, match=r"profiling process 1 was killed \(signal 9, SIGKILL: out of host memory\?\)"):
+    with pytest.raises(CaptureError, match=r"profiling process 1 was killed by signal 9 \(SIGKILL: out of host memory\?\)"):
         concurrent_phase_times(load_model_file(path), [2], 2, repeats=1)
     assert time.monotonic() - t0 < 60  # the children's start, not the barrier's 600 s
     assert not marked(mark, "memflow.profile.concurrent")  # rank 0, waiting at the barrier, was stopped

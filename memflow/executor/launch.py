@@ -40,7 +40,7 @@ from .. import errors, runlog
 from ..errors import DeviceOutOfMemoryError, ExecutionError
 from ..graph.training import autocast
 from ..model_file import load_model_file
-from ..procs import exit_text, popen, sigterm_raises, stop, watch
+from ..procs import ended_text, exit_text, popen, sigterm_raises, stop, watch
 from .agent import STORE_FD_ENV, listening_socket
 from .checkpoint import resume_point
 from .config import RunConfig
@@ -97,13 +97,6 @@ def completed_report(out_json: str, world: int) -> RunReport | None:
     return report if report is not None and len(report.ranks) == world else None
 
 
-def _died(rank: int, code: str) -> str:
-    rc = int(code)
-    if rc == -signal.SIGKILL:
-        return f"rank {rank} was killed ({exit_text(rc)}: out of host memory?)"
-    return f"rank {rank} died ({exit_text(rc)})"
-
-
 def _failure(out_json: str, log: str, rc: int, elapsed: float, log_path: str) -> tuple[Exception, bool]:
     """The run's error, and whether its log is needed to understand it (kept, and named in the message)."""
     errs = []
@@ -122,7 +115,8 @@ def _failure(out_json: str, log: str, rc: int, elapsed: float, log_path: str) ->
     silent = [(r, c) for r, c in failures if r not in reported]
     if silent:
         r, code = silent[0]
-        return ExecutionError(f"{_died(r, code)} without an error report; the run stopped after {elapsed:.1f} s "
+        return ExecutionError(f"rank {r} {ended_text(int(code))} without an error report; the run stopped after "
+                              f"{elapsed:.1f} s "
                               f"(log: {log_path})"), True
     if errs:
         primary = [e for e in errs if not _SECONDARY.search(e.get("message", ""))] or errs

@@ -39,7 +39,7 @@ from ..errors import CaptureError
 from ..graph.build import capture_program
 from ..graph.training import autocast, opt_params
 from ..model_file import load_model_file
-from ..procs import exit_text, host_cores, popen, sigterm_raises, stop, watch
+from ..procs import ended_text, host_cores, last_line, popen, sigterm_raises, stop, watch
 from .timing import measure_phase_times
 
 __all__ = ["concurrent_phase_times"]
@@ -79,17 +79,9 @@ def _child(job: dict, rank: int) -> None:
 
 
 def _why(rank: int, rc: int, err_file: Path) -> str:
-    """One line on why timing process ``rank`` ended with return code ``rc``."""
-    if rc == -9:
-        return f"profiling process {rank} was killed ({exit_text(rc)}: out of host memory?)"
-    try:
-        last = [x for x in err_file.read_text(errors="replace").splitlines() if x.strip()][-1:]
-    except OSError:
-        last = []
-    if rc < 0:
-        return f"profiling process {rank} crashed ({exit_text(rc)})" + (f": {last[0][:300]}" if last else "")
-    return f"profiling process {rank} failed: {last[0][:300]}" if last else \
-        f"profiling process {rank} ended with {exit_text(rc)} and no message"
+    """One line on why timing process ``rank`` ended with return code ``rc``: its error, or how it died."""
+    words = last_line(err_file.read_text(errors="replace")) if rc > 0 and err_file.exists() else ""
+    return f"profiling process {rank} failed: {words}" if words else f"profiling process {rank} {ended_text(rc)}"
 
 
 def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granularity: Any = "auto",

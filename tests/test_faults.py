@@ -194,23 +194,33 @@ def test_profiling_runs_at_most_one_process_per_core(tmp_path, monkeypatch):
     assert all(t > 0 for t in out[2]["keep"])
 
 
+def interrupt(argv: list[str], tmp_path: Path, mark: str, children: str, sig: int, gone_s: float) -> tuple[int, str]:
+    """Start ``memflow ARGV``, wait until two processes whose command line holds ``children`` run, send
+    ``sig``, and check that every process of the command is gone within ``gone_s`` seconds; returns its exit
+    status and stderr. Its temporary files go to tmp_path/tmp."""
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "memflow", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
+    try:
+        started = wait_for(lambda: len(marked(mark, children)) == 2 or proc.poll() is not None, 120)
+        if not started or proc.poll() is not None:
+            proc.kill()
+            pytest.fail(f"{children} did not start: {proc.communicate()[1][-2000:]}")
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert wait_for(lambda: not marked(mark), gone_s), f"a process of memflow {argv[0]} outlived it"
+    finally:
+        proc.kill()
+    return proc.returncode, err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_profiling_processes_die_with_the_planner(tmp_path, mark, link_cached, sig):
     path = model(tmp_path, "slow", IN_PROFILING + TINY + "if PROFILING:\n    time.sleep(600)\n")
-    (tmp_path / "tmp").mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "memflow", "plan", path, "--gpus", "2", "--gpu-type", "cpu"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
-    try:
-        started = wait_for(lambda: len(marked(mark, "memflow.profile.concurrent")) == 2 or proc.poll() is not None, 120)
-        assert started and proc.poll() is None, f"the profiling processes did not start: {proc.communicate()[1][-2000:]}"
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
-        assert wait_for(lambda: not marked(mark), 5), "a child of the planner outlived it"
-    finally:
-        proc.kill()
+    rc, err = interrupt(["plan", path, "--gpus", "2", "--gpu-type", "cpu"], tmp_path, mark,
+                        "-m memflow.profile.concurrent", sig, 5)
     if sig != signal.SIGKILL:
-        assert proc.returncode == 130 and one_error_line(err) == "memflow: interrupted"
+        assert rc == 130 and one_error_line(err) == "memflow: interrupted"
         assert not list((tmp_path / "tmp").glob("memflow_*"))  # the timing processes' directory is gone
 
 
@@ -347,19 +357,9 @@ def example_batch(n):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_runs_processes_die_with_it(planned, tmp_path, mark, sig):
     plan = planned("slow_ranks", IN_RANKS + "if RANK:\n    time.sleep(600)\n" + TINY)
-    (tmp_path / "tmp").mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "memflow", "run", plan, "--quiet"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
-    try:
-        started = wait_for(lambda: len(marked(mark, "-u -m memflow.executor.worker")) == 2 or proc.poll() is not None, 120)
-        assert started and proc.poll() is None, f"the ranks did not start: {proc.communicate()[1][-2000:]}"
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
-        assert wait_for(lambda: not marked(mark), 10), "torchrun or a rank outlived the run"
-    finally:
-        proc.kill()
+    rc, err = interrupt(["run", plan, "--quiet"], tmp_path, mark, "-u -m memflow.executor.worker", sig, 10)
     if sig == signal.SIGTERM:
-        assert proc.returncode == 130 and one_error_line(err) == "memflow: interrupted"
+        assert rc == 130 and one_error_line(err) == "memflow: interrupted"
         assert not list((tmp_path / "tmp").glob("memflow_*"))
 
 

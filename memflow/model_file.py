@@ -429,8 +429,10 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
     if p.suffix != ".py":
         raise ModelLoadError(f"{shown}: not a .py file (a model file is a Python file)")
     if guard:
-        # meanwhile: the capture that follows every load needs torch._dynamo (seconds, cold)
-        ended = first_in_child(lambda mark: _trial(p, shown, mark), meanwhile=_import_dynamo)
+        # first: torch._dynamo, which the capture after every load needs and which building on the meta device
+        # imports (seconds, cold); imported here, the child inherits it instead of importing it again
+        _import_dynamo()
+        ended = first_in_child(lambda mark: _trial(p, shown, mark))
         if ended is not None:
             raise ModelLoadError(f"{shown}: the model file {ended}")
     return _load(p, shown)

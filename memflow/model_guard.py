@@ -12,11 +12,12 @@ importing within 120 s"``), or None when the code returned or raised (an
 exception is an ordinary error, which the caller meets again in-process with
 its own message). The limit is ``MEMFLOW_MODEL_TIMEOUT_S`` (default 120 s).
 
-The child's cost is mostly the libraries the model file imports (for the
-GPT-2 example ``transformers``, which this process imports again after it).
-``meanwhile`` hides it: this process does work of its own that the caller
-needs next (the model loader imports ``torch._dynamo``, which every capture
-needs and which takes about as long) while the child runs.
+The child's cost is what the model file does that this process has not
+done yet, mostly the libraries it imports (for the GPT-2 example
+``transformers``, 1-3 s, which this process then imports again): work done
+here before the fork is inherited (the model loader imports ``torch._dynamo``
+first, which the capture after every load needs anyway and which building
+on the meta device would otherwise import in the child).
 """
 from __future__ import annotations
 
@@ -110,9 +111,8 @@ class _Phases:
             wait_s = 0.0
 
 
-def first_in_child(work: Callable[[Mark], None], *, meanwhile: Callable[[], object] | None = None,
-                   limit_s: float | None = None) -> str | None:
-    """Run ``work(mark)`` in a forked child first (``meanwhile()`` here, as it runs); None when ``work``
+def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None) -> str | None:
+    """Run ``work(mark)`` in a forked child first; None when ``work``
     returned or raised, else how the child ended or hung (``"exited with code 0 during import"``), naming
     the phase ``mark(during, unfinished)`` announced last. Linux only, and only in a single-threaded
     process: elsewhere None at once (the caller runs the code in-process, unguarded)."""
@@ -136,8 +136,6 @@ def first_in_child(work: Callable[[Mark], None], *, meanwhile: Callable[[], obje
         deadline = time.monotonic() + limit
         status = None
         try:
-            if meanwhile is not None:
-                meanwhile()
             while True:
                 phases.read(0.05)
                 if phases.done:

@@ -6,18 +6,23 @@ exported again); a forked child inherits them as they stand, so only its result
 travels, pickled, back. Used by the profiler (sizes traced beside each other)
 and the search (its extra chains). Linux only (fork elsewhere is not safe to
 rely on); a child that fails or hangs gives None and the caller does the work
-itself. Imports nothing of memflow: the record-level packages may use it.
+itself. The child dies with its parent (``memflow.procs.die_with_parent``).
+Imports only :mod:`memflow.procs` of memflow: the record-level packages may use it.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, Callable
 
+from .procs import die_with_parent
+
 __all__ = ["ForkedJobs"]
 
 
-def _child(fn: Callable[[], Any], conn) -> None:
+def _child(fn: Callable[[], Any], conn, parent: int) -> None:
+    die_with_parent(parent=parent)
     try:
         value = fn()
     except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself
@@ -40,7 +45,7 @@ class ForkedJobs:
         try:
             ctx = mp.get_context("fork")
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(fn, send), daemon=True)
+            proc = ctx.Process(target=_child, args=(fn, send, os.getpid()), daemon=True)
             proc.start()
         except Exception:  # noqa: BLE001 - no fork here (or a daemonic process): the caller does the work
             return

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .devices import cache_dir
 from .fileio import atomic_write_text
+from .procs import ended_text, last_line, popen, sigterm_raises, stop, watch
 
 __all__ = ["measured_gloo_link", "fit_alpha_beta", "SIZES"]
 
@@ -84,23 +85,25 @@ def _child(directory: str, rank: int, repeats: int) -> None:
 
 
 def probe(repeats: int = 15, timeout_s: float = 120.0) -> tuple[float, float, list]:
-    """Run the two-process probe now: ``(α, β, rows)``."""
-    with tempfile.TemporaryDirectory(prefix="memflow_link_") as tmp:
+    """Run the two-process probe now: ``(α, β, rows)``. Its processes die with this one (memflow.procs)."""
+    with tempfile.TemporaryDirectory(prefix="memflow_link_") as tmp, sigterm_raises():
         env = dict(os.environ, OMP_NUM_THREADS="1")
-        procs = [subprocess.Popen([sys.executable, "-m", "memflow.linkprobe", tmp, str(r), str(repeats)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for r in range(2)]
-        errs = []
-        for p in procs:
+        procs: list[subprocess.Popen] = []
+        try:
+            for r in range(2):
+                with open(Path(tmp) / f"err{r}.txt", "w") as err:
+                    procs.append(popen([sys.executable, "-m", "memflow.linkprobe", tmp, str(r), str(repeats)],
+                                       env=env, stdout=subprocess.DEVNULL, stderr=err))
             try:
-                _, err = p.communicate(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                _, err = p.communicate()
-            if p.returncode:
-                errs.append(((err or "").strip().splitlines() or ["?"])[-1])
-        if errs:
-            raise RuntimeError(errs[0][:300])
+                failed = watch(procs, timeout_s)
+            except TimeoutError as e:
+                raise RuntimeError(f"the link probe is {e}") from None
+            if failed is not None:
+                r, rc = failed
+                words = last_line((Path(tmp) / f"err{r}.txt").read_text(errors="replace"))
+                raise RuntimeError(f"link probe process {r} {ended_text(rc)}" + (f": {words}" if words else ""))
+        finally:
+            stop(procs)
         rows = json.loads((Path(tmp) / "rows.json").read_text())
     alpha, beta = fit_alpha_beta(rows)
     return alpha, beta, rows

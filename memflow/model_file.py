@@ -59,6 +59,7 @@ Every contract violation is raised as a one-line
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import itertools
 import os
@@ -74,6 +75,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from memflow.errors import ModelLoadError
+from memflow.model_guard import first_in_child
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -413,7 +415,7 @@ def _module_name(path: Path) -> str:
     return f"memflow_user_model_{stem}_{next(_module_counter)}"
 
 
-def load_model_file(path: str | os.PathLike) -> ModelSpec:
+def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec:
     """Imports the model file at ``path`` and validates its top-level contract.
 
     The file is imported under a fresh, unique module name each call (so
@@ -424,6 +426,13 @@ def load_model_file(path: str | os.PathLike) -> ModelSpec:
     has a non-callable ``loss_fn`` / ``optimizer``, or a ``BATCH_SIZE`` that
     is not a positive int. It does not build the model; see
     :meth:`ModelSpec.check`.
+
+    ``guard`` (Linux): the file is first imported, built (under fake
+    tensors) and asked for a batch in a forked child
+    (:func:`memflow.model_guard.first_in_child`), and a file that ends that
+    process (``os._exit``, a crash) or hangs (``MEMFLOW_MODEL_TIMEOUT_S``)
+    is a ModelLoadError. Processes whose parent already loaded the same file
+    (the executor's ranks, the profiling processes) pass ``guard=False``.
     """
     shown = os.fspath(path)
     p = Path(shown)
@@ -433,7 +442,36 @@ def load_model_file(path: str | os.PathLike) -> ModelSpec:
         raise ModelLoadError(f"{shown}: not a file (expected a model.py file)")
     if p.suffix != ".py":
         raise ModelLoadError(f"{shown}: not a .py file (a model file is a Python file)")
+    if guard:
+        # first: torch._dynamo, which the capture after every load needs and which building on the meta device
+        # imports (seconds, cold); imported here, the child inherits it instead of importing it again
+        _import_dynamo()
+        ended = first_in_child(lambda mark: _trial(p, shown, mark))
+        if ended is not None:
+            raise ModelLoadError(f"{shown}: the model file {ended}")
+    return _load(p, shown)
 
+
+def _trial(p: Path, shown: str, mark: Callable[[str, str], None]) -> None:
+    """What the guard's child runs: the import, ``build_model()`` on the meta device (cheap at any size;
+    the contract allows it) and one ``example_batch``."""
+    mark("during import", "did not finish importing")
+    spec = _load(p, shown)
+    with torch.device("meta"):
+        mark("in build_model()", "build_model() did not return")
+        spec.build()
+        mark(f"in example_batch({spec.batch_size})", f"example_batch({spec.batch_size}) did not return")
+        spec.batch()
+
+
+def _import_dynamo() -> None:
+    try:
+        importlib.import_module("torch._dynamo")
+    except Exception:  # noqa: BLE001 - only a head start; the capture meets any error itself
+        pass
+
+
+def _load(p: Path, shown: str) -> ModelSpec:
     name = _module_name(p)
     import_spec = importlib.util.spec_from_file_location(name, p)
     if import_spec is None or import_spec.loader is None:  # pragma: no cover

@@ -170,9 +170,9 @@ class GraphSource:
                 todo.append(b)
         if not todo:
             return
-        with self.progress.task(f"timing {self.spec.name} in {n} processes at once, as {n} ranks share this host",
-                                len(todo), "size") as task:
-            times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype)
+        with self.progress.task(f"timing {self.spec.name} as {n} concurrent ranks", len(todo), "size") as task:
+            times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype,
+                                           progress=self.progress.note)
             task.update(len(todo), note=f"micro-batch(es) {todo}")
         with _threads(self.threads), self.progress.task(f"tracing {self.spec.name}'s memory", len(todo),
                                                         "size") as task, reporting(task):

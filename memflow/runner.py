@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Callable
 
 import torch
 
@@ -25,14 +26,17 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
         on_cpu: bool = False, seed: int | None = None, checkpoint_dir: str | None = None, checkpoint_every: int = 0,
         resume: bool = False, nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
         out_json: str | None = None, timeout_s: float = 1800.0, fail_rank: int | None = None,
-        fail_step: int | None = None, warmup: int = 1) -> RunReport | None:
+        fail_step: int | None = None, warmup: int = 1,
+        progress: Callable[[str], None] | None = None) -> RunReport | None:
     """Execute ``plan`` (a Plan or a plan file) for ``steps`` steps; returns the run's report, each
     rank's measured peak and step time beside the prediction (None on a node without rank 0).
 
     A plan for ``cpu-N`` runs on the CPU (gloo) even where there are GPUs; a plan for
     named GPUs runs on CUDA (NCCL), one GPU per rank, and is refused where this host has
     too few, unless ``on_cpu``: then it runs on the CPU under the same accounted cap.
-    The model file is loaded under the environment the plan recorded."""
+    The model file is loaded under the environment the plan recorded. ``progress`` receives a
+    line for each thing that happens (the launch, the ranks ready, every step's loss and time) as
+    it happens; nothing before the launch, so that an error found by the checks stays the only line."""
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
     if not plan.model_file:
@@ -65,13 +69,13 @@ def run(plan: Plan | str | os.PathLike, steps: int = 5, *, check: bool = True, f
         return _launch(plan, cluster, steps, on_cpu=on_cpu, seed=seed, checkpoint_dir=checkpoint_dir,
                        checkpoint_every=checkpoint_every, resume=resume, nnodes=nnodes, node_rank=node_rank,
                        rdzv_endpoint=rdzv_endpoint, out_json=out_json, timeout_s=timeout_s, fail_rank=fail_rank,
-                       fail_step=fail_step, warmup=warmup)
+                       fail_step=fail_step, warmup=warmup, progress=progress)
 
 
 def _launch(plan: Plan, cluster, steps: int, *, on_cpu: bool, seed: int | None, checkpoint_dir: str | None,
             checkpoint_every: int, resume: bool, nnodes: int, node_rank: int, rdzv_endpoint: str | None,
             out_json: str | None, timeout_s: float, fail_rank: int | None, fail_step: int | None,
-            warmup: int) -> RunReport | None:
+            warmup: int, progress: Callable[[str], None] | None) -> RunReport | None:
     pr = plan.predicted
     cfg = RunConfig(
         model_file=plan.model_file, batch_size=plan.batch_size, strategy=plan.strategy, steps=steps,
@@ -88,4 +92,4 @@ def _launch(plan: Plan, cluster, steps: int, *, on_cpu: bool, seed: int | None, 
     if world % nnodes:
         raise InfeasibleError(f"{world} ranks cannot be split evenly over {nnodes} nodes")
     return run_plan(cfg, nproc=world // nnodes, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
-                    timeout_s=timeout_s)
+                    timeout_s=timeout_s, progress=progress)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"memflow": ROOT / "memflow", "memflow.simulator": ROOT / "simulator", "memflow.search": ROOT / "search"}
 
 #: the bottom layer: records and the small utilities they use (no torch)
-RECORDS = {"errors", "kinds", "units", "typed", "fileio", "forking", "gcfreeze", "devices", "linkprobe", "cluster",
+RECORDS = {"errors", "kinds", "units", "typed", "fileio", "forking", "procs", "gcfreeze", "devices", "linkprobe", "cluster",
            "strategy", "schedule", "graph.record", "records", "request", "planfile", "config"}
 #: the top layer: what puts the stages together for a user
 APPLICATION = {"planner", "runner", "fit", "summary", "report", "plot", "cli", "__init__", "__main__"}

@@ -56,8 +56,8 @@ def main(a: argparse.Namespace) -> int:
     ckpt_dir = a.checkpoint_dir or run_settings.get("checkpoint_dir")
     ckpt_every = a.checkpoint_every or run_settings.get("checkpoint_every", 0)
     result = run(plan, steps=steps, force=a.force, on_cpu=a.on_cpu, checkpoint_dir=ckpt_dir,
-                 checkpoint_every=ckpt_every,
-                 resume=a.resume, nnodes=a.nnodes, node_rank=a.node_rank, rdzv_endpoint=a.rdzv_endpoint)
+                 checkpoint_every=ckpt_every, resume=a.resume, nnodes=a.nnodes, node_rank=a.node_rank,
+                 rdzv_endpoint=a.rdzv_endpoint, progress=None if quiet else reporter(quiet).note)
     if result is None:
         print(f"node {a.node_rank}: done (rank 0's node reports the run)")
     elif a.json:

@@ -48,7 +48,10 @@ class RunConfig:
     or ``"auto"`` (CUDA where there is a GPU, else the CPU). ``dtype``: the
     training precision (``bf16``: forward passes under autocast, as profiled). ``fail_rank`` /
     ``fail_step`` are a test hook: that rank calls ``os._exit(1)`` at the
-    start of that step.
+    start of that step. ``resume_from``: the checkpoint to resume (the
+    launcher picks and verifies it; unset, the ranks pick the newest in
+    ``checkpoint_dir`` and verify it themselves). ``progress_file``: where
+    ranks append progress events (:mod:`.progress`).
     """
 
     model_file: str
@@ -71,6 +74,8 @@ class RunConfig:
     comm_timeout_s: float = 30.0
     fail_rank: int | None = None
     fail_step: int | None = None
+    resume_from: str | None = None
+    progress_file: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.strategy, dict):

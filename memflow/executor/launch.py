@@ -1,13 +1,20 @@
 """Launching a planned run with torchrun, and the plain-training reference.
 
-:func:`run_plan` writes the :class:`RunConfig` to a JSON file and runs
-``python -m torch.distributed.run ... -m memflow.executor.worker CFG`` as a
-subprocess (its output goes to a log file, not the terminal). A failed run
-raises :class:`DeviceOutOfMemoryError` or :class:`ExecutionError` with one
-line naming the failed rank: from the error JSON each rank writes on an
-exception, or, for a rank that died without one (killed, ``os._exit``),
-from torchrun's failure summary. Gloo timeouts (``comm_timeout_s``) and
-torchrun's stop-the-others-on-failure end a run whose rank died.
+:func:`run_plan` writes the :class:`RunConfig` to a JSON file in a work
+directory and runs ``python -m memflow.executor.agent ... -m
+memflow.executor.worker CFG`` (torchrun, its rendezvous store bound to
+127.0.0.1 on one machine: :mod:`.agent`) as a child that dies with this
+process (:mod:`memflow.procs`); its output goes to a log file, not the
+terminal, and the ranks' progress events reach the ``progress`` callback as
+they happen (:mod:`.progress`). A failed run raises
+:class:`DeviceOutOfMemoryError` or :class:`ExecutionError` with one line
+naming the failed rank: from the error JSON each rank writes on an exception,
+or, for a rank that died without one (killed, ``os._exit``), from torchrun's
+failure summary. Gloo timeouts (``comm_timeout_s``) and torchrun's
+stop-the-others-on-failure end a run whose rank died. The work directory is
+removed afterwards, unless the run failed in a way only its log explains
+(the error then says where it is). ``--resume`` is checked here, before any
+rank starts (:func:`.checkpoint.resume_point`).
 """
 from __future__ import annotations
 
@@ -16,6 +23,8 @@ import glob
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +32,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -30,8 +40,13 @@ from .. import errors, runlog
 from ..errors import DeviceOutOfMemoryError, ExecutionError
 from ..graph.training import autocast
 from ..model_file import load_model_file
+from ..procs import ended_text, exit_text, popen, sigterm_raises, stop, watch
+from .agent import STORE_FD_ENV, listening_socket
+from .checkpoint import resume_point
 from .config import RunConfig
+from .progress import ProgressTail
 from .report import RunReport, read_report
+from .signing import key
 
 __all__ = ["run_plan", "plain_losses", "free_port", "completed_report"]
 
@@ -39,6 +54,8 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def free_port() -> int:
+    """A port free now on 127.0.0.1 (another process may take it before it is used: multi-node
+    endpoints are the user's to choose; a one-machine run binds its own, see :mod:`.agent`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -80,7 +97,8 @@ def completed_report(out_json: str, world: int) -> RunReport | None:
     return report if report is not None and len(report.ranks) == world else None
 
 
-def _failure(out_json: str, log: str, rc: int, elapsed: float) -> Exception:
+def _failure(out_json: str, log: str, rc: int, elapsed: float, log_path: str) -> tuple[Exception, bool]:
+    """The run's error, and whether its log is needed to understand it (kept, and named in the message)."""
     errs = []
     for path in glob.glob(glob.escape(out_json) + ".rank*.error.json"):
         try:
@@ -91,99 +109,156 @@ def _failure(out_json: str, log: str, rc: int, elapsed: float) -> Exception:
     oom = [e for e in errs if e.get("type") == "DeviceOutOfMemoryError"]
     if oom:
         e = min(oom, key=lambda e: e.get("time", 0))
-        return DeviceOutOfMemoryError(e["message"])
+        return DeviceOutOfMemoryError(e["message"]), False
     reported = {e["rank"] for e in errs}
     failures = _torchrun_failures(log)
     silent = [(r, c) for r, c in failures if r not in reported]
     if silent:
         r, code = silent[0]
-        return ExecutionError(f"rank {r} died (exit code {code}) without an error report; "
-                              f"the run stopped after {elapsed:.1f} s")
+        return ExecutionError(f"rank {r} {ended_text(int(code))} without an error report; the run stopped after "
+                              f"{elapsed:.1f} s "
+                              f"(log: {log_path})"), True
     if errs:
         primary = [e for e in errs if not _SECONDARY.search(e.get("message", ""))] or errs
         e = min(primary, key=lambda e: e.get("time", 0))
         msg = e["message"] if e["message"].startswith(f"rank {e['rank']}") else f"rank {e['rank']}: {e['message']}"
         cls = getattr(errors, e.get("type", ""), None)
         if isinstance(cls, type) and issubclass(cls, errors.MemflowError):
-            return cls(msg)  # the worker's own error class (plan mismatch, model load, ...)
-        return ExecutionError(f"{e['type']} on {msg}")
+            return cls(msg), False  # the worker's own error class (plan mismatch, model load, ...)
+        return ExecutionError(f"{e['type']} on {msg} (log: {log_path})"), True
     tail = " ".join(log.strip().splitlines()[-1:])[:300]
-    return ExecutionError(f"the run failed (exit code {rc}) with no rank reporting: {tail}")
+    return ExecutionError(f"the run failed ({exit_text(rc)}) with no rank reporting: {tail} (log: {log_path})"), True
+
+
+def _loopback_interface() -> str | None:
+    try:
+        return next((name for _, name in socket.if_nameindex() if name in ("lo", "lo0")), None)
+    except OSError:
+        return None
 
 
 def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
              rdzv_endpoint: str | None = None, timeout_s: float = 600.0,
-             log_path: str | None = None) -> RunReport | None:
+             log_path: str | None = None, progress: Callable[[str], None] | None = None) -> RunReport | None:
     """Run ``config`` on ``nproc`` processes per node; returns rank 0's report.
 
     Multi-node: ``nnodes`` > 1 with ``rdzv_endpoint`` ``HOST:PORT`` (c10d
-    rendezvous); call it once per node. The call on a node without rank 0
-    returns None (or rank 0's report when it can see the file). Raises :class:`DeviceOutOfMemoryError` /
-    :class:`ExecutionError` (one line, naming the failed rank) on failure.
+    rendezvous, its stores bound to that address and to this node's); call it once
+    per node. The call on a node without rank 0 returns None (or rank 0's report
+    when it can see the file). One machine: the rendezvous store listens on
+    127.0.0.1 only, on a port bound before the launch (no race for it). Raises
+    :class:`DeviceOutOfMemoryError` / :class:`ExecutionError` (one line, naming the
+    failed rank) on failure, a ConfigError for a ``resume`` that cannot be. ``progress``
+    receives lines as the run goes (launch, ranks ready, every step's loss and time).
     """
     if nproc * nnodes != config.world_size:
         raise ExecutionError(
             f"the plan needs dp × pp = {config.world_size} processes, launching {nnodes} node(s) × {nproc}"
         )
+    if nnodes > 1 and not rdzv_endpoint:
+        raise ExecutionError("a multi-node run needs rdzv_endpoint HOST:PORT")
+    if config.resume and not config.resume_from:
+        config = dataclasses.replace(config, resume_from=resume_point(config.checkpoint_dir, config.steps)[0])
+    if config.checkpoint_dir and config.checkpoint_every:
+        key()  # made here, before the ranks that sign with it start
     work = tempfile.mkdtemp(prefix="memflow_run_")
-    if not config.out_json:
-        config = dataclasses.replace(config, out_json=os.path.join(work, "result.json"))
-    out_json = config.out_json
-    for p in glob.glob(glob.escape(out_json) + ".rank*.error.json"):
-        os.remove(p)
-    if nnodes == 1 and os.path.exists(out_json):
-        os.remove(out_json)
-    cfg_path = os.path.join(work, "config.json")
-    config.save(cfg_path)
-    log_path = log_path or os.path.join(work, f"torchrun_node{node_rank}.log")
+    keep = False
+    try:
+        config = dataclasses.replace(config, out_json=config.out_json or os.path.join(work, "result.json"),
+                                     progress_file=config.progress_file or os.path.join(work, "progress.jsonl"))
+        out_json = config.out_json
+        for p in glob.glob(glob.escape(out_json) + ".rank*.error.json"):
+            os.remove(p)
+        if nnodes == 1 and os.path.exists(out_json):
+            os.remove(out_json)
+        cfg_path = os.path.join(work, "config.json")
+        config.save(cfg_path)
+        log_path = log_path or os.path.join(work, f"torchrun_node{node_rank}.log")
+        rc, elapsed = _torchrun(config, cfg_path, nproc, nnodes, node_rank, rdzv_endpoint, timeout_s, log_path,
+                                progress)
+        text = Path(log_path).read_text(errors="replace")
+        if rc is None:
+            keep = True
+            raise ExecutionError(f"the run did not finish within {timeout_s:.0f} s (log: {log_path})")
+        if rc != 0:
+            report = completed_report(out_json, config.world_size) if nnodes == 1 else None
+            if report is None:
+                err, keep = _failure(out_json, text, rc, elapsed, log_path)
+                raise err from None
+            # every rank's record was gathered and written before this exit: the run itself completed,
+            # and a process died tearing down (seen once: gloo, "terminate called without an active exception")
+            failed = ", ".join(f"rank {r} ({exit_text(int(c))})" for r, c in _torchrun_failures(text)) \
+                or exit_text(rc)
+            keep = True
+            report.teardown_failure = f"{failed} after the run's report was written (log: {log_path})"
+            warnings.warn(f"the run completed, but {report.teardown_failure}", stacklevel=2)
+        else:
+            report = _read_report(out_json) if os.path.exists(out_json) else None
+            if report is None:
+                if node_rank == 0:
+                    keep = True
+                    raise ExecutionError(f"the run ended without a readable report (log: {log_path})")
+                return None
+        if node_rank == 0:  # one line per run, from the node that holds rank 0
+            runlog.record(config, report)
+        return report
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--max-restarts=0",
+
+def _torchrun(config: RunConfig, cfg_path: str, nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str | None,
+              timeout_s: float, log_path: str, progress: Callable[[str], None] | None) -> tuple[int | None, float]:
+    """Run torchrun (our agent) to its end: (return code or None on timeout, seconds). It is stopped, with
+    its ranks, on every way out (Ctrl-C and SIGTERM included) and dies with this process."""
+    cmd = [sys.executable, "-m", "memflow.executor.agent", f"--nproc-per-node={nproc}", "--max-restarts=0",
            "--monitor-interval=0.5"]
+    env = dict(os.environ)
+    sock = None
     if nnodes > 1:
-        if not rdzv_endpoint:
-            raise ExecutionError("a multi-node run needs rdzv_endpoint HOST:PORT")
         cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
                 f"--rdzv-endpoint={rdzv_endpoint}", "--rdzv-id=memflow"]
     else:
-        port = rdzv_endpoint.rsplit(":", 1)[1] if rdzv_endpoint else str(free_port())
-        cmd += ["--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={port}"]
+        host, port = rdzv_endpoint.rsplit(":", 1) if rdzv_endpoint else ("127.0.0.1", "0")
+        try:
+            sock = listening_socket(host, int(port))
+        except (OSError, ValueError) as e:
+            raise ExecutionError(f"cannot listen on {host}:{port} for the run's rendezvous: {e}") from None
+        cmd += ["--nnodes=1", f"--master-addr={host}", f"--master-port={sock.getsockname()[1]}"]
+        env[STORE_FD_ENV] = str(sock.fileno())
+        lo = _loopback_interface()
+        if lo and "GLOO_SOCKET_IFNAME" not in env:
+            env["GLOO_SOCKET_IFNAME"] = lo  # the ranks' gloo pairs listen on loopback only
     cmd += ["-m", "memflow.executor.worker", cfg_path]
-
-    env = dict(os.environ)
     env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     # each rank gets its share of this host's cores, as the planner's CPU profile assumed
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env["PYTHONUNBUFFERED"] = "1"
+    tail = ProgressTail(config.progress_file, progress)
+    if progress:
+        where = f" (node {node_rank} of {nnodes})" if nnodes > 1 else ""
+        progress(f"launching {nproc} rank(s){where} with torchrun")
     t0 = time.perf_counter()
-    with open(log_path, "w") as log:
+    proc = None
+    with open(log_path, "w") as log, sigterm_raises():
         try:
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout_s)
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            rc = None
-    elapsed = time.perf_counter() - t0
-    text = Path(log_path).read_text(errors="replace")
-    if rc is None:
-        raise ExecutionError(f"the run did not finish within {timeout_s:.0f} s (log: {log_path})")
-    if rc != 0:
-        report = completed_report(out_json, config.world_size) if nnodes == 1 else None
-        if report is None:
-            raise _failure(out_json, text, rc, elapsed) from None
-        # every rank's record was gathered and written before this exit: the run itself completed,
-        # and a process died tearing down (seen once: gloo, "terminate called without an active exception")
-        failed = ", ".join(f"rank {r} (exit code {c})" for r, c in _torchrun_failures(text)) or f"exit code {rc}"
-        report.teardown_failure = f"{failed} after the run's report was written (log: {log_path})"
-        warnings.warn(f"the run completed, but {report.teardown_failure}", stacklevel=2)
-    else:
-        report = _read_report(out_json) if os.path.exists(out_json) else None
-        if report is None:
-            if node_rank == 0:
-                raise ExecutionError(f"the run ended without a readable report (log: {log_path})")
-            return None
-    if node_rank == 0:  # one line per run, from the node that holds rank 0
-        runlog.record(config, report)
-    return report
+            proc = popen(cmd, death_signal=signal.SIGTERM, stdout=log, stderr=subprocess.STDOUT, env=env,
+                         pass_fds=(sock.fileno(),) if sock else ())
+            if sock is not None:
+                sock.close()  # the agent holds it now
+            try:
+                watch([proc], timeout_s, poll_s=0.1, tick=tail)
+                rc = proc.returncode
+            except TimeoutError:
+                rc = None
+            tail()
+        finally:
+            if sock is not None:
+                sock.close()
+            if proc is not None:
+                stop([proc], grace_s=10.0)
+    return rc, time.perf_counter() - t0
 
 
 def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, device: str = "cpu",

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..errors import ExecutionError
 from ..graph.actions import HostSwap, make_wrap
 from ..graph.program import StepProgram
 from .comm import StageLink
@@ -165,6 +166,10 @@ class Stage:
             self.next.send_values(env)
         else:
             loss = env[prog.loss_name]
+            if not loss.requires_grad:
+                raise ExecutionError("the loss does not require grad (it depends on no trainable parameter, or "
+                                     "was detached): there is nothing to train; the run was stopped before its "
+                                     "first backward pass")
             self.losses.append(loss.detach())
         env.clear()
         self.states[i] = (sts, loss)

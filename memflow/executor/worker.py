@@ -6,12 +6,17 @@ at the micro-batch size, keeps its stage (see :mod:`.stage`), and trains
 ``steps`` steps under :class:`memflow.memory.LiveBytes` with the plan's
 device capacity as the cap. Rank 0 gathers the per-rank measurements and
 writes the report JSON. On any exception a rank writes
-``OUT_JSON.rankR.error.json`` (type, one-line message) and exits 1.
+``OUT_JSON.rankR.error.json`` (type, one-line message) and exits 1. A loss
+that does not require grad stops the run at the first forward; a loss that
+is not finite stops it at the step where it appears. Progress events go to
+``progress_file`` (:mod:`.progress`). A rank dies with its torchrun agent.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -22,17 +27,20 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..errors import ConfigError, DeviceOutOfMemoryError, PlanMismatchError
+from ..errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
 from ..graph.build import capture_program
 from ..graph.training import autocast, in_model_order
 from ..memory import LiveBytes
 from ..typed import to_data
 from ..model_file import flatten, load_model_file
-from .checkpoint import load_latest, save_checkpoint
+from ..procs import die_with_parent
+from .checkpoint import load_checkpoint, resume_point, save_checkpoint
 from .config import RunConfig, error_path
 from .optim import StageOptimizer
+from .progress import ProgressLog
 from .report import RankReport, RunReport
 from .schedule import FORWARD, stage_schedule
+from .signing import key
 from .stage import Stage
 
 __all__ = ["main", "run_worker", "run_device", "error_path"]
@@ -90,9 +98,10 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     if cuda:  # pragma: no cover - needs a GPU
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=cfg.comm_timeout_s)
+    started = time.perf_counter()
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
 
-    spec = load_model_file(cfg.model_file)
+    spec = load_model_file(cfg.model_file, guard=False)  # the launcher loaded it (guarded) first
     mb = strat.microbatch_size(cfg.batch_size)
     # captured on the device it runs on: the export bakes device constants (masks, positions) in
     captured, program, _, model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,
@@ -125,12 +134,23 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     stage.attach_memory(live)
     opt.live = live
 
+    # the first rank of the last stage sees the loss: it reports the steps
+    progress = ProgressLog(cfg.progress_file)
+    reporter = stage.last and stage.dp_rank == 0
+
     # ---- resume
     start = 0
-    if cfg.resume and cfg.checkpoint_dir:
+    if cfg.resume:
         opt.init_state()
-        start = load_latest(cfg.checkpoint_dir, rank, stage.tensors, opt.state_tensors())
+        path = cfg.resume_from or resume_point(cfg.checkpoint_dir, cfg.steps)[0]
+        start = load_checkpoint(path, rank, stage.tensors, opt.state_tensors())
+        if rank == 0:
+            progress(event="resumed", rank=rank, path=path, done=start)
+    sign_key = key(create=False) if rank == 0 and cfg.checkpoint_dir and cfg.checkpoint_every else None
     dist.barrier()
+    if rank == 0:
+        progress(event="ready", rank=rank, world=world, seconds=time.perf_counter() - started, first=start,
+                 steps=cfg.steps)
 
     live.track(stage.tensors, kind="state")
     if not opt.on_host:
@@ -182,14 +202,20 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
             spent["grad_sync"], spent["optimizer"] = tb - ta, time.perf_counter() - tb
             if stage.last:
                 step_losses.append(float(torch.stack(stage.losses).mean()))
+                if not math.isfinite(step_losses[-1]):
+                    raise ExecutionError(f"rank {rank} (stage {stage.stage}): the loss is {step_losses[-1]} at step "
+                                         f"{t + 1}/{cfg.steps}; the run was stopped")
             stage.losses.clear()
             del mbs
         times.append(time.perf_counter() - t0)
         for k, v in spent.items():
             parts[k].append(v)
         done = t + 1
+        if reporter:
+            progress(event="step", rank=rank, step=done, steps=cfg.steps, loss=step_losses[-1], seconds=times[-1],
+                     dp=strat.dp)
         if cfg.checkpoint_dir and cfg.checkpoint_every and done % cfg.checkpoint_every == 0:
-            save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors())
+            save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors(), sign_key)
 
     timed = times[cfg.warmup:] if len(times) > cfg.warmup else times
     rec = RankReport(
@@ -241,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m memflow.executor.worker CONFIG.json", file=sys.stderr)
         return 2
+    die_with_parent(signal.SIGKILL)  # torchrun's agent stops the ranks; if it is killed, they go with it
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

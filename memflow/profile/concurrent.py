@@ -2,11 +2,24 @@
 
 N processes on one host contend for its cores, caches and memory bandwidth,
 so a phase timed alone is faster than the same phase inside an N-rank run.
-For a ``cpu-N`` cluster the profiler therefore times the step in N processes
+For a ``cpu-N`` cluster the profiler therefore times the step in processes
 started together (``python -m memflow.profile.concurrent``, a file barrier
 per micro-batch size), each with its share of the cores and under the
 live-bytes counter, and takes the median over processes. Plain subprocesses,
 not multiprocessing: a user's script needs no ``__main__`` guard.
+
+At most one process per core runs (``memflow.procs.host_cores``): 32 ranks on
+2 cores are timed as 2 processes of one thread each, every core busy, and each
+phase time is scaled by N / 2. That is the executor's situation: it runs N
+ranks of one thread each on those cores, and the kernel shares the cores
+between them, so a rank gets 2/N of a core and a compute- or bandwidth-bound
+phase takes N/2 times as long as with a core of its own. The scaling leaves
+out the cost of switching between ranks (a little optimistic) and the moments
+where ranks wait for each other and leave a core idle (a little pessimistic).
+
+The processes die with the planner (``memflow.procs``), and one that dies is
+seen within a fraction of a second: the others are stopped and the error
+names it (signal 9 is most often the out-of-memory killer).
 """
 from __future__ import annotations
 
@@ -17,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -25,7 +38,8 @@ from ..errors import CaptureError
 from ..graph.build import capture_program
 from ..graph.training import autocast, opt_params
 from ..model_file import load_model_file
-from .timing import measure_phase_times, over_processes
+from ..procs import ended_text, host_cores, last_line, popen, sigterm_raises, stop, watch
+from .timing import PhaseTimes, measure_phase_times, over_processes
 
 __all__ = ["concurrent_phase_times"]
 
@@ -41,7 +55,7 @@ def _barrier(directory: Path, name: str, rank: int, n: int, timeout_s: float = 6
 
 def _child(job: dict, rank: int) -> None:
     torch.set_num_threads(job["threads"])
-    spec = load_model_file(job["model_file"])
+    spec = load_model_file(job["model_file"], guard=False)  # the planner loaded it (guarded) first
     d = Path(job["dir"])
     out = {}
     for b in job["sizes"]:
@@ -63,41 +77,53 @@ def _child(job: dict, rank: int) -> None:
     os.replace(tmp, d / f"out{rank}.json")
 
 
+def _why(rank: int, rc: int, err_file: Path) -> str:
+    """One line on why timing process ``rank`` ended with return code ``rc``: its error, or how it died."""
+    words = last_line(err_file.read_text(errors="replace")) if rc > 0 and err_file.exists() else ""
+    return f"profiling process {rank} failed: {words}" if words else f"profiling process {rank} {ended_text(rc)}"
+
+
 def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granularity: Any = "auto",
-                           dtype: str = "fp32", repeats: int = 7,
-                           timeout_s: float = 900.0) -> dict[int, dict[str, list[float]]]:
-    """Per micro-batch size: each phase's median seconds over ``nprocs`` concurrent processes,
-    ``{"keep": [...], "swap": [...]}`` (swap: every node swapped as the CPU executor swaps)."""
-    threads = max(1, (os.cpu_count() or 1) // nprocs)
-    with tempfile.TemporaryDirectory(prefix="memflow_prof_") as tmp:
+                           dtype: str = "fp32", repeats: int = 7, timeout_s: float = 900.0,
+                           progress: Callable[[str], None] | None = None) -> dict[int, dict[str, list[float]]]:
+    """Per micro-batch size: each phase's median seconds over ``nprocs`` concurrent ranks,
+    ``{"keep": [...], "swap": [...]}`` (swap: every node swapped as the CPU executor swaps).
+    Runs at most one process per core and scales (see the module's docstring)."""
+    cores = host_cores()
+    procs_n = min(nprocs, cores)
+    scale = nprocs / procs_n
+    threads = max(1, cores // nprocs)
+    if progress and procs_n < nprocs:
+        progress(f"timing {nprocs} ranks in {procs_n} concurrent process{'es' * (procs_n > 1)}, one per core of "
+                 f"this host; phase times scaled by {nprocs}/{procs_n}")
+    with tempfile.TemporaryDirectory(prefix="memflow_prof_") as tmp, sigterm_raises():
+        d = Path(tmp)
         job = dict(model_file=str(spec.path), sizes=list(sizes), granularity=granularity, dtype=dtype,
-                   repeats=repeats, threads=threads, n=nprocs, dir=tmp)
-        (Path(tmp) / "job.json").write_text(json.dumps(job))
+                   repeats=repeats, threads=threads, n=procs_n, dir=tmp)
+        (d / "job.json").write_text(json.dumps(job))
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        procs = [subprocess.Popen([sys.executable, "-m", "memflow.profile.concurrent", tmp, str(r)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for r in range(nprocs)]
-        errs = []
-        for p in procs:
+        procs: list[subprocess.Popen] = []
+        try:
+            for r in range(procs_n):
+                with open(d / f"err{r}.txt", "w") as err:
+                    procs.append(popen([sys.executable, "-m", "memflow.profile.concurrent", tmp, str(r)], env=env,
+                                       stdout=subprocess.DEVNULL, stderr=err))
             try:
-                _, err = p.communicate(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
-            if p.returncode:
-                rc = p.returncode
-                why = f"killed by signal {-rc} (out of host memory?)" if rc < 0 else f"exit status {rc}"
-                errs.append((err or "").strip().splitlines()[-1:] or [f"a timing process ended with no message, {why}"])
-        if errs:
-            for p in procs:
-                p.kill()
-            raise CaptureError(f"concurrent CPU profiling failed: {errs[0][0][:300]}")
-        results = [json.loads((Path(tmp) / f"out{r}.json").read_text()) for r in range(nprocs)]
+                failed = watch(procs, timeout_s)
+            except TimeoutError:
+                raise CaptureError(f"concurrent CPU profiling did not finish within {timeout_s:.0f} s") from None
+            if failed is not None:
+                r, rc = failed
+                raise CaptureError(f"concurrent CPU profiling failed: {_why(r, rc, d / f'err{r}.txt')}")
+        finally:
+            stop(procs)
+        results = [json.loads((d / f"out{r}.json").read_text()) for r in range(procs_n)]
     out = {}
     for b in sizes:
         out[b] = {}
         for what in ("keep", "swap"):
-            out[b][what] = over_processes([r[str(b)][what] for r in results], [r[str(b)]["steady"] for r in results])
+            t = over_processes([r[str(b)][what] for r in results], [r[str(b)]["steady"] for r in results])
+            out[b][what] = PhaseTimes([scale * x for x in t], steady=t.steady)
     return out
 
 

@@ -1,0 +1,155 @@
+"""Run a model file's code first in a forked child, so that a file that ends its process is an error.
+
+A user's model file runs arbitrary code: at import, in ``build_model()`` or in
+``example_batch()`` it may call ``os._exit(0)``, crash the interpreter
+(SIGSEGV) or loop forever, and in-process none of these can be answered (the
+command would end with exit code 0 or -11 and no word, or hang).
+:func:`first_in_child` therefore runs that code once in a child forked from
+this process (torch already imported: the fork itself costs ~20 ms) and
+reports how the child ended: a phrase (``"exited with code 0 during import"``,
+``"crashed (signal 11, SIGSEGV) in build_model()"``, ``"did not finish
+importing within 120 s"``), or None when the code returned or raised (an
+exception is an ordinary error, which the caller meets again in-process with
+its own message). The limit is ``MEMFLOW_MODEL_TIMEOUT_S`` (default 120 s).
+
+The child's cost is what the model file does that this process has not
+done yet, mostly the libraries it imports (for the GPT-2 example
+``transformers``, 1-3 s, which this process then imports again): work done
+here before the fork is inherited (the model loader imports ``torch._dynamo``
+first, which the capture after every load needs anyway and which building
+on the meta device would otherwise import in the child).
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import select
+import signal
+import sys
+import tempfile
+import threading
+import time
+from typing import Callable
+
+from .errors import ConfigError
+from .procs import die_with_parent, ended_text, last_line
+
+__all__ = ["first_in_child", "timeout_s", "TIMEOUT_ENV"]
+
+TIMEOUT_ENV = "MEMFLOW_MODEL_TIMEOUT_S"
+_DEFAULT_TIMEOUT_S = 120.0
+
+Mark = Callable[[str, str], None]  # mark("in build_model()", "build_model() did not return"): the phase now
+
+
+def timeout_s() -> float:
+    """The limit on the child's run: ``$MEMFLOW_MODEL_TIMEOUT_S`` seconds, default 120."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return _DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"{TIMEOUT_ENV} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
+def _child(work: Callable[[Mark], None], wfd: int, err_fd: int, parent: int) -> None:
+    """The forked child: runs ``work``, says which phase it is in, ends with ``done``. Never returns."""
+    try:
+        die_with_parent(signal.SIGKILL, parent)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)  # the model file's prints are shown once, by the parent's own run
+        os.dup2(err_fd, 2)  # kept: its last line may explain an exit
+        sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", buffering=1, closefd=False)
+        if faulthandler.is_enabled():  # its dump would reach the terminal through a descriptor of its own
+            faulthandler.enable(sys.stderr)
+
+        def send(line: str) -> None:
+            data = (line.replace("\n", " ") + "\n").encode()
+            while data:
+                data = data[os.write(wfd, data):]
+
+        try:
+            work(lambda during, unfinished: send(f"{during}\t{unfinished}"))
+        except BaseException:  # noqa: BLE001 - an exception is the parent's to meet in-process
+            pass
+        send("done")
+    finally:
+        os._exit(0)
+
+
+def _ended(status: int, during: str, err) -> str:
+    rc = os.waitstatus_to_exitcode(status)
+    err.seek(0)  # an exit on purpose may have said why (a crash's last words are the crash's)
+    words = last_line(err.read().decode(errors="replace"), 200) if rc >= 0 else ""
+    return f"{ended_text(rc)} {during}" + (f"; its last words: {words}" if words else "")
+
+
+class _Phases:
+    """The parent's end of the child's pipe: the phase it announced last, and whether it finished."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buf = fd, b""
+        self.during, self.unfinished = "during import", "did not finish importing"
+        self.done = self.eof = False
+
+    def read(self, wait_s: float) -> None:
+        while not self.eof and select.select([self.fd], [], [], wait_s)[0]:
+            chunk = os.read(self.fd, 4096)
+            self.eof = not chunk
+            *lines, self.buf = (self.buf + chunk).split(b"\n")
+            for line in lines:
+                text = line.decode(errors="replace")
+                if text == "done":
+                    self.done = True
+                elif "\t" in text:
+                    self.during, self.unfinished = text.split("\t", 1)
+            wait_s = 0.0
+
+
+def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None) -> str | None:
+    """Run ``work(mark)`` in a forked child first; None when ``work``
+    returned or raised, else how the child ended or hung (``"exited with code 0 during import"``), naming
+    the phase ``mark(during, unfinished)`` announced last. Linux only, and only in a single-threaded
+    process: elsewhere None at once (the caller runs the code in-process, unguarded)."""
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return None  # a fork copies only this thread: another's locks could hang the child
+    limit = timeout_s() if limit_s is None else limit_s
+    parent = os.getpid()
+    rfd, wfd = os.pipe()
+    with tempfile.TemporaryFile() as err:
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(rfd)
+            os.close(wfd)
+            return None
+        if pid == 0:  # pragma: no cover - the child (coverage does not follow a fork)
+            os.close(rfd)
+            _child(work, wfd, err.fileno(), parent)
+        os.close(wfd)
+        phases = _Phases(rfd)
+        deadline = time.monotonic() + limit
+        status = None
+        try:
+            while True:
+                phases.read(0.05)
+                if phases.done:
+                    return None
+                got, st = os.waitpid(pid, os.WNOHANG)
+                if got or phases.eof:  # it ended; what it said is in the pipe (unless a child of its own holds it)
+                    status = st if got else os.waitpid(pid, 0)[1]
+                    phases.read(0.0)
+                    return None if phases.done else _ended(status, phases.during, err)
+                if time.monotonic() > deadline:
+                    return f"{phases.unfinished} within {limit:g} s (the limit is {TIMEOUT_ENV})"
+        finally:
+            if status is None:
+                if not phases.done:
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            os.close(rfd)

@@ -132,8 +132,8 @@ def test_api_plans_a_module_and_refuses_to_run_it():
                                        if p.stem != "gpt2_tiny_cpu2"), ids=lambda p: p.stem)
 def test_experiments_run(exp, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for k in yaml.safe_load(exp.read_text()).get("env", {}):  # the run sets them here: restored afterwards
-        monkeypatch.delenv(k, raising=False)
+    for k, v in yaml.safe_load(exp.read_text()).get("env", {}).items():  # the run sets them in this process:
+        monkeypatch.setenv(k, str(v))  # set here first, so that they are restored (unset) afterwards
     rc = main(["run", str(exp), "--json", "--quiet"])
     res = json.loads(capsys.readouterr().out)
     assert rc == 0 and res["losses"] and len(res["ranks"]) >= 1

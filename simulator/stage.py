@@ -125,13 +125,13 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             dt[q1] -= w1
         R -= kr
         act = acts[x] if x >= 0 else KEEP
-        if has_rec and fusers:  # inputs of recomputed nodes stay until their backward (their checkpoint holds them)
+        if has_rec and fusers:  # inputs of recomputed nodes stay through their backward (their checkpoint holds them)
             for u in fusers:
                 if acts[u] == RECOMPUTE:
                     bu = twom - 1 - u
                     if lf < bu:
                         lf = bu
-                        extra = False
+                        extra = True
                     if hold < bu:
                         hold = bu
         if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
@@ -205,17 +205,33 @@ def _keep_share(group: tuple, m: int) -> tuple:
     return (*c[0], *c[1], *t[0], *t[1], r)
 
 
+def _replay_beside(L: StageLayout) -> list:
+    """Per node x, the bytes alive when B_x starts that B_x frees, but for those x's own forward
+    made (a recomputed x makes them again): what x's forward, run again at the start of B_x, runs
+    beside — its inputs (held by its checkpoint; for a stage's first node, the received values),
+    the gradients of its outputs. They are in B_x's traced transient, not in its carried bytes."""
+    m = L.m
+    out = [0] * m
+    for i, nb in enumerate(L.g_bytes):
+        la, lf = L.g_alloc[i], L.g_free[i]
+        if m <= lf < 2 * m and la < lf and not (L.g_step[i] or L.g_extra[i]) and la != 2 * m - 1 - lf:
+            out[2 * m - 1 - lf] += nb
+    return out
+
+
 def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list]:
     """Per node x, what its action does to its own phases' transient bytes (all-keep ``trans_keep``):
     ``(rec, cpu_f, cpu_b)`` — recomputed, B_x's grows to hold its forward's transient run again there
-    and the outputs it saves itself re-made beside the originals; swapped on the CPU (packed to host
-    as saved, back on demand), F_x's and B_x's become the traced ones, or, untraced, F_x's loses the
-    bytes x made."""
+    (beside what B_x starts with and frees: :func:`_replay_beside`) and the outputs it saves itself
+    re-made beside the originals; swapped on the CPU (packed to host as saved, back on demand), F_x's
+    and B_x's become the traced ones, or, untraced, F_x's loses the bytes x made."""
     m = L.m
     rec = [0] * m
+    beside = _replay_beside(L)
     for x in range(m):
         j = 2 * m - 1 - x
-        rec[x] = max(trans_keep[j], L.fwd_trans[x] + (trans_keep[j] - L.trans[j])) + L.redo_out[x] - trans_keep[j]
+        replay = beside[x] + L.fwd_trans[x] + (trans_keep[j] - L.trans[j])
+        rec[x] = max(trans_keep[j], replay) + L.redo_out[x] - trans_keep[j]
     st = L.swap_trans
     if st is not None:
         cpu_f = [st[x] - L.trans[x] for x in range(m)]

@@ -32,6 +32,8 @@ def _strategy(kind: str, n: int) -> Strategy:
         return Strategy.single(n, dp=2, action=RECOMPUTE)
     if kind == "dp2-zero1":
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, shard_state=[True])
+    if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, optimizer_on_host=[True])
     if kind == "pp2":
         return Strategy.from_boundaries(n, half, dp=1)
     if kind == "pp2-m4-swap":
@@ -80,14 +82,15 @@ STEPS, WARMUP = 8, 2  # executor steps per run; the first WARMUP are not timed
 
 def run_case(model: str, model_env: dict, batch: int, kind: str, steps: int = STEPS, runs: int | None = None,
              warmup: int = WARMUP) -> list[dict]:
-    """Plan ``kind`` for the tiny ``model`` (its ``MEMFLOW_*`` settings ``model_env``), simulate it, run it
-    ``runs`` times; one row per rank, predicted beside measured."""
+    """Plan ``kind`` for the tiny ``model`` (an example's name, or a model file's path; its ``MEMFLOW_*``
+    settings ``model_env``), simulate it, run it ``runs`` times; one row per rank, predicted beside
+    measured."""
     with env(MEMFLOW_EXAMPLE_SCALE="tiny", **model_env):
         return _run_case(model, batch, kind, steps, runs, warmup)
 
 
 def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, warmup: int) -> list[dict]:
-    spec = resolve_spec(str(ROOT / "examples" / f"{model}.py"))
+    spec = resolve_spec(model if model.endswith(".py") else str(ROOT / "examples" / f"{model}.py"))
     probe = _strategy(kind, 2)
     ndev = probe.num_devices
     cl = Cluster.load(f"cpu-{ndev}")
@@ -109,7 +112,7 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     rows = []
     for i, r in enumerate(runs[0].ranks):
         mt = min(run.ranks[i].measured_step_time_s for run in runs)
-        rows.append(dict(model=model, batch=batch, kind=kind, rank=r.rank, mp=r.measured_peak_bytes,
+        rows.append(dict(model=spec.name, batch=batch, kind=kind, rank=r.rank, mp=r.measured_peak_bytes,
                          pp=r.predicted_peak_bytes, mt=mt, pt=r.predicted_step_time_s))
     return rows
 

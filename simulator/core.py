@@ -18,6 +18,7 @@ from memflow.schedule import inflight
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.units import format_bytes
 
+from .buckets import grad_buckets
 from .pipeline import run_pipeline
 from .result import Evaluation, SimResult, curve_arrays
 from .layout import StageLayout, build_layout
@@ -26,7 +27,7 @@ from .window import BufferWindow
 
 __all__ = ["Simulator", "simulate", "StageSpec", "StrategyShape", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 
-BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket (bytes), as DDP's 25 MB default
+BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket cap (bytes), as DDP's 25 MB default and the executor's
 HOST_MEM_BANDWIDTH = 20e9  # bytes/s a host optimizer step streams through (CPU Adam)
 SHAPE_CACHE_SIZE = 4096  # StrategyShapes kept (a few KiB each; rebuilt on a miss for about one stage evaluation's cost)
 
@@ -44,7 +45,7 @@ class StageSpec:
     params: int  # bytes of the stage's parameters (replicas of shared ones included)
     grads: int  # of their gradients
     optimizer: int  # of their optimizer state
-    buckets: list  # gradient all-reduce buckets in backward order: (local node whose backward completes it, bytes)
+    buckets: list  # gradient all-reduce buckets in order: (local node after whose backward it is reduced, bytes)
     opt_s: float  # seconds of the (unsharded, on-device) optimizer step
 
 
@@ -179,12 +180,14 @@ class Simulator:
             L = build_layout(self._window.view(a, b), a, b)
             params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
             opt_trans, opt_grads = self._opt_trans(a, b)
+            buckets = self._bucket_plan(L)
             model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                                opt_grads=opt_grads, host_lat=self.host_link.latency,
-                               prefetch_ahead=self.prefetch_ahead)
+                               prefetch_ahead=self.prefetch_ahead,
+                               sync_flats=[(x, nb) for x, nb, flat in buckets if flat])
             sp = self._layouts[(a, b)] = StageSpec(
-                layout=L, model=model, params=params, grads=grads, optimizer=opt, buckets=self._bucket_plan(L),
-                opt_s=self._opt_time(params + grads + opt))
+                layout=L, model=model, params=params, grads=grads, optimizer=opt,
+                buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
         return sp
 
     def _opt_time(self, state: int) -> float:
@@ -198,13 +201,13 @@ class Simulator:
         return state / self.mem_bw
 
     def _bucket_plan(self, L: StageLayout) -> list:
-        """Gradient buckets in backward order: (local node whose backward completes it, bytes)."""
-        out, acc = [], 0
-        for x in range(L.m - 1, -1, -1):
-            acc += L.grad_bytes[x]
-            if acc >= self.bucket_bytes or (x == 0 and acc > 0):
-                out.append((x, acc))
-                acc = 0
+        """The stage's data-parallel gradient buckets as the executor all-reduces them
+        (:func:`simulator.buckets.grad_buckets`), in order: (local node after whose backward it is
+        reduced, bytes, bytes of its flat copy: 0 for a bucket of one gradient, reduced in place)."""
+        out = []
+        for x, members in grad_buckets([[(nb, 0) for nb in xs] for xs in L.dp_grads], self.bucket_bytes):
+            nb = sum(L.dp_grads[o][i] for o, i in members)
+            out.append((x, nb, nb if len(members) > 1 else 0))
         return out
 
     def _opt_trans(self, a: int, b: int) -> tuple[int, int]:
@@ -558,14 +561,22 @@ class Simulator:
             elif which in ("Fwarm", "Fsteady"):
                 ph, others = ev.argF, k - 1
                 stepv = ev.S_fwd if which == "Fwarm" else ev.S_after
+            elif which == "SYNC":  # a bucket's flat copy beside what is live then (its bytes: transient)
+                _, v1, vN, q1, qN, flat = max(ev.sync_points, key=lambda pt: pt[1] if m == 1 else pt[2])
+                ph, others = (q1, 0) if m == 1 else (qN, 0)
+                stepv = ev.step[ph] if m == 1 and ph < 2 * ms else ev.S_after
             else:
                 ph, others, stepv = ev.argB, (k - 1 if m > k else k - 2), ev.S_after
-            sw = ev.swap_live[ph]
-            breakdown_s.append({
-                "params": ev.params, "grads": stepv, "optimizer": ev.optimizer,
-                "activations": ev.carried[ph] - sw + inp, "inflight_microbatches": others * ev.R,
-                "swap_buffers": sw, "transient": ev.trans[ph], "phase": which,
-            })
+            if which == "SYNC" and ph == 2 * ms:  # after the backward: the gradients and the copy
+                breakdown_s.append({"params": ev.params, "grads": stepv, "optimizer": ev.optimizer, "activations": 0,
+                                    "inflight_microbatches": 0, "swap_buffers": 0, "transient": flat, "phase": which})
+            else:
+                sw = ev.swap_live[ph]
+                breakdown_s.append({
+                    "params": ev.params, "grads": stepv, "optimizer": ev.optimizer,
+                    "activations": ev.carried[ph] - sw + inp, "inflight_microbatches": others * ev.R,
+                    "swap_buffers": sw, "transient": ev.trans[ph] + (flat if which == "SYNC" else 0), "phase": which,
+                })
             # ---- timeline: memory curve + events on the compute / comm / host streams
             # (as the peak counts them: base holds the running micro-batch's inputs, R each other
             # in-flight one's; between ops, base's copy is one of the in-flight ones' own)
@@ -602,6 +613,9 @@ class Simulator:
                         prev = t0 + ev.bwd_node_end[x]
                     b0_done = True
                     pts.append((t1, ev.base + (others * ev.R - inp if others else 0) + ev.S_after))
+                    if j == m - 1:  # the gradient sync's bucket copies, made between node backwards or after
+                        for x, v1, vN, _, _, _ in ev.sync_points:
+                            pts.append((t0 + ev.bwd_node_end[x] if x else t1, ev.base + (v1 if m == 1 else vN)))
                     name = f"B{j}"
                     for x, c0, c1 in ev.prefetch:
                         events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))

@@ -37,8 +37,10 @@ _INF = float("inf")
 #: Where a stage's peak can fall (:func:`stage_peak`): the first micro-batch's forward (F0) or
 #: backward (B0, others in flight), the optimizer step (OPT), a forward while others are in flight
 #: during the warm-up (Fwarm, per-step buffers of the F half) or in the steady state (Fsteady, the
-#: first backward's per-step buffers alive), a later backward (Bj).
-PEAK_PHASES = ("F0", "B0", "OPT", "Fwarm", "Fsteady", "Bj")
+#: first backward's per-step buffers alive), a later backward (Bj), the data-parallel gradient sync
+#: (SYNC: a bucket's flat copy made beside the gradients, between two of the last micro-batch's
+#: node backwards or after them; :mod:`simulator.buckets`).
+PEAK_PHASES = ("F0", "B0", "OPT", "Fwarm", "Fsteady", "Bj", "SYNC")
 
 
 @dataclass(slots=True)
@@ -68,6 +70,8 @@ class StageEval:
     S_fwd: int  # per-step buffers carried through the F half
     S_after: int  # ... and once the first backward has made them (the steady state)
     opt_mem: int  # bytes above base in the optimizer step
+    sync1: int  # ... at the gradient sync's most (0: no bucket copies), with 1 micro-batch
+    syncN: int  # ... with more (every micro-batch's first backward has made the per-step buffers)
     # detail only, per local phase (0 .. 2m): carried = mb buffers (swap_live included), step = per-step
     # buffers, trans = transient, swap_live = swapped buffers back on the device ahead of their backward
     carried: list = ()
@@ -76,6 +80,10 @@ class StageEval:
     swap_live: list = ()
     copy_out: list = ()  # (x, start, end) offsets from F op start, per swapped node
     prefetch: list = ()  # (x, start, end) offsets from B op start
+    # per bucket copy: (x, bytes above base with 1 micro-batch, with more, phase whose live bytes it
+    # sits on with 1, with more, its bytes); x: the node after whose backward it is made, phase 2m:
+    # after the whole backward
+    sync_points: list = ()
 
 
 def stage_peak(ev: StageEval, inflight: int, microbatches: int) -> tuple[int, str]:
@@ -102,6 +110,10 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int) -> tuple[int, st
         w = ((k - 1) if m > k else (k - 2)) * R + ev.maxB + ev.S_after
         if w > v:
             v, which = w, "Bj"
+        if ev.syncN > v:
+            v, which = ev.syncN, "SYNC"
+    elif ev.sync1 > v:
+        v, which = ev.sync1, "SYNC"
     return ev.base + v, which
 
 
@@ -268,6 +280,30 @@ def _peaks(m: int, kv: list, kv0: list, d: list) -> tuple:
     return tuple(out)
 
 
+def _sync_points(flats: tuple, m: int, kv: list, kv0: list, run, S_after: int, inp: int) -> list:
+    """Per bucket copy ``(x, bytes)`` of the stage's gradient sync (``flats``; :mod:`simulator.buckets`),
+    ``(x, v1, vN, q1, qN, bytes)``: the bytes above the stage's base while the copy is made, with one
+    micro-batch (``v1``) and with more (``vN``), and the phase ``q`` whose live bytes it sits on.
+    Between B_x and B_{x-1} (the last micro-batch's: none other in flight) what is live is in both
+    phases, so the smaller of the two (all-keep ``kv``; ``kv0`` with the per-step buffers; ``run``:
+    the running sum of the actions' changes, None for none); after the backward (x = 0) the per-step
+    buffers, the batch's inputs gone (q = 2m)."""
+    out = []
+    for x, flat in flats:
+        if x == 0:
+            v = S_after + flat - inp
+            out.append((0, v, v, 2 * m, 2 * m, flat))
+            continue
+        j = 2 * m - 1 - x
+        c0 = run[j] if run else 0
+        c1 = run[j + 1] if run else 0
+        a1, b1 = kv0[j] + c0, kv0[j + 1] + c1
+        aN, bN = kv[j] + c0, kv[j + 1] + c1
+        out.append((x, min(a1, b1) + flat, min(aN, bN) + S_after + flat, j if a1 <= b1 else j + 1,
+                    j if aN <= bN else j + 1, flat))
+    return out
+
+
 def _running(base: list, d: list, n: int) -> list:
     """``base[p]`` plus the running sum of ``d`` up to ``p``, for ``p < n``."""
     out, acc = [], 0
@@ -349,22 +385,27 @@ class StageModel:
     """The memory and time model of one stage (see the module's docstring): its layout, the batch
     inputs its nodes read per micro-batch (``input_bytes``), the bytes above its state in its
     optimizer step (``opt_trans``; ``opt_grads``: the gradients alone, what stays on the device when
-    the step runs on the host), the host link's latency, and whether a swapped node's buffers come
+    the step runs on the host), the host link's latency, whether a swapped node's buffers come
     back one node ahead on a side stream (``prefetch_ahead``, as on a GPU) or when its backward asks
-    for them (as on the CPU). The all-keep figures it corrects are built on its first evaluation
+    for them (as on the CPU), and the flat copies its data-parallel gradient buckets make
+    (``sync_flats``: ``(x, bytes)`` per bucket of several gradients, made after B_x;
+    :mod:`simulator.buckets`). The all-keep figures it corrects are built on its first evaluation
     and kept."""
 
-    __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "_keep")
+    __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
+                 "_keep", "_sync_keep")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
-                 host_lat: float = 0.0, prefetch_ahead: bool = True):
+                 host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = ()):
         self.layout = layout
         self.input_bytes = input_bytes
         self.opt_trans = opt_trans
         self.opt_grads = opt_grads
         self.host_lat = host_lat
         self.prefetch_ahead = prefetch_ahead
+        self.sync_flats = tuple(sync_flats)
         self._keep: _KeepTables | None = None
+        self._sync_keep: tuple | None = None  # the all-keep (sync1, syncN)
 
     def evaluate(self, actions: tuple, dp: int, shard: bool, opt_host: bool, host_bw: float,
                  detail: bool = False) -> StageEval:
@@ -386,10 +427,17 @@ class StageModel:
         has_swap = SWAP in actions
         has_rec = RECOMPUTE in actions
         copy_out = prefetch = None
+        sync1 = syncN = 0
+        sync = dp > 1 and self.sync_flats
         if not (has_swap or has_rec or detail):
             R = K.R
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
             node_end = list(K.keep_node_end)
+            if sync:
+                if self._sync_keep is None:
+                    pts = _sync_points(self.sync_flats, m, K.kv, K.kv0, None, K.S_after, input_bytes)
+                    self._sync_keep = (max(p[1] for p in pts), max(p[2] for p in pts))
+                sync1, syncN = self._sync_keep
         else:
             P = twom + 2
             dc = [0] * (P + 1)  # changes of the carried bytes in each phase, as differences (running sum)
@@ -529,6 +577,9 @@ class StageModel:
                        actions, has_rec, gap, m, cpu, dc, dt, dsw)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
+            if sync:
+                pts = _sync_points(self.sync_flats, m, K.kv, K.kv0, list(accumulate(d)), K.S_after, input_bytes)
+                sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
         params = L.P_sum
         opt = L.O_sum
         if shard and dp > 1:
@@ -541,6 +592,7 @@ class StageModel:
             R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
             K.S_fwd, K.S_after, K.step[twom] + opt_trans,  # (for a host step: the gradients alone)
+            sync1, syncN,
         )
         if detail:
             ev.carried = _running(K.carried, dc, twom) + [0]
@@ -550,4 +602,6 @@ class StageModel:
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)
             ev.copy_out = copy_out
             ev.prefetch = prefetch
+            if sync:
+                ev.sync_points = pts
         return ev

@@ -9,12 +9,13 @@ import pytest
 from memflow.cluster import Cluster, Link
 from memflow.devices import DeviceSpec
 from memflow.errors import StrategyError
+from memflow.executor import RunConfig
 from memflow.graph.record import replay
 from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SWAP
 from memflow.strategy import Strategy
 from memflow.units import format_bytes
 from memflow.plot import plot_memory
-from memflow.simulator import Simulator, chain_graph, simulate
+from memflow.simulator import BUCKET_BYTES, Simulator, chain_graph, simulate
 
 A, S, P = 100, 1000, 10  # bytes: activation, saved-for-backward, params per node
 MS = 1e-3
@@ -244,6 +245,39 @@ def test_data_parallel_allreduce_alpha_beta():
     assert r.breakdown[0]["params"] == 2 * Pn  # parameters stay whole
     plain = Simulator(g, cl).evaluate(st, detail=True)
     assert r.breakdown[0]["optimizer"] * dp == pytest.approx(plain.breakdown[0]["optimizer"], rel=1e-6)
+
+
+def test_gradient_sync_bucket_copies_by_hand():
+    """Data-parallel gradient sync (simulator.buckets, as the executor runs it): a bucket of several
+    gradients is flattened into a new tensor that the gradients then view, so the copy lives only
+    while it is made, beside the gradients; a gradient of at least the cap is reduced in place.
+    Gradient-heavy plans (OPT, 0.3 of plain) ran out of memory there, predicted to fit."""
+    Pb = 10**6
+    g = chain_graph(3, act_bytes=A, saved_bytes=S, param_bytes=Pb, fwd_s=1 * MS, bwd_s=2 * MS)
+    st = Strategy(2, 1, [0] * 3, [KEEP] * 3, optimizer_on_host=[True])
+    # one bucket of the three gradients, flattened after the backward: params + grads + the copy
+    r = simulate(g, st, make_cluster(2))
+    assert r.peak_bytes == [9 * Pb] * 2
+    b = r.breakdown[0]
+    assert (b["phase"], b["params"], b["grads"], b["transient"]) == ("SYNC", 3 * Pb, 3 * Pb, 3 * Pb)
+    assert sum(v for k, v in b.items() if k != "phase") == 9 * Pb
+    assert max(r.memory_curve[0][1]) == 9 * Pb
+    # one device: no sync; the peak is B0 (g2, g1 carried; x0's A + S and g0 made)
+    plain = 3 * Pb + (2 * Pb + A + S + Pb)
+    assert simulate(g, st.copy(dp=1), make_cluster(1)).peak_bytes == [plain]
+    # each gradient at the cap: all-reduced in place, no copy
+    assert Simulator(g, make_cluster(2), bucket_bytes=Pb).evaluate(st, detail=True).peak_bytes == [plain] * 2
+    # cap 2 Pb: g2 and g1 flattened between B1 and B0 (beside what both phases hold: the smaller,
+    # B1's s0, g2 carried and its 3A + S + Pb), g0 reduced in place after the backward
+    r = Simulator(g, make_cluster(2), bucket_bytes=2 * Pb).evaluate(st, detail=True)
+    assert r.peak_bytes == [3 * Pb + (S + Pb) + (3 * A + S + Pb) + 2 * Pb] * 2
+    assert r.breakdown[0]["phase"] == "SYNC" and max(r.memory_curve[0][1]) == r.peak_bytes[0]
+    # the fast evaluation agrees
+    assert Simulator(g, make_cluster(2), bucket_bytes=2 * Pb).evaluate(st).peak_bytes == r.peak_bytes
+
+
+def test_executor_buckets_with_the_simulators_cap():
+    assert RunConfig(model_file="m.py", batch_size=1, strategy=Strategy.single(1)).bucket_cap_bytes == BUCKET_BYTES
 
 
 def test_invalid_strategies_show_arithmetic():

@@ -103,6 +103,40 @@ def _over(used: float, cap: float) -> str:
     return f"{a} of {b}" if a != b else f"{int(used):,} B of {int(cap):,} B"
 
 
+def _breakdown(ev: StageEval, k: int, m: int, ms: int, inp: int, rank: tuple | None) -> dict:
+    """What holds the peak bytes of a stage of ``ms`` nodes with figures ``ev`` (``k`` of ``m``
+    micro-batches in flight, ``inp`` bytes of batch inputs per micro-batch; ``rank``: one of
+    ``ev.ranks``, or None), by kind; the parts sum to its :func:`stage_peak`."""
+    _, which = stage_peak(ev, k, m, rank)
+    opt = ev.optimizer if rank is None else rank[1]
+    if which == "OPT":
+        ph, others, stepv = 2 * ms, 0, ev.step[2 * ms]
+    elif which == "F0":
+        ph, others, stepv = ev.argF0, 0, ev.step[ev.argF0]
+    elif which == "B0":
+        ph, others, stepv = ev.argB0, k - 1, ev.step[ev.argB0]
+    elif which in ("Fwarm", "Fsteady"):
+        ph, others = ev.argF, k - 1
+        stepv = ev.S_fwd if which == "Fwarm" else ev.S_after
+    elif which == "SYNC":  # a bucket's flat copy beside what is live then (its bytes: transient)
+        _, _, _, q1, qN, flat = max(ev.sync_points, key=lambda pt: pt[1] if m == 1 else pt[2])
+        ph, others = (q1 if m == 1 else qN), 0
+        stepv = ev.step[ph] if m == 1 and ph < 2 * ms else ev.S_after
+        if ph == 2 * ms:  # after the backward: the gradients and the copy
+            return {"params": ev.params, "grads": stepv, "optimizer": opt, "activations": 0,
+                    "inflight_microbatches": 0, "swap_buffers": 0, "transient": flat, "phase": which}
+    else:
+        ph, others, stepv = ev.argB, (k - 1 if m > k else k - 2), ev.S_after
+    trans = ev.trans[ph]
+    if which == "SYNC":
+        trans += flat
+    elif which == "OPT" and rank is not None:
+        trans = rank[2] - stepv
+    sw = ev.swap_live[ph]
+    return {"params": ev.params, "grads": stepv, "optimizer": opt, "activations": ev.carried[ph] - sw + inp,
+            "inflight_microbatches": others * ev.R, "swap_buffers": sw, "transient": trans, "phase": which}
+
+
 class Simulator:
     """Repeated evaluation of strategies for one graph on one cluster.
 
@@ -184,7 +218,8 @@ class Simulator:
             model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                                opt_grads=opt_grads, host_lat=self.host_link.latency,
                                prefetch_ahead=self.prefetch_ahead,
-                               sync_flats=[(x, nb) for x, nb, flat in buckets if flat])
+                               sync_flats=[(x, nb) for x, nb, flat in buckets if flat],
+                               zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step())
             sp = self._layouts[(a, b)] = StageSpec(
                 layout=L, model=model, params=params, grads=grads, optimizer=opt,
                 buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
@@ -226,12 +261,10 @@ class Simulator:
             tot = self._opt_total or self._param_total
             part = sum((nd.optimizer_bytes if self._opt_total else nd.param_bytes) for nd in g.nodes[a:b])
             return (int(g.opt_transient_bytes * part / tot) if tot else 0), 0
-        names = {k for nd in g.nodes[a:b] for k in nd.read_params if k in g.params}
-        names |= {k for k, v in g.params.items() if a <= v[3] < b}
+        names = self._stage_params(a, b)
         temps = max(0, int(g.opt_transient_bytes) - grads_all)
         grads = sum(int(g.params[k][1]) for k in names)
-        impl = g.meta.get("optimizer_impl", "default")
-        if impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu"):
+        if self._single_tensor_step():
             big = self._param_max
             share = max((int(g.params[k][0]) for k in names), default=0) / big if big else 0.0
         else:
@@ -239,6 +272,36 @@ class Simulator:
             share = (sum(int(g.params[k][2]) for k in names) or sum(int(g.params[k][0]) for k in names)) / tot \
                 if tot else 0.0
         return int(grads + temps * share), grads
+
+    def _stage_params(self, a: int, b: int) -> set:
+        """The parameter table's names stage ``[a, b)`` holds: those its nodes read or own."""
+        g = self.graph
+        names = {k for nd in g.nodes[a:b] for k in nd.read_params if k in g.params}
+        return names | {k for k, v in g.params.items() if a <= v[3] < b}
+
+    def _single_tensor_step(self) -> bool:
+        """The optimizer steps one tensor at a time (torch's default on the CPU): its temporaries are
+        one parameter's, not a share of all of them."""
+        impl = self.graph.meta.get("optimizer_impl", "default")
+        return impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu")
+
+    def _zero_params(self, a: int, b: int) -> tuple:
+        """Per parameter stage ``[a, b)``'s optimizer steps, ``(bytes, state bytes, temporaries its step
+        adds)``: what ZeRO-1 shares out among data-parallel ranks (StageModel.zero_shares). The
+        temporaries are the traced step's, scaled as :meth:`_opt_trans` scales a stage's."""
+        g = self.graph
+        if not g.params:
+            return ()
+        temps = max(0, int(g.opt_transient_bytes) - self._grads_all)
+        single, big, tot = self._single_tensor_step(), self._param_max, self._opt_state_all
+        has_state = any(int(v[2]) for v in g.params.values())
+        out = []
+        for k in sorted(self._stage_params(a, b)):
+            pb, gb, ob = (int(v) for v in g.params[k][:3])
+            if gb > 0:
+                w = (pb / big if big else 0.0) if single else ((ob if has_state else pb) / tot if tot else 0.0)
+                out.append((pb, ob, temps * w))
+        return tuple(out)
 
     def _ring(self, s: int, dp: int):
         key = ("ring", s, dp)
@@ -527,14 +590,26 @@ class Simulator:
             if dp == 1:
                 peak_dev = list(peaks)
             else:
-                peak_dev = []
-                for p in peaks:
-                    peak_dev += [p] * dp
+                peak_dev = self._rank_peaks(sh, evals, peaks)
             return Evaluation(step_time_s=step, peak_bytes=peak_dev, fits=fits, capacity_bytes=cap,
                               host_fits=host_fits)
         ops = run_pipeline(fwd, bwd, cf, cb, m, sched, record=True)[2]  # each op's start and end
         return self._detail(st, stg, peaks, sh.inflight, host_machine, fits, step, end, ar_end, opt_s, stage_end,
                             ops, cf, cb, ag, buckets_rec)
+
+    @staticmethod
+    def _rank_peaks(sh: StrategyShape, evals: list, peaks: list) -> list:
+        """Per device (dp > 1): its stage's peak, or under ZeRO-1 its own rank's (its shard of the
+        optimizer state and of the step; the stage's peak is the worst rank's)."""
+        out = []
+        for s, p in enumerate(peaks):
+            rk = evals[s].ranks
+            if rk:
+                k = sh.inflight[s]
+                out += [stage_peak(evals[s], k, sh.m, r)[0] for r in rk]
+            else:
+                out += [p] * sh.dp
+        return out
 
     # --------------------------------------------------------------- detail
     def _detail(self, st, stg, peaks, ks, host_machine, fits, step, end, ar_end, opt_s, stage_end,
@@ -549,34 +624,9 @@ class Simulator:
             ev = evals[s]
             ms = b - a
             k = ks[s]
-            peak, which = stage_peak(ev, k, m)
             inp = self.graph.stage_input_bytes(a, b)
-            # ---- breakdown at the peak
-            if which == "OPT":
-                ph, others, stepv = 2 * ms, 0, ev.step[2 * ms]
-            elif which == "F0":
-                ph, others, stepv = ev.argF0, 0, ev.step[ev.argF0]
-            elif which == "B0":
-                ph, others, stepv = ev.argB0, k - 1, ev.step[ev.argB0]
-            elif which in ("Fwarm", "Fsteady"):
-                ph, others = ev.argF, k - 1
-                stepv = ev.S_fwd if which == "Fwarm" else ev.S_after
-            elif which == "SYNC":  # a bucket's flat copy beside what is live then (its bytes: transient)
-                _, v1, vN, q1, qN, flat = max(ev.sync_points, key=lambda pt: pt[1] if m == 1 else pt[2])
-                ph, others = (q1, 0) if m == 1 else (qN, 0)
-                stepv = ev.step[ph] if m == 1 and ph < 2 * ms else ev.S_after
-            else:
-                ph, others, stepv = ev.argB, (k - 1 if m > k else k - 2), ev.S_after
-            if which == "SYNC" and ph == 2 * ms:  # after the backward: the gradients and the copy
-                breakdown_s.append({"params": ev.params, "grads": stepv, "optimizer": ev.optimizer, "activations": 0,
-                                    "inflight_microbatches": 0, "swap_buffers": 0, "transient": flat, "phase": which})
-            else:
-                sw = ev.swap_live[ph]
-                breakdown_s.append({
-                    "params": ev.params, "grads": stepv, "optimizer": ev.optimizer,
-                    "activations": ev.carried[ph] - sw + inp, "inflight_microbatches": others * ev.R,
-                    "swap_buffers": sw, "transient": ev.trans[ph] + (flat if which == "SYNC" else 0), "phase": which,
-                })
+            ranks = ev.ranks or (None,)  # ZeRO-1: each rank's shard of the optimizer state and step
+            breakdown_s.append([_breakdown(ev, k, m, ms, inp, r) for r in ranks])
             # ---- timeline: memory curve + events on the compute / comm / host streams
             # (as the peak counts them: base holds the running micro-batch's inputs, R each other
             # in-flight one's; between ops, base's copy is one of the in-flight ones' own)
@@ -632,15 +682,15 @@ class Simulator:
             t_opt = stage_end[s] - ag[s] - opt_s[s]
             where = "host" if st.optimizer_on_host[s] else "compute"
             events.append((s, where, "optimizer step", t_opt, opt_s[s]))
-            pts.append((t_opt, ev.base + ev.step[2 * ms] + ev.trans[2 * ms]))
             pts.append((stage_end[s], ev.base))
-            curves_s.append(curve_arrays(pts))
+            curves_s.append([curve_arrays([(t, v + (r[0] - ev.base if r else 0)) for t, v in pts]
+                                          + [(t_opt, r[0] + r[2] if r else ev.base + ev.opt_mem)]) for r in ranks])
             comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0)) + ar_busy + ag[s]
             host_busy = m * ev.host_s + (opt_s[s] if st.optimizer_on_host[s] else 0.0)
             comp_busy = m * (ev.fwd_s + ev.bwd_compute_s) + (0.0 if st.optimizer_on_host[s] else opt_s[s])
             busy_s.append({"compute": comp_busy, "comm": comm_busy, "host": host_busy})
-        # replicate per device
-        peak_dev = [peaks[d // dp] for d in range(ndev)]
+        # replicate per device (under ZeRO-1, each rank its own)
+        peak_dev = self._rank_peaks(stg.shape, evals, peaks) if dp > 1 else list(peaks)
         ev_dev = []
         for s, stream, name, t0, du in events:
             for r in range(dp):
@@ -648,8 +698,8 @@ class Simulator:
         binding = self._binding(st, stg, peak_dev, host_machine, fits, step, end, ar_end, opt_s, stage_end, busy_s)
         return SimResult(
             step_time_s=step, peak_bytes=peak_dev, capacity_bytes=[cap] * ndev, fits=fits,
-            breakdown=[dict(breakdown_s[d // dp]) for d in range(ndev)],
-            memory_curve=[curves_s[d // dp] for d in range(ndev)],
+            breakdown=[dict(breakdown_s[d // dp][d % dp if evals[d // dp].ranks else 0]) for d in range(ndev)],
+            memory_curve=[curves_s[d // dp][d % dp if evals[d // dp].ranks else 0] for d in range(ndev)],
             busy=[dict(busy_s[d // dp]) for d in range(ndev)], binding=binding,
             host_bytes=host_machine or [0] * cl.num_nodes, host_capacity_bytes=cl.host_memory_bytes,
             events=ev_dev, strategy=st, pipeline_time_s=max(end), end_s=[stage_end[d // dp] for d in range(ndev)],

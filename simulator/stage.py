@@ -72,6 +72,10 @@ class StageEval:
     opt_mem: int  # bytes above base in the optimizer step
     sync1: int  # ... at the gradient sync's most (0: no bucket copies), with 1 micro-batch
     syncN: int  # ... with more (every micro-batch's first backward has made the per-step buffers)
+    # ZeRO-1 (sharded state, dp > 1): per data-parallel rank (base, optimizer state, opt_mem), its own
+    # shard of the state and of the step; base / optimizer / opt_mem above are the worst rank's, so
+    # stage_peak is the most any rank holds (empty: every rank alike)
+    ranks: tuple = ()
     # detail only, per local phase (0 .. 2m): carried = mb buffers (swap_live included), step = per-step
     # buffers, trans = transient, swap_live = swapped buffers back on the device ahead of their backward
     carried: list = ()
@@ -86,18 +90,20 @@ class StageEval:
     sync_points: list = ()
 
 
-def stage_peak(ev: StageEval, inflight: int, microbatches: int) -> tuple[int, str]:
+def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | None = None) -> tuple[int, str]:
     """``(bytes, phase)``: the peak of a stage whose per-micro-batch figures are ``ev`` when it holds
     up to ``inflight`` micro-batches of ``microbatches`` at once (:func:`memflow.schedule.inflight`),
-    and where it falls (one of :data:`PEAK_PHASES`, the first of equals)."""
+    and where it falls (one of :data:`PEAK_PHASES`, the first of equals); ``rank``: one of
+    ``ev.ranks`` (ZeRO-1: that rank's), else the worst rank's."""
     k, m = inflight, microbatches
     R = ev.R
+    base, opt_mem = (ev.base, ev.opt_mem) if rank is None else (rank[0], rank[2])
     v, which = ev.maxF0, "F0"
     w = (k - 1) * R + ev.maxB0
     if w > v:
         v, which = w, "B0"
-    if ev.opt_mem > v:
-        v, which = ev.opt_mem, "OPT"
+    if opt_mem > v:
+        v, which = opt_mem, "OPT"
     if k >= 2:
         w = (k - 1) * R + ev.maxF + ev.S_fwd
         if w > v:
@@ -114,7 +120,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int) -> tuple[int, st
             v, which = ev.syncN, "SYNC"
     elif ev.sync1 > v:
         v, which = ev.sync1, "SYNC"
-    return ev.base + v, which
+    return base + v, which
 
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw) -> int:
@@ -389,14 +395,17 @@ class StageModel:
     back one node ahead on a side stream (``prefetch_ahead``, as on a GPU) or when its backward asks
     for them (as on the CPU), and the flat copies its data-parallel gradient buckets make
     (``sync_flats``: ``(x, bytes)`` per bucket of several gradients, made after B_x;
-    :mod:`simulator.buckets`). The all-keep figures it corrects are built on its first evaluation
-    and kept."""
+    :mod:`simulator.buckets`), and what ZeRO-1 shares out among data-parallel ranks (``zero_params``:
+    per parameter the optimizer steps, ``(bytes, optimizer-state bytes, step temporaries)``; the
+    temporaries of a rank's step are its parameters' most, or with ``zero_sum`` their sum). The
+    all-keep figures it corrects are built on its first evaluation and kept."""
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
-                 "_keep", "_sync_keep")
+                 "zero_params", "zero_sum", "_keep", "_sync_keep", "_zero")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
-                 host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = ()):
+                 host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
+                 zero_params: tuple = (), zero_sum: bool = False):
         self.layout = layout
         self.input_bytes = input_bytes
         self.opt_trans = opt_trans
@@ -404,8 +413,28 @@ class StageModel:
         self.host_lat = host_lat
         self.prefetch_ahead = prefetch_ahead
         self.sync_flats = tuple(sync_flats)
+        self.zero_params = tuple(zero_params)
+        self.zero_sum = zero_sum
         self._keep: _KeepTables | None = None
         self._sync_keep: tuple | None = None  # the all-keep (sync1, syncN)
+        self._zero: dict = {}  # dp -> ZeRO-1's (optimizer state, step's bytes above the state) per rank
+
+    def zero_shares(self, dp: int) -> tuple:
+        """ZeRO-1 over ``dp`` ranks: per rank ``(optimizer state, optimizer step's bytes above it)``.
+        ``ZeroRedundancyOptimizer`` gives each parameter, largest first, to the rank with the fewest
+        elements so far; each rank holds its parameters' state and steps them: every gradient, and
+        its parameters' temporaries. ``()`` without a parameter table (an even share then)."""
+        z = self._zero.get(dp)
+        if z is None:
+            sizes, opt, temps = [0] * dp, [0] * dp, [0] * dp
+            for pb, ob, t in sorted(self.zero_params, key=lambda p: -p[0]):
+                r = sizes.index(min(sizes))
+                sizes[r] += pb
+                opt[r] += ob
+                temps[r] = temps[r] + t if self.zero_sum else max(temps[r], t)
+            z = self._zero[dp] = tuple((opt[r], self.opt_grads + int(temps[r])) for r in range(dp)) \
+                if self.zero_params else ()
+        return z
 
     def evaluate(self, actions: tuple, dp: int, shard: bool, opt_host: bool, host_bw: float,
                  detail: bool = False) -> StageEval:
@@ -582,8 +611,16 @@ class StageModel:
                 sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
         params = L.P_sum
         opt = L.O_sum
-        if shard and dp > 1:
-            opt = -(-opt // dp)  # ZeRO-1: only the optimizer state is sharded
+        opt_mem = K.step[twom] + opt_trans  # (for a host step: the gradients alone)
+        ranks = ()
+        if shard and dp > 1 and not opt_host:  # ZeRO-1: only the optimizer state and its step are sharded
+            z = self.zero_shares(dp)
+            if z:
+                opt = max(o for o, _ in z)
+                ranks = tuple((params + o + input_bytes, o, K.step[twom] + t) for o, t in z)
+                opt_mem = max(o + t for o, t in z) + K.step[twom] - opt
+            else:
+                opt = -(-opt // dp)
         if opt_host:
             opt = 0
         base = params + opt + input_bytes
@@ -591,14 +628,13 @@ class StageModel:
             fwd_s, bwd_s + stall, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
             R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
-            K.S_fwd, K.S_after, K.step[twom] + opt_trans,  # (for a host step: the gradients alone)
-            sync1, syncN,
+            K.S_fwd, K.S_after, opt_mem, sync1, syncN, ranks,
         )
         if detail:
             ev.carried = _running(K.carried, dc, twom) + [0]
             ev.step = list(K.step)
             ev.trans = _running(K.trans, dt, twom + 1)
-            ev.trans[twom] = opt_trans
+            ev.trans[twom] = opt_mem - K.step[twom]
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)
             ev.copy_out = copy_out
             ev.prefetch = prefetch

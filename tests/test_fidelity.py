@@ -22,7 +22,7 @@ def test_peak_per_rank_is_predicted(model, batch, kind, ranks):
         assert abs(r["pp"] / r["mp"] - 1) <= 0.02, r
 
 
-@pytest.mark.parametrize("kind", ["dp2-host"])
+@pytest.mark.parametrize("kind", ["dp2-host", "dp2-zero1"])
 def test_gradient_sync_peak_per_rank_is_predicted(kind):
     """A model whose tied embedding is most of its bytes, at batch 2 with its optimizer on the host:
     each rank peaks while its gradient bucket is flattened beside the gradients (the sync's only

@@ -276,6 +276,37 @@ def test_gradient_sync_bucket_copies_by_hand():
     assert Simulator(g, make_cluster(2), bucket_bytes=2 * Pb).evaluate(st).peak_bytes == r.peak_bytes
 
 
+def test_zero1_shards_the_optimizer_by_parameter_per_rank():
+    """ZeRO-1 (``ZeroRedundancyOptimizer``) gives each parameter whole to one rank, largest first to
+    the rank with the fewest elements: a rank holds its parameters' optimizer state and steps them
+    (every gradient, its own temporaries). A tied model whose embedding is most of its bytes put it
+    all on rank 0, 12.6% over an even share's prediction there."""
+    Q = 10**6
+    g = chain_graph(2, act_bytes=A, saved_bytes=S, param_bytes=Q, fwd_s=1 * MS, bwd_s=2 * MS)
+    sizes = [3 * Q, Q]
+    for k, nd in enumerate(g.nodes):
+        nd.param_bytes = nd.grad_bytes = sizes[k]
+        nd.optimizer_bytes = 2 * sizes[k]
+        nd.param_names = nd.read_params = [f"w{k}"]
+    g.params = {f"w{k}": [sizes[k], sizes[k], 2 * sizes[k], k] for k in range(2)}
+    for b in g.buffers:
+        if b.kind == "grad":  # the step's gradients, freed by the step (as traced)
+            b.param, b.nbytes, b.free_phase = f"w{1 if b.alloc_phase == 2 else 0}", sizes[1 if b.alloc_phase == 2 else 0], 4
+    g.opt_transient_bytes = 4 * Q + 2 * 3 * Q  # every gradient + AdamW's one-tensor temporaries (2× the largest)
+    cl = make_cluster(2, kind="cpu")
+    st = Strategy(2, 1, [0, 0], [KEEP] * 2, shard_state=[True])
+    sim = Simulator(g, cl, bucket_bytes=Q)  # (the gradients all-reduced in place: no bucket copy)
+    r = sim.evaluate(st, detail=True)
+    # rank 0: w0's state (6Q) and its step (4Q grads + 6Q); rank 1: w1's (2Q) and its (4Q + 2Q)
+    assert r.peak_bytes == [4 * Q + 6 * Q + 4 * Q + 6 * Q, 4 * Q + 2 * Q + 4 * Q + 2 * Q]
+    assert [b["optimizer"] for b in r.breakdown] == [6 * Q, 2 * Q]
+    assert all(b["phase"] == "OPT" and sum(v for k, v in b.items() if k != "phase") == p
+               for b, p in zip(r.breakdown, r.peak_bytes))
+    assert [max(c[1]) for c in r.memory_curve] == r.peak_bytes
+    assert sim.fresh().evaluate(st).peak_bytes == r.peak_bytes
+    assert sim.evaluate(st.copy(shard_state=[False])).peak_bytes == [4 * Q + 8 * Q + 4 * Q + 6 * Q] * 2
+
+
 def test_executor_buckets_with_the_simulators_cap():
     assert RunConfig(model_file="m.py", batch_size=1, strategy=Strategy.single(1)).bucket_cap_bytes == BUCKET_BYTES
 

@@ -265,13 +265,15 @@ def _suffix_sums(times: list) -> list:
     return list(accumulate(reversed(times), initial=0.0))[:0:-1]
 
 
-def _peaks(m: int, kv: list, kv0: list, d: list) -> tuple:
-    """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest bytes
-    and first phase — all-keep carried + transient bytes ``kv`` (``kv0``: with the per-step
-    buffers) plus the running sum of the changes ``d``."""
+def _peaks(m: int, kv: list, kv0: list, d: list, fl: list | None = None) -> tuple:
+    """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, s1, sN): the F and B halves' largest
+    bytes and first phase — all-keep carried + transient bytes ``kv`` (``kv0``: with the per-step
+    buffers) plus the running sum of the changes ``d`` — and the gradient sync's most between node
+    backwards (:func:`_sync_points`' v1, and vN less the per-step buffers) for the bucket copies
+    ``fl`` (``fl[p]``: the bytes of the one made between phases p-1 and p; None for none: 0, 0)."""
     out = []
     acc = 0
-    for lo, hi in ((0, m), (m, 2 * m)):
+    for lo, hi in ((0, m), (m, 2 * m)) if fl is None else ((0, m),):
         mx0 = mx = -1
         arg0 = arg = lo
         for p in range(lo, hi):
@@ -283,7 +285,28 @@ def _peaks(m: int, kv: list, kv0: list, d: list) -> tuple:
             if v > mx0:
                 mx0, arg0 = v, p
         out += (mx0, arg0, mx, arg)
-    return tuple(out)
+    if fl is None:
+        return (*out, 0, 0)
+    mx0 = mx = -1  # the B half, and the sync's copies: each on what the phases either side hold (the smaller)
+    arg0 = arg = m
+    s1 = sN = pv = pv0 = 0
+    for p in range(m, 2 * m):
+        acc += d[p]
+        v, v0 = kv[p] + acc, kv0[p] + acc
+        if v > mx:
+            mx, arg = v, p
+        if v0 > mx0:
+            mx0, arg0 = v0, p
+        f = fl[p]
+        if f:
+            w = (v0 if v0 < pv0 else pv0) + f
+            if w > s1:
+                s1 = w
+            w = (v if v < pv else pv) + f
+            if w > sN:
+                sN = w
+        pv, pv0 = v, v0
+    return (*out, mx0, arg0, mx, arg, s1, sN)
 
 
 def _sync_points(flats: tuple, m: int, kv: list, kv0: list, run, S_after: int, inp: int) -> list:
@@ -383,7 +406,7 @@ class _KeepTables:
         self.bt_keep = [bt[x] + 0.0 for x in range(m)]
         self.bt_rec = [bt[x] + ft[x] for x in range(m)]
         self.fwd_s, self.bwd_s = sum(ft), sum(bt)
-        self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))
+        self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))[:8]
         self.keep_node_end = _suffix_sums(self.bt_keep)
 
 
@@ -401,7 +424,7 @@ class StageModel:
     all-keep figures it corrects are built on its first evaluation and kept."""
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
-                 "zero_params", "zero_sum", "_keep", "_sync_keep", "_zero")
+                 "zero_params", "zero_sum", "_keep", "_sync_keep", "_sync_fl", "_sync_end", "_zero", "_zero_eval")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
                  host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
@@ -412,12 +435,23 @@ class StageModel:
         self.opt_grads = opt_grads
         self.host_lat = host_lat
         self.prefetch_ahead = prefetch_ahead
-        self.sync_flats = tuple(sync_flats)
+        most: dict = {}  # (copies made one after another: per node, only its largest counts)
+        for x, nb in sync_flats:
+            most[x] = max(most.get(x, 0), nb)
+        self.sync_flats = tuple(sorted(most.items(), reverse=True))
+        m = layout.m
+        fl = [0] * (2 * m + 1)  # the copy made between B_x and B_{x-1}, at B_{x-1}'s phase
+        for x, nb in self.sync_flats:
+            if x > 0:
+                fl[2 * m - x] = nb
+        self._sync_fl = fl if any(fl) else None
+        self._sync_end = most.get(0, 0)
         self.zero_params = tuple(zero_params)
         self.zero_sum = zero_sum
         self._keep: _KeepTables | None = None
         self._sync_keep: tuple | None = None  # the all-keep (sync1, syncN)
         self._zero: dict = {}  # dp -> ZeRO-1's (optimizer state, step's bytes above the state) per rank
+        self._zero_eval: dict = {}  # dp -> the worst rank's (optimizer state, opt_mem) and StageEval.ranks
 
     def zero_shares(self, dp: int) -> tuple:
         """ZeRO-1 over ``dp`` ranks: per rank ``(optimizer state, optimizer step's bytes above it)``.
@@ -605,20 +639,33 @@ class StageModel:
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
-            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
-            if sync:
+            fl = self._sync_fl if sync else None
+            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, K.kv, K.kv0, d, fl)
+            if detail and sync:
                 pts = _sync_points(self.sync_flats, m, K.kv, K.kv0, list(accumulate(d)), K.S_after, input_bytes)
                 sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
+            elif sync:
+                if fl is not None:
+                    syncN += K.S_after
+                if self._sync_end:
+                    v = K.S_after + self._sync_end - input_bytes
+                    if v > sync1:
+                        sync1 = v
+                    if v > syncN:
+                        syncN = v
         params = L.P_sum
         opt = L.O_sum
         opt_mem = K.step[twom] + opt_trans  # (for a host step: the gradients alone)
         ranks = ()
         if shard and dp > 1 and not opt_host:  # ZeRO-1: only the optimizer state and its step are sharded
-            z = self.zero_shares(dp)
-            if z:
-                opt = max(o for o, _ in z)
-                ranks = tuple((params + o + input_bytes, o, K.step[twom] + t) for o, t in z)
-                opt_mem = max(o + t for o, t in z) + K.step[twom] - opt
+            ze = self._zero_eval.get(dp)
+            if ze is None:
+                z, se = self.zero_shares(dp), K.step[twom]
+                ze = self._zero_eval[dp] = (max(o for o, _ in z), max(o + t for o, t in z) + se,
+                                            tuple((params + o + input_bytes, o, se + t) for o, t in z)) if z else ()
+            if ze:
+                opt, opt_mem, ranks = ze
+                opt_mem -= opt
             else:
                 opt = -(-opt // dp)
         if opt_host:

@@ -309,7 +309,8 @@ def test_stage_detail_adds_only_the_split():
     """A stage evaluated with ``detail`` has the same figures as without; its per-phase split adds
     up to its peaks (F half, B half, with and without the per-step buffers)."""
     fields = ("fwd_s", "bwd_s", "bwd_compute_s", "stall_s", "bwd_node_end", "host_s", "swap_bytes", "base", "R",
-              "maxF0", "maxB0", "maxF", "maxB", "argF0", "argB0", "argF", "argB", "S_fwd", "S_after", "opt_mem")
+              "maxF0", "maxB0", "maxF", "maxB", "argF0", "argB0", "argF", "argB", "S_fwd", "S_after", "opt_mem",
+              "sync1", "syncN", "ranks")
     for seed in SEEDS:
         rng = random.Random(seed)
         g = random_graph(rng.randint(1, 10), seed)

@@ -51,6 +51,8 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind == "rec-blocks":  # one stage; every node but the first and last recomputed (a recomputed
         # node's output stays while its reader holds it: a later node saved it, or its checkpoint)
         return Strategy.from_boundaries(n, [], dp=1, actions=["keep"] + [RECOMPUTE] * (n - 2) + ["keep"])
+    if kind == "pp2-rec-first":  # the second stage's first node recomputed (its input: the received activation)
+        return Strategy.from_boundaries(n, half, dp=1, actions=[RECOMPUTE if k == half[0] else "keep" for k in range(n)])
     if kind == "pp2-gpipe-m2":
         return Strategy.from_boundaries(n, half, dp=1, microbatches=2, schedule="gpipe")
     raise ValueError(kind)

@@ -4,9 +4,15 @@ layers (the decoder reads the encoder's output in every layer), a causal target 
 head."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+_spec = importlib.util.spec_from_file_location("memflow_test_lm", Path(__file__).resolve().with_name("_lm.py"))
+_lm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_lm)
 
 VOCAB, HIDDEN, SEQ = 512, 32, 16
 BATCH_SIZE = 8
@@ -32,11 +38,7 @@ def build_model() -> nn.Module:
 
 
 def example_batch(batch_size: int):
-    g = torch.Generator().manual_seed(0)
-    src = torch.randint(0, VOCAB, (batch_size, SEQ), generator=g)
-    tgt = torch.randint(0, VOCAB, (batch_size, SEQ + 1), generator=g)
-    return (src, tgt[:, :-1].contiguous()), tgt[:, 1:].contiguous()
+    return _lm.token_batch(batch_size, VOCAB, SEQ, source=SEQ)
 
 
-def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(output.reshape(-1, VOCAB), target.reshape(-1))
+loss_fn = _lm.lm_loss

@@ -2,9 +2,15 @@
 single-layer ``nn.GRU(batch_first=True)`` modules in a ``nn.ModuleList``, a linear decoder."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+_spec = importlib.util.spec_from_file_location("memflow_test_lm", Path(__file__).resolve().with_name("_lm.py"))
+_lm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_lm)
 
 VOCAB, HIDDEN, SEQ, LAYERS = 64, 64, 32, 3
 BATCH_SIZE = 8
@@ -29,10 +35,7 @@ def build_model() -> nn.Module:
 
 
 def example_batch(batch_size: int):
-    g = torch.Generator().manual_seed(0)
-    stream = torch.randint(0, VOCAB, (batch_size, SEQ + 1), generator=g)
-    return stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
+    return _lm.token_batch(batch_size, VOCAB, SEQ)
 
 
-def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(output.reshape(-1, VOCAB), target.reshape(-1))
+loss_fn = _lm.lm_loss

@@ -3,15 +3,21 @@
 Embedding, four single-layer ``nn.LSTM(batch_first=True)`` modules in a ``nn.ModuleList`` with
 dropout between them, a linear decoder over a 5k vocabulary, 64 steps: unlike
 ``examples/lstm.py`` its logits (batch × 64 × 5000) dominate the step, and dropout masks sit
-between the LSTMs. ``MEMFLOW_TEST_DROPOUT`` sets the dropout probability (default 0.1).
+between the LSTMs. ``MEMFLOW_TEST_DROPOUT`` sets the dropout probability (default 0.1),
+``MEMFLOW_TEST_HIDDEN`` the width (default 32).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+_spec = importlib.util.spec_from_file_location("memflow_test_lm", Path(__file__).resolve().with_name("_lm.py"))
+_lm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_lm)
 
 VOCAB, SEQ, LAYERS = 5000, 64, 4
 HIDDEN = int(os.environ.get("MEMFLOW_TEST_HIDDEN", "32"))
@@ -40,10 +46,7 @@ def build_model() -> nn.Module:
 
 
 def example_batch(batch_size: int):
-    g = torch.Generator().manual_seed(0)
-    stream = torch.randint(0, VOCAB, (batch_size, SEQ + 1), generator=g)
-    return stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
+    return _lm.token_batch(batch_size, VOCAB, SEQ)
 
 
-def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(output.reshape(-1, VOCAB), target.reshape(-1))
+loss_fn = _lm.lm_loss

@@ -6,30 +6,26 @@ sync, not the activations, sets the peak at small batches.
 """
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+_spec = importlib.util.spec_from_file_location("memflow_test_lm", Path(__file__).resolve().with_name("_lm.py"))
+_lm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_lm)
+
 VOCAB, HIDDEN, SEQ, LAYERS = 4096, 32, 16, 3
 BATCH_SIZE = 8
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.LayerNorm(HIDDEN)
-        self.up = nn.Linear(HIDDEN, 4 * HIDDEN)
-        self.down = nn.Linear(4 * HIDDEN, HIDDEN)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.down(F.gelu(self.up(self.norm(x))))
 
 
 class TiedDecoder(nn.Module):
     def __init__(self):
         super().__init__()
         self.embed = nn.Embedding(VOCAB, HIDDEN)
-        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.blocks = nn.ModuleList(_lm.Block(HIDDEN) for _ in range(LAYERS))
         self.norm = nn.LayerNorm(HIDDEN)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -44,10 +40,7 @@ def build_model() -> nn.Module:
 
 
 def example_batch(batch_size: int):
-    g = torch.Generator().manual_seed(0)
-    stream = torch.randint(0, VOCAB, (batch_size, SEQ + 1), generator=g)
-    return stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
+    return _lm.token_batch(batch_size, VOCAB, SEQ)
 
 
-def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(output.reshape(-1, VOCAB), target.reshape(-1))
+loss_fn = _lm.lm_loss

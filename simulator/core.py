@@ -18,6 +18,7 @@ from memflow.schedule import inflight
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.units import format_bytes
 
+from .buckets import grad_buckets
 from .pipeline import run_pipeline
 from .result import Evaluation, SimResult, curve_arrays
 from .layout import StageLayout, build_layout
@@ -26,7 +27,7 @@ from .window import BufferWindow
 
 __all__ = ["Simulator", "simulate", "StageSpec", "StrategyShape", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 
-BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket (bytes), as DDP's 25 MB default
+BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket cap (bytes), as DDP's 25 MB default and the executor's
 HOST_MEM_BANDWIDTH = 20e9  # bytes/s a host optimizer step streams through (CPU Adam)
 SHAPE_CACHE_SIZE = 4096  # StrategyShapes kept (a few KiB each; rebuilt on a miss for about one stage evaluation's cost)
 
@@ -44,7 +45,7 @@ class StageSpec:
     params: int  # bytes of the stage's parameters (replicas of shared ones included)
     grads: int  # of their gradients
     optimizer: int  # of their optimizer state
-    buckets: list  # gradient all-reduce buckets in backward order: (local node whose backward completes it, bytes)
+    buckets: list  # gradient all-reduce buckets in order: (local node after whose backward it is reduced, bytes)
     opt_s: float  # seconds of the (unsharded, on-device) optimizer step
 
 
@@ -100,6 +101,40 @@ def _over(used: float, cap: float) -> str:
     """``"<used> of <capacity>"`` in a unit that tells the two apart (bytes where rounding would not)."""
     a, b = format_bytes(used), format_bytes(cap)
     return f"{a} of {b}" if a != b else f"{int(used):,} B of {int(cap):,} B"
+
+
+def _breakdown(ev: StageEval, k: int, m: int, ms: int, inp: int, rank: tuple | None) -> dict:
+    """What holds the peak bytes of a stage of ``ms`` nodes with figures ``ev`` (``k`` of ``m``
+    micro-batches in flight, ``inp`` bytes of batch inputs per micro-batch; ``rank``: one of
+    ``ev.ranks``, or None), by kind; the parts sum to its :func:`stage_peak`."""
+    _, which = stage_peak(ev, k, m, rank)
+    opt = ev.optimizer if rank is None else rank[1]
+    if which == "OPT":
+        ph, others, stepv = 2 * ms, 0, ev.step[2 * ms]
+    elif which == "F0":
+        ph, others, stepv = ev.argF0, 0, ev.step[ev.argF0]
+    elif which == "B0":
+        ph, others, stepv = ev.argB0, k - 1, ev.step[ev.argB0]
+    elif which in ("Fwarm", "Fsteady"):
+        ph, others = ev.argF, k - 1
+        stepv = ev.S_fwd if which == "Fwarm" else ev.S_after
+    elif which == "SYNC":  # a bucket's flat copy beside what is live then (its bytes: transient)
+        _, _, _, q1, qN, flat = max(ev.sync_points, key=lambda pt: pt[1] if m == 1 else pt[2])
+        ph, others = (q1 if m == 1 else qN), 0
+        stepv = ev.step[ph] if m == 1 and ph < 2 * ms else ev.S_after
+        if ph == 2 * ms:  # after the backward: the gradients and the copy
+            return {"params": ev.params, "grads": stepv, "optimizer": opt, "activations": 0,
+                    "inflight_microbatches": 0, "swap_buffers": 0, "transient": flat, "phase": which}
+    else:
+        ph, others, stepv = ev.argB, (k - 1 if m > k else k - 2), ev.S_after
+    trans = ev.trans[ph]
+    if which == "SYNC":
+        trans += flat
+    elif which == "OPT" and rank is not None:
+        trans = rank[2] - stepv
+    sw = ev.swap_live[ph]
+    return {"params": ev.params, "grads": stepv, "optimizer": opt, "activations": ev.carried[ph] - sw + inp,
+            "inflight_microbatches": others * ev.R, "swap_buffers": sw, "transient": trans, "phase": which}
 
 
 class Simulator:
@@ -179,12 +214,15 @@ class Simulator:
             L = build_layout(self._window.view(a, b), a, b)
             params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
             opt_trans, opt_grads = self._opt_trans(a, b)
+            buckets = self._bucket_plan(L)
             model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                                opt_grads=opt_grads, host_lat=self.host_link.latency,
-                               prefetch_ahead=self.prefetch_ahead)
+                               prefetch_ahead=self.prefetch_ahead,
+                               sync_flats=[(x, nb) for x, nb, flat in buckets if flat],
+                               zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step())
             sp = self._layouts[(a, b)] = StageSpec(
-                layout=L, model=model, params=params, grads=grads, optimizer=opt, buckets=self._bucket_plan(L),
-                opt_s=self._opt_time(params + grads + opt))
+                layout=L, model=model, params=params, grads=grads, optimizer=opt,
+                buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
         return sp
 
     def _opt_time(self, state: int) -> float:
@@ -198,13 +236,13 @@ class Simulator:
         return state / self.mem_bw
 
     def _bucket_plan(self, L: StageLayout) -> list:
-        """Gradient buckets in backward order: (local node whose backward completes it, bytes)."""
-        out, acc = [], 0
-        for x in range(L.m - 1, -1, -1):
-            acc += L.grad_bytes[x]
-            if acc >= self.bucket_bytes or (x == 0 and acc > 0):
-                out.append((x, acc))
-                acc = 0
+        """The stage's data-parallel gradient buckets as the executor all-reduces them
+        (:func:`simulator.buckets.grad_buckets`), in order: (local node after whose backward it is
+        reduced, bytes, bytes of its flat copy: 0 for a bucket of one gradient, reduced in place)."""
+        out = []
+        for x, members in grad_buckets([[(nb, 0) for nb in xs] for xs in L.dp_grads], self.bucket_bytes):
+            nb = sum(L.dp_grads[o][i] for o, i in members)
+            out.append((x, nb, nb if len(members) > 1 else 0))
         return out
 
     def _opt_trans(self, a: int, b: int) -> tuple[int, int]:
@@ -223,12 +261,10 @@ class Simulator:
             tot = self._opt_total or self._param_total
             part = sum((nd.optimizer_bytes if self._opt_total else nd.param_bytes) for nd in g.nodes[a:b])
             return (int(g.opt_transient_bytes * part / tot) if tot else 0), 0
-        names = {k for nd in g.nodes[a:b] for k in nd.read_params if k in g.params}
-        names |= {k for k, v in g.params.items() if a <= v[3] < b}
+        names = self._stage_params(a, b)
         temps = max(0, int(g.opt_transient_bytes) - grads_all)
         grads = sum(int(g.params[k][1]) for k in names)
-        impl = g.meta.get("optimizer_impl", "default")
-        if impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu"):
+        if self._single_tensor_step():
             big = self._param_max
             share = max((int(g.params[k][0]) for k in names if g.params[k][1]), default=0) / big if big else 0.0
         else:
@@ -237,6 +273,36 @@ class Simulator:
                      or sum(int(g.params[k][0]) for k in names if g.params[k][1])) / tot \
                 if tot else 0.0
         return int(grads + temps * share), grads
+
+    def _stage_params(self, a: int, b: int) -> set:
+        """The parameter table's names stage ``[a, b)`` holds: those its nodes read or own."""
+        g = self.graph
+        names = {k for nd in g.nodes[a:b] for k in nd.read_params if k in g.params}
+        return names | {k for k, v in g.params.items() if a <= v[3] < b}
+
+    def _single_tensor_step(self) -> bool:
+        """The optimizer steps one tensor at a time (torch's default on the CPU): its temporaries are
+        one parameter's, not a share of all of them."""
+        impl = self.graph.meta.get("optimizer_impl", "default")
+        return impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu")
+
+    def _zero_params(self, a: int, b: int) -> tuple:
+        """Per parameter stage ``[a, b)``'s optimizer steps, ``(bytes, state bytes, temporaries its step
+        adds)``: what ZeRO-1 shares out among data-parallel ranks (StageModel.zero_shares). The
+        temporaries are the traced step's, scaled as :meth:`_opt_trans` scales a stage's."""
+        g = self.graph
+        if not g.params:
+            return ()
+        temps = max(0, int(g.opt_transient_bytes) - self._grads_all)
+        single, big, tot = self._single_tensor_step(), self._param_max, self._opt_state_all
+        has_state = any(int(v[2]) for v in g.params.values())
+        out = []
+        for k in sorted(self._stage_params(a, b)):
+            pb, gb, ob = (int(v) for v in g.params[k][:3])
+            if gb > 0:
+                w = (pb / big if big else 0.0) if single else ((ob if has_state else pb) / tot if tot else 0.0)
+                out.append((pb, ob, temps * w))
+        return tuple(out)
 
     def _ring(self, s: int, dp: int):
         key = ("ring", s, dp)
@@ -525,14 +591,26 @@ class Simulator:
             if dp == 1:
                 peak_dev = list(peaks)
             else:
-                peak_dev = []
-                for p in peaks:
-                    peak_dev += [p] * dp
+                peak_dev = self._rank_peaks(sh, evals, peaks)
             return Evaluation(step_time_s=step, peak_bytes=peak_dev, fits=fits, capacity_bytes=cap,
                               host_fits=host_fits)
         ops = run_pipeline(fwd, bwd, cf, cb, m, sched, record=True)[2]  # each op's start and end
         return self._detail(st, stg, peaks, sh.inflight, host_machine, fits, step, end, ar_end, opt_s, stage_end,
                             ops, cf, cb, ag, buckets_rec)
+
+    @staticmethod
+    def _rank_peaks(sh: StrategyShape, evals: list, peaks: list) -> list:
+        """Per device (dp > 1): its stage's peak, or under ZeRO-1 its own rank's (its shard of the
+        optimizer state and of the step; the stage's peak is the worst rank's)."""
+        out = []
+        for s, p in enumerate(peaks):
+            rk = evals[s].ranks
+            if rk:
+                k = sh.inflight[s]
+                out += [stage_peak(evals[s], k, sh.m, r)[0] for r in rk]
+            else:
+                out += [p] * sh.dp
+        return out
 
     # --------------------------------------------------------------- detail
     def _detail(self, st, stg, peaks, ks, host_machine, fits, step, end, ar_end, opt_s, stage_end,
@@ -547,26 +625,9 @@ class Simulator:
             ev = evals[s]
             ms = b - a
             k = ks[s]
-            peak, which = stage_peak(ev, k, m)
             inp = self.graph.stage_input_bytes(a, b)
-            # ---- breakdown at the peak
-            if which == "OPT":
-                ph, others, stepv = 2 * ms, 0, ev.step[2 * ms]
-            elif which == "F0":
-                ph, others, stepv = ev.argF0, 0, ev.step[ev.argF0]
-            elif which == "B0":
-                ph, others, stepv = ev.argB0, k - 1, ev.step[ev.argB0]
-            elif which in ("Fwarm", "Fsteady"):
-                ph, others = ev.argF, k - 1
-                stepv = ev.S_fwd if which == "Fwarm" else ev.S_after
-            else:
-                ph, others, stepv = ev.argB, (k - 1 if m > k else k - 2), ev.S_after
-            sw = ev.swap_live[ph]
-            breakdown_s.append({
-                "params": ev.params, "grads": stepv, "optimizer": ev.optimizer,
-                "activations": ev.carried[ph] - sw + inp, "inflight_microbatches": others * ev.R,
-                "swap_buffers": sw, "transient": ev.trans[ph], "phase": which,
-            })
+            ranks = ev.ranks or (None,)  # ZeRO-1: each rank's shard of the optimizer state and step
+            breakdown_s.append([_breakdown(ev, k, m, ms, inp, r) for r in ranks])
             # ---- timeline: memory curve + events on the compute / comm / host streams
             # (as the peak counts them: base holds the running micro-batch's inputs, R each other
             # in-flight one's; between ops, base's copy is one of the in-flight ones' own)
@@ -603,6 +664,9 @@ class Simulator:
                         prev = t0 + ev.bwd_node_end[x]
                     b0_done = True
                     pts.append((t1, ev.base + (others * ev.R - inp if others else 0) + ev.S_after))
+                    if j == m - 1:  # the gradient sync's bucket copies, made between node backwards or after
+                        for x, v1, vN, _, _, _ in ev.sync_points:
+                            pts.append((t0 + ev.bwd_node_end[x] if x else t1, ev.base + (v1 if m == 1 else vN)))
                     name = f"B{j}"
                     for x, c0, c1 in ev.prefetch:
                         events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))
@@ -619,15 +683,15 @@ class Simulator:
             t_opt = stage_end[s] - ag[s] - opt_s[s]
             where = "host" if st.optimizer_on_host[s] else "compute"
             events.append((s, where, "optimizer step", t_opt, opt_s[s]))
-            pts.append((t_opt, ev.base + ev.step[2 * ms] + ev.trans[2 * ms]))
             pts.append((stage_end[s], ev.base))
-            curves_s.append(curve_arrays(pts))
+            curves_s.append([curve_arrays([(t, v + (r[0] - ev.base if r else 0)) for t, v in pts]
+                                          + [(t_opt, r[0] + r[2] if r else ev.base + ev.opt_mem)]) for r in ranks])
             comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0)) + ar_busy + ag[s]
             host_busy = m * ev.host_s + (opt_s[s] if st.optimizer_on_host[s] else 0.0)
             comp_busy = m * (ev.fwd_s + ev.bwd_compute_s) + (0.0 if st.optimizer_on_host[s] else opt_s[s])
             busy_s.append({"compute": comp_busy, "comm": comm_busy, "host": host_busy})
-        # replicate per device
-        peak_dev = [peaks[d // dp] for d in range(ndev)]
+        # replicate per device (under ZeRO-1, each rank its own)
+        peak_dev = self._rank_peaks(stg.shape, evals, peaks) if dp > 1 else list(peaks)
         ev_dev = []
         for s, stream, name, t0, du in events:
             for r in range(dp):
@@ -635,8 +699,8 @@ class Simulator:
         binding = self._binding(st, stg, peak_dev, host_machine, fits, step, end, ar_end, opt_s, stage_end, busy_s)
         return SimResult(
             step_time_s=step, peak_bytes=peak_dev, capacity_bytes=[cap] * ndev, fits=fits,
-            breakdown=[dict(breakdown_s[d // dp]) for d in range(ndev)],
-            memory_curve=[curves_s[d // dp] for d in range(ndev)],
+            breakdown=[dict(breakdown_s[d // dp][d % dp if evals[d // dp].ranks else 0]) for d in range(ndev)],
+            memory_curve=[curves_s[d // dp][d % dp if evals[d // dp].ranks else 0] for d in range(ndev)],
             busy=[dict(busy_s[d // dp]) for d in range(ndev)], binding=binding,
             host_bytes=host_machine or [0] * cl.num_nodes, host_capacity_bytes=cl.host_memory_bytes,
             events=ev_dev, strategy=st, pipeline_time_s=max(end), end_s=[stage_end[d // dp] for d in range(ndev)],

@@ -64,6 +64,10 @@ class StageLayout:
     param_bytes: list
     grad_bytes: list
     opt_bytes: list
+    # per local node: the gradient bytes of each parameter it owns (reads first) that no other stage
+    # reads, in its order: what a data-parallel all-reduce syncs in buckets (simulator.buckets); a
+    # parameter other stages read too is summed in place over a group of its own
+    dp_grads: list
     x_bytes: list  # per local node: bytes its swap moves to host (the buffers it saves: made or read)
     x_made: list  # ... of which made in its forward (part of that phase's transient)
     redo_out: list  # per local node: outputs it saves itself (re-made alongside the originals if recomputed)
@@ -253,6 +257,14 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             swap_trans[x] = int(nd.cpu_swap_fwd_transient_bytes)
             swap_trans[2 * m - 1 - x] = int(nd.cpu_swap_bwd_transient_bytes)
         swap_trans[m] = max(swap_trans[m], sent_fwd)
+    dp_grads = []
+    for nd in nodes:
+        if graph.params:
+            gb = graph.params
+            dp_grads.append(tuple(int(gb[k][1]) for k in nd.param_names if k in gb and gb[k][1] > 0
+                                  and all(a <= r < b for r in readers.get(k, ()))))
+        else:  # no parameter table (synthetic graphs): the node's gradients as one
+            dp_grads.append((int(nd.grad_bytes),) if nd.grad_bytes > 0 else ())
     keys = list(groups)
     x_bytes, x_made = [0] * m, [0] * m
     for key in keys:
@@ -285,6 +297,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         param_bytes=[int(nd.param_bytes) + replica_p[x] for x, nd in enumerate(nodes)],
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
         opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],
+        dp_grads=dp_grads,
         x_bytes=x_bytes,
         x_made=x_made,
         redo_out=redo_out,

@@ -37,8 +37,10 @@ _INF = float("inf")
 #: Where a stage's peak can fall (:func:`stage_peak`): the first micro-batch's forward (F0) or
 #: backward (B0, others in flight), the optimizer step (OPT), a forward while others are in flight
 #: during the warm-up (Fwarm, per-step buffers of the F half) or in the steady state (Fsteady, the
-#: first backward's per-step buffers alive), a later backward (Bj).
-PEAK_PHASES = ("F0", "B0", "OPT", "Fwarm", "Fsteady", "Bj")
+#: first backward's per-step buffers alive), a later backward (Bj), the data-parallel gradient sync
+#: (SYNC: a bucket's flat copy made beside the gradients, between two of the last micro-batch's
+#: node backwards or after them; :mod:`simulator.buckets`).
+PEAK_PHASES = ("F0", "B0", "OPT", "Fwarm", "Fsteady", "Bj", "SYNC")
 
 
 @dataclass(slots=True)
@@ -68,6 +70,12 @@ class StageEval:
     S_fwd: int  # per-step buffers carried through the F half
     S_after: int  # ... and once the first backward has made them (the steady state)
     opt_mem: int  # bytes above base in the optimizer step
+    sync1: int  # ... at the gradient sync's most (0: no bucket copies), with 1 micro-batch
+    syncN: int  # ... with more (every micro-batch's first backward has made the per-step buffers)
+    # ZeRO-1 (sharded state, dp > 1): per data-parallel rank (base, optimizer state, opt_mem), its own
+    # shard of the state and of the step; base / optimizer / opt_mem above are the worst rank's, so
+    # stage_peak is the most any rank holds (empty: every rank alike)
+    ranks: tuple = ()
     # detail only, per local phase (0 .. 2m): carried = mb buffers (swap_live included), step = per-step
     # buffers, trans = transient, swap_live = swapped buffers back on the device ahead of their backward
     carried: list = ()
@@ -76,20 +84,26 @@ class StageEval:
     swap_live: list = ()
     copy_out: list = ()  # (x, start, end) offsets from F op start, per swapped node
     prefetch: list = ()  # (x, start, end) offsets from B op start
+    # per bucket copy: (x, bytes above base with 1 micro-batch, with more, phase whose live bytes it
+    # sits on with 1, with more, its bytes); x: the node after whose backward it is made, phase 2m:
+    # after the whole backward
+    sync_points: list = ()
 
 
-def stage_peak(ev: StageEval, inflight: int, microbatches: int) -> tuple[int, str]:
+def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | None = None) -> tuple[int, str]:
     """``(bytes, phase)``: the peak of a stage whose per-micro-batch figures are ``ev`` when it holds
     up to ``inflight`` micro-batches of ``microbatches`` at once (:func:`memflow.schedule.inflight`),
-    and where it falls (one of :data:`PEAK_PHASES`, the first of equals)."""
+    and where it falls (one of :data:`PEAK_PHASES`, the first of equals); ``rank``: one of
+    ``ev.ranks`` (ZeRO-1: that rank's), else the worst rank's."""
     k, m = inflight, microbatches
     R = ev.R
+    base, opt_mem = (ev.base, ev.opt_mem) if rank is None else (rank[0], rank[2])
     v, which = ev.maxF0, "F0"
     w = (k - 1) * R + ev.maxB0
     if w > v:
         v, which = w, "B0"
-    if ev.opt_mem > v:
-        v, which = ev.opt_mem, "OPT"
+    if opt_mem > v:
+        v, which = opt_mem, "OPT"
     if k >= 2:
         w = (k - 1) * R + ev.maxF + ev.S_fwd
         if w > v:
@@ -102,7 +116,11 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int) -> tuple[int, st
         w = ((k - 1) if m > k else (k - 2)) * R + ev.maxB + ev.S_after
         if w > v:
             v, which = w, "Bj"
-    return ev.base + v, which
+        if ev.syncN > v:
+            v, which = ev.syncN, "SYNC"
+    elif ev.sync1 > v:
+        v, which = ev.sync1, "SYNC"
+    return base + v, which
 
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw) -> int:
@@ -125,13 +143,13 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             dt[q1] -= w1
         R -= kr
         act = acts[x] if x >= 0 else KEEP
-        if has_rec and fusers:  # inputs of recomputed nodes stay until their backward (their checkpoint holds them)
+        if has_rec and fusers:  # inputs of recomputed nodes stay through their backward (their checkpoint holds them)
             for u in fusers:
                 if acts[u] == RECOMPUTE:
                     bu = twom - 1 - u
                     if lf < bu:
                         lf = bu
-                        extra = False
+                        extra = True
                     if hold < bu:
                         hold = bu
         if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
@@ -205,17 +223,33 @@ def _keep_share(group: tuple, m: int) -> tuple:
     return (*c[0], *c[1], *t[0], *t[1], r)
 
 
+def _replay_beside(L: StageLayout) -> list:
+    """Per node x, the bytes alive when B_x starts that B_x frees, but for those x's own forward
+    made (a recomputed x makes them again): what x's forward, run again at the start of B_x, runs
+    beside — its inputs (held by its checkpoint; for a stage's first node, the received values),
+    the gradients of its outputs. They are in B_x's traced transient, not in its carried bytes."""
+    m = L.m
+    out = [0] * m
+    for i, nb in enumerate(L.g_bytes):
+        la, lf = L.g_alloc[i], L.g_free[i]
+        if m <= lf < 2 * m and la < lf and not (L.g_step[i] or L.g_extra[i]) and la != 2 * m - 1 - lf:
+            out[2 * m - 1 - lf] += nb
+    return out
+
+
 def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list]:
     """Per node x, what its action does to its own phases' transient bytes (all-keep ``trans_keep``):
     ``(rec, cpu_f, cpu_b)`` — recomputed, B_x's grows to hold its forward's transient run again there
-    and the outputs it saves itself re-made beside the originals; swapped on the CPU (packed to host
-    as saved, back on demand), F_x's and B_x's become the traced ones, or, untraced, F_x's loses the
-    bytes x made."""
+    (beside what B_x starts with and frees: :func:`_replay_beside`) and the outputs it saves itself
+    re-made beside the originals; swapped on the CPU (packed to host as saved, back on demand), F_x's
+    and B_x's become the traced ones, or, untraced, F_x's loses the bytes x made."""
     m = L.m
     rec = [0] * m
+    beside = _replay_beside(L)
     for x in range(m):
         j = 2 * m - 1 - x
-        rec[x] = max(trans_keep[j], L.fwd_trans[x] + (trans_keep[j] - L.trans[j])) + L.redo_out[x] - trans_keep[j]
+        replay = beside[x] + L.fwd_trans[x] + (trans_keep[j] - L.trans[j])
+        rec[x] = max(trans_keep[j], replay) + L.redo_out[x] - trans_keep[j]
     st = L.swap_trans
     if st is not None:
         cpu_f = [st[x] - L.trans[x] for x in range(m)]
@@ -231,13 +265,15 @@ def _suffix_sums(times: list) -> list:
     return list(accumulate(reversed(times), initial=0.0))[:0:-1]
 
 
-def _peaks(m: int, kv: list, kv0: list, d: list) -> tuple:
-    """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB): the F and B halves' largest bytes
-    and first phase — all-keep carried + transient bytes ``kv`` (``kv0``: with the per-step
-    buffers) plus the running sum of the changes ``d``."""
+def _peaks(m: int, kv: list, kv0: list, d: list, fl: list | None = None) -> tuple:
+    """(maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, s1, sN): the F and B halves' largest
+    bytes and first phase — all-keep carried + transient bytes ``kv`` (``kv0``: with the per-step
+    buffers) plus the running sum of the changes ``d`` — and the gradient sync's most between node
+    backwards (:func:`_sync_points`' v1, and vN less the per-step buffers) for the bucket copies
+    ``fl`` (``fl[p]``: the bytes of the one made between phases p-1 and p; None for none: 0, 0)."""
     out = []
     acc = 0
-    for lo, hi in ((0, m), (m, 2 * m)):
+    for lo, hi in ((0, m), (m, 2 * m)) if fl is None else ((0, m),):
         mx0 = mx = -1
         arg0 = arg = lo
         for p in range(lo, hi):
@@ -249,7 +285,52 @@ def _peaks(m: int, kv: list, kv0: list, d: list) -> tuple:
             if v > mx0:
                 mx0, arg0 = v, p
         out += (mx0, arg0, mx, arg)
-    return tuple(out)
+    if fl is None:
+        return (*out, 0, 0)
+    mx0 = mx = -1  # the B half, and the sync's copies: each on what the phases either side hold (the smaller)
+    arg0 = arg = m
+    s1 = sN = pv = pv0 = 0
+    for p in range(m, 2 * m):
+        acc += d[p]
+        v, v0 = kv[p] + acc, kv0[p] + acc
+        if v > mx:
+            mx, arg = v, p
+        if v0 > mx0:
+            mx0, arg0 = v0, p
+        f = fl[p]
+        if f:
+            w = (v0 if v0 < pv0 else pv0) + f
+            if w > s1:
+                s1 = w
+            w = (v if v < pv else pv) + f
+            if w > sN:
+                sN = w
+        pv, pv0 = v, v0
+    return (*out, mx0, arg0, mx, arg, s1, sN)
+
+
+def _sync_points(flats: tuple, m: int, kv: list, kv0: list, run, S_after: int, inp: int) -> list:
+    """Per bucket copy ``(x, bytes)`` of the stage's gradient sync (``flats``; :mod:`simulator.buckets`),
+    ``(x, v1, vN, q1, qN, bytes)``: the bytes above the stage's base while the copy is made, with one
+    micro-batch (``v1``) and with more (``vN``), and the phase ``q`` whose live bytes it sits on.
+    Between B_x and B_{x-1} (the last micro-batch's: none other in flight) what is live is in both
+    phases, so the smaller of the two (all-keep ``kv``; ``kv0`` with the per-step buffers; ``run``:
+    the running sum of the actions' changes, None for none); after the backward (x = 0) the per-step
+    buffers, the batch's inputs gone (q = 2m)."""
+    out = []
+    for x, flat in flats:
+        if x == 0:
+            v = S_after + flat - inp
+            out.append((0, v, v, 2 * m, 2 * m, flat))
+            continue
+        j = 2 * m - 1 - x
+        c0 = run[j] if run else 0
+        c1 = run[j + 1] if run else 0
+        a1, b1 = kv0[j] + c0, kv0[j + 1] + c1
+        aN, bN = kv[j] + c0, kv[j + 1] + c1
+        out.append((x, min(a1, b1) + flat, min(aN, bN) + S_after + flat, j if a1 <= b1 else j + 1,
+                    j if aN <= bN else j + 1, flat))
+    return out
 
 
 def _running(base: list, d: list, n: int) -> list:
@@ -325,7 +406,7 @@ class _KeepTables:
         self.bt_keep = [bt[x] + 0.0 for x in range(m)]
         self.bt_rec = [bt[x] + ft[x] for x in range(m)]
         self.fwd_s, self.bwd_s = sum(ft), sum(bt)
-        self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))
+        self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))[:8]
         self.keep_node_end = _suffix_sums(self.bt_keep)
 
 
@@ -333,22 +414,61 @@ class StageModel:
     """The memory and time model of one stage (see the module's docstring): its layout, the batch
     inputs its nodes read per micro-batch (``input_bytes``), the bytes above its state in its
     optimizer step (``opt_trans``; ``opt_grads``: the gradients alone, what stays on the device when
-    the step runs on the host), the host link's latency, and whether a swapped node's buffers come
+    the step runs on the host), the host link's latency, whether a swapped node's buffers come
     back one node ahead on a side stream (``prefetch_ahead``, as on a GPU) or when its backward asks
-    for them (as on the CPU). The all-keep figures it corrects are built on its first evaluation
-    and kept."""
+    for them (as on the CPU), and the flat copies its data-parallel gradient buckets make
+    (``sync_flats``: ``(x, bytes)`` per bucket of several gradients, made after B_x;
+    :mod:`simulator.buckets`), and what ZeRO-1 shares out among data-parallel ranks (``zero_params``:
+    per parameter the optimizer steps, ``(bytes, optimizer-state bytes, step temporaries)``; the
+    temporaries of a rank's step are its parameters' most, or with ``zero_sum`` their sum). The
+    all-keep figures it corrects are built on its first evaluation and kept."""
 
-    __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "_keep")
+    __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
+                 "zero_params", "zero_sum", "_keep", "_sync_keep", "_sync_fl", "_sync_end", "_zero", "_zero_eval")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
-                 host_lat: float = 0.0, prefetch_ahead: bool = True):
+                 host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
+                 zero_params: tuple = (), zero_sum: bool = False):
         self.layout = layout
         self.input_bytes = input_bytes
         self.opt_trans = opt_trans
         self.opt_grads = opt_grads
         self.host_lat = host_lat
         self.prefetch_ahead = prefetch_ahead
+        most: dict = {}  # (copies made one after another: per node, only its largest counts)
+        for x, nb in sync_flats:
+            most[x] = max(most.get(x, 0), nb)
+        self.sync_flats = tuple(sorted(most.items(), reverse=True))
+        m = layout.m
+        fl = [0] * (2 * m + 1)  # the copy made between B_x and B_{x-1}, at B_{x-1}'s phase
+        for x, nb in self.sync_flats:
+            if x > 0:
+                fl[2 * m - x] = nb
+        self._sync_fl = fl if any(fl) else None
+        self._sync_end = most.get(0, 0)
+        self.zero_params = tuple(zero_params)
+        self.zero_sum = zero_sum
         self._keep: _KeepTables | None = None
+        self._sync_keep: tuple | None = None  # the all-keep (sync1, syncN)
+        self._zero: dict = {}  # dp -> ZeRO-1's (optimizer state, step's bytes above the state) per rank
+        self._zero_eval: dict = {}  # dp -> the worst rank's (optimizer state, opt_mem) and StageEval.ranks
+
+    def zero_shares(self, dp: int) -> tuple:
+        """ZeRO-1 over ``dp`` ranks: per rank ``(optimizer state, optimizer step's bytes above it)``.
+        ``ZeroRedundancyOptimizer`` gives each parameter, largest first, to the rank with the fewest
+        elements so far; each rank holds its parameters' state and steps them: every gradient, and
+        its parameters' temporaries. ``()`` without a parameter table (an even share then)."""
+        z = self._zero.get(dp)
+        if z is None:
+            sizes, opt, temps = [0] * dp, [0] * dp, [0] * dp
+            for pb, ob, t in sorted(self.zero_params, key=lambda p: -p[0]):
+                r = sizes.index(min(sizes))
+                sizes[r] += pb
+                opt[r] += ob
+                temps[r] = temps[r] + t if self.zero_sum else max(temps[r], t)
+            z = self._zero[dp] = tuple((opt[r], self.opt_grads + int(temps[r])) for r in range(dp)) \
+                if self.zero_params else ()
+        return z
 
     def evaluate(self, actions: tuple, dp: int, shard: bool, opt_host: bool, host_bw: float,
                  detail: bool = False) -> StageEval:
@@ -370,10 +490,17 @@ class StageModel:
         has_swap = SWAP in actions
         has_rec = RECOMPUTE in actions
         copy_out = prefetch = None
+        sync1 = syncN = 0
+        sync = dp > 1 and self.sync_flats
         if not (has_swap or has_rec or detail):
             R = K.R
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
             node_end = list(K.keep_node_end)
+            if sync:
+                if self._sync_keep is None:
+                    pts = _sync_points(self.sync_flats, m, K.kv, K.kv0, None, K.S_after, input_bytes)
+                    self._sync_keep = (max(p[1] for p in pts), max(p[2] for p in pts))
+                sync1, syncN = self._sync_keep
         else:
             P = twom + 2
             dc = [0] * (P + 1)  # changes of the carried bytes in each phase, as differences (running sum)
@@ -512,11 +639,35 @@ class StageModel:
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
-            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = _peaks(m, K.kv, K.kv0, d)
+            fl = self._sync_fl if sync else None
+            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, K.kv, K.kv0, d, fl)
+            if detail and sync:
+                pts = _sync_points(self.sync_flats, m, K.kv, K.kv0, list(accumulate(d)), K.S_after, input_bytes)
+                sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
+            elif sync:
+                if fl is not None:
+                    syncN += K.S_after
+                if self._sync_end:
+                    v = K.S_after + self._sync_end - input_bytes
+                    if v > sync1:
+                        sync1 = v
+                    if v > syncN:
+                        syncN = v
         params = L.P_sum
         opt = L.O_sum
-        if shard and dp > 1:
-            opt = -(-opt // dp)  # ZeRO-1: only the optimizer state is sharded
+        opt_mem = K.step[twom] + opt_trans  # (for a host step: the gradients alone)
+        ranks = ()
+        if shard and dp > 1 and not opt_host:  # ZeRO-1: only the optimizer state and its step are sharded
+            ze = self._zero_eval.get(dp)
+            if ze is None:
+                z, se = self.zero_shares(dp), K.step[twom]
+                ze = self._zero_eval[dp] = (max(o for o, _ in z), max(o + t for o, t in z) + se,
+                                            tuple((params + o + input_bytes, o, se + t) for o, t in z)) if z else ()
+            if ze:
+                opt, opt_mem, ranks = ze
+                opt_mem -= opt
+            else:
+                opt = -(-opt // dp)
         if opt_host:
             opt = 0
         base = params + opt + input_bytes
@@ -524,14 +675,16 @@ class StageModel:
             fwd_s, bwd_s + stall, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
             R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
-            K.S_fwd, K.S_after, K.step[twom] + opt_trans,  # (for a host step: the gradients alone)
+            K.S_fwd, K.S_after, opt_mem, sync1, syncN, ranks,
         )
         if detail:
             ev.carried = _running(K.carried, dc, twom) + [0]
             ev.step = list(K.step)
             ev.trans = _running(K.trans, dt, twom + 1)
-            ev.trans[twom] = opt_trans
+            ev.trans[twom] = opt_mem - K.step[twom]
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)
             ev.copy_out = copy_out
             ev.prefetch = prefetch
+            if sync:
+                ev.sync_points = pts
         return ev

@@ -1,9 +1,27 @@
 """Predicted vs measured peak per rank: the simulator and the executor agree on pipelined memory
 (sent values held until their gradients return, per-micro-batch inputs, swap, in-flight copies),
-and on the CPU executor's swap (saved tensors back one by one as the backward asks for them)."""
+on the CPU executor's swap (saved tensors back one by one as the backward asks for them), on the
+data-parallel gradient sync and ZeRO-1's shards, and on the plans the search makes under tight
+memory for models shaped unlike the examples (tests/models)."""
+import math
+from pathlib import Path
+
 import pytest
 
 from bench.bench_fidelity import run_case
+from memflow.cluster import Cluster
+from memflow.errors import DeviceOutOfMemoryError
+from memflow.executor import RunConfig, plain_losses, run_plan
+from memflow.graph.record import replay
+from memflow.kinds import SWAP
+from memflow.model_file import load_model_file
+from memflow.planner import GraphSource, plan, resolve_spec
+from memflow.profile.build import capture_graph
+from memflow.profile.measure import measure_plain_step
+from memflow.simulator import Simulator
+from memflow.strategy import Strategy
+
+MODELS = Path(__file__).resolve().parent / "models"
 
 
 @pytest.mark.parametrize("model,batch,kind,ranks", [("gpt2", 64, "pp2-m4-swap", 2), ("resnet", 32, "pp2", 2),
@@ -16,6 +34,37 @@ def test_peak_per_rank_is_predicted(model, batch, kind, ranks):
     assert len(rows) == ranks
     for r in rows:
         assert abs(r["pp"] / r["mp"] - 1) <= 0.02, r
+
+
+@pytest.mark.parametrize("kind", ["dp2-host", "dp2-zero1"])
+def test_gradient_sync_peak_per_rank_is_predicted(kind):
+    """A model whose tied embedding is most of its bytes, at batch 2 with its optimizer on the host:
+    each rank peaks while its gradient bucket is flattened beside the gradients (the sync's only
+    copy); predicted under by 5.3% while the simulator had no sync phase."""
+    rows = run_case(str(MODELS / "tied.py"), {}, 2, kind, steps=2, runs=1, warmup=1)
+    assert len(rows) == 2
+    for r in rows:
+        assert abs(r["pp"] / r["mp"] - 1) <= 0.01, r
+
+
+def test_recomputed_first_node_of_a_stage_is_predicted():
+    """A GRU stage whose first node (its input received from the stage before) is recomputed peaks in
+    that node's backward, where its forward runs again beside the received activation and its
+    output's gradient: under-predicted by 7.1% while the replay was counted above the carried bytes
+    alone."""
+    rows = run_case(str(MODELS / "gru.py"), {}, 8, "pp2-rec-first", steps=2, runs=1, warmup=1)
+    assert len(rows) == 2
+    for r in rows:
+        assert -0.01 <= r["pp"] / r["mp"] - 1 <= 0.01, r
+
+
+def test_stacked_lstm_program_holds_what_eager_holds():
+    """The single-device peak ``memflow profile`` reports is the exported step's, run node by node as
+    the executor runs it; for a stacked-LSTM language model (four batch-first LSTMs with dropout
+    between them, a 5k vocabulary, 64 steps) it is a plain eager step's live bytes to the byte."""
+    spec = load_model_file(MODELS / "stacked_lstm.py")
+    g = capture_graph(spec, 4, measure=True, repeats=0)
+    assert replay(g).peak_bytes == measure_plain_step(spec, 4, repeats=1).peak_bytes
 
 
 def test_run_log_records_each_rank_and_predicts_after_the_fact(tmp_path, monkeypatch):
@@ -43,3 +92,69 @@ def test_run_log_records_each_rank_and_predicts_after_the_fact(tmp_path, monkeyp
         assert abs(p / r["measured_peak_bytes"] - 1) <= 0.02, (p, r)
     rows = rows_of("t", [rec])
     assert [r["pp"] for r in rows] == preds and all(r["after"] and r["pt"] is None for r in rows)
+
+
+# model file (tests/models) -> its losses equal plain training's (no dropout, whose random masks differ)
+PLANNED = {"tied": True, "reuse": True, "encdec": True, "gru": True, "stacked_lstm": False}
+PLAN_BATCH = 4
+_PLAIN_PEAK: dict = {}
+
+
+def plain_peak(path: str) -> int:
+    """Plain data parallel's peak on cpu-2 (dp 2, one micro-batch, every node kept), as the benches
+    take it: what the fractions below are of."""
+    if path not in _PLAIN_PEAK:
+        cl = Cluster.load("cpu-2")
+        g = GraphSource(resolve_spec(path), cl)(PLAN_BATCH // 2)
+        _PLAIN_PEAK[path] = max(Simulator(g, cl).evaluate(Strategy.single(g.n, dp=2)).peak_bytes)
+    return _PLAIN_PEAK[path]
+
+
+@pytest.mark.parametrize("frac", [0.3, 0.6])
+@pytest.mark.parametrize("name", list(PLANNED))
+def test_planned_run_peaks_as_predicted(name, frac):
+    """Each model planned on cpu-2 at a fraction of plain data parallel's peak (a short search) and
+    run: a plan predicted to fit runs under its capacity without running out of memory (one that
+    nothing fits is run uncapped), its losses are finite (and plain training's where no dropout
+    draws masks), and every rank's measured peak is within 5% of its prediction, never more than
+    1% above it. Tied weights across stages, blocks reused in depth, an encoder-decoder, a GRU
+    and a stacked LSTM with a 5k vocabulary found the gradient sync, ZeRO-1's shards and the
+    recomputed first node of a stage under-predicted."""
+    path = str(MODELS / f"{name}.py")
+    cl = Cluster.load("cpu-2").with_memory(int(frac * plain_peak(path)))
+    p = plan(path, cluster=cl, batch_size=PLAN_BATCH, time_budget_s=1.0)
+    st, pred = p.strategy, p.predicted
+    cfg = RunConfig(model_file=p.model_file, batch_size=PLAN_BATCH, strategy=st, steps=2, warmup=1, device="cpu",
+                    node_names=list(p.node_names), capacity_bytes=cl.device.memory_bytes if pred.fits else None,
+                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.rank_step_time_s})
+    try:
+        rep = run_plan(cfg, nproc=st.num_devices, timeout_s=300)
+    except DeviceOutOfMemoryError as e:
+        pytest.fail(f"{name} at {frac} of plain: {st.summary()} {st.actions} predicted to fit: {e}")
+    assert rep.losses and all(math.isfinite(x) for x in rep.losses)
+    if PLANNED[name]:
+        assert rep.losses == pytest.approx(plain_losses(path, PLAN_BATCH, len(rep.losses)), rel=1e-5)
+    off = [(r.rank, r.peak_at, r.predicted_peak_bytes, r.measured_peak_bytes) for r in rep.ranks
+           if not -0.01 <= r.predicted_peak_bytes / r.measured_peak_bytes - 1 <= 0.05]
+    gaps = [_known_gaps(p.node_names, st, r[0] // st.dp) for r in off]
+    if off and all(gaps):
+        why = "; ".join(sorted({g for gs in gaps for g in gs}))
+        pytest.xfail(f"{why}: {st.summary()} {st.stage_of} {st.actions}: {off}")
+    assert not off, (st.summary(), st.stage_of, st.actions, off)
+
+
+def _known_gaps(names: list, st: Strategy, s: int) -> list:
+    """Why stage ``s`` of ``st`` may peak above its prediction, for two known gaps in the executor
+    (not the simulator: each stage's program, traced in one process, is predicted exactly):
+    memflow/executor/comm.py sends and receives a crossing value contiguous, so a stage whose first
+    node reads a native GRU's batch-first output (a transposed view) gets another layout than the
+    profiled program, and its GRU makes a copy the profile never saw; memflow/graph/actions.py's
+    CPU swap leaves most of a native GRU node's saved bytes on the device (its small saved views
+    keep their storages), which the simulator counts as moved."""
+    nodes = [k for k, x in enumerate(st.stage_of) if x == s]
+    out = []
+    if nodes[0] > 0 and names[nodes[0] - 1].startswith("grus"):
+        out.append("a stage fed a GRU's output receives it contiguous (comm.py)")
+    if any(st.actions[k] == SWAP and names[k].startswith("grus") for k in nodes):
+        out.append("a swapped GRU node keeps most of its saved bytes on the device (actions.py)")
+    return out

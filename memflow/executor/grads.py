@@ -2,17 +2,27 @@
 
 :class:`BucketedAllReduce` is what ``DistributedDataParallel`` does
 internally, written out because a pipeline stage here is a list of graph
-nodes rather than one module: during the last micro-batch's backward, a
-``register_post_accumulate_grad_hook`` on each parameter counts its
-accumulations; when a parameter's gradient is final it joins the current
-bucket, and a full bucket is flattened and all-reduced asynchronously over
-the stage's data-parallel group while the backward pass goes on. Before the
-optimizer step every bucket is waited for, divided by ``dp`` and copied back.
+nodes rather than one module. Its buckets are fixed before the first step by
+:func:`memflow.simulator.buckets.grad_buckets`, the rule the simulator sizes
+and times them by: gradients in backward order (a parameter's is final after
+the backward of the first node that reads it), a gradient of at least
+``cap_bytes`` on its own, the others filling a bucket up to ``cap_bytes``.
+During the last micro-batch's backward, after each node's backward the stage
+calls :meth:`~BucketedAllReduce.node_done`, which starts the all-reduce of every
+bucket that node completes, asynchronously, while the backward goes on; the
+buckets the stage's first node completes start in :meth:`~BucketedAllReduce.finish`,
+which then waits for all of them and divides by ``dp``.
+
+A bucket of one gradient is all-reduced in place. A bucket of several is
+flattened into one new tensor, and the gradients become views of it (the
+originals die at once): the copy costs its bytes only while it is made, beside
+the gradients, at most ``cap_bytes`` at a time, nothing is copied back, and no
+bucket stays in flight beside its gradients.
 
 Parameters read by nodes on several stages (GPT-2's ``wte`` / ``lm_head``)
 have a replica on each of those stages; :func:`sync_shared` sums their
-gradients over a process group holding all the ranks of those stages and
-divides by ``dp`` (sum over stages of the dp average).
+gradients in place over a process group holding all the ranks of those stages
+and divides by ``dp`` (sum over stages of the dp average).
 """
 from __future__ import annotations
 
@@ -21,78 +31,65 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..simulator.buckets import grad_buckets
+
 __all__ = ["BucketedAllReduce", "sync_shared"]
 
 
 class BucketedAllReduce:
-    def __init__(self, params: list[torch.nn.Parameter], expected: dict[int, int], group: Any, dp: int,
-                 cap_bytes: int):
-        self.params = params
-        self.expected = expected  # id(param) -> accumulations per micro-batch
+    """The data-parallel all-reduce of one stage's gradients. ``owned[x]``: the parameters whose
+    gradient the stage's local node ``x``'s backward makes final (the node reads them first), in
+    the order it reads them."""
+
+    def __init__(self, owned: list[list[torch.nn.Parameter]], group: Any, dp: int, cap_bytes: int):
         self.group = group
         self.dp = dp
-        self.cap = max(1, cap_bytes)
         self.active = False
-        self.count: dict[int, int] = {}
-        self.ready: set[int] = set()
-        self.bucket: list[torch.nn.Parameter] = []
-        self.bucket_bytes = 0
-        self.inflight: list[tuple[Any, torch.Tensor, list[torch.nn.Parameter]]] = []
-        self.handles = []
-        if dp > 1:
-            for p in params:
-                self.handles.append(p.register_post_accumulate_grad_hook(self._hook))
+        self.inflight: list[tuple[Any, torch.Tensor]] = []
+        plan = grad_buckets([[(p.numel() * p.element_size(), p.dtype) for p in ps] for ps in owned],
+                            max(1, cap_bytes)) if dp > 1 else []
+        self.buckets = [(x, [owned[o][i] for o, i in members]) for x, members in plan]
+        self.launched = 0  # buckets started this step (they start in plan order)
 
     def start_last_microbatch(self) -> None:
-        """Arm the hooks: the coming backward makes the final gradients."""
+        """The coming backward makes the final gradients."""
         self.active = self.dp > 1
-        self.count.clear()
-        self.ready.clear()
+        self.launched = 0
 
-    def _hook(self, p: torch.nn.Parameter) -> None:
-        if not self.active:
-            return
-        c = self.count.get(id(p), 0) + 1
-        self.count[id(p)] = c
-        if c >= self.expected.get(id(p), 1) and id(p) not in self.ready:
-            self._add(p)
+    def node_done(self, x: int) -> None:
+        """Local node ``x``'s backward has run: start the buckets it completes (its first node's
+        wait for :meth:`finish`, after the stage's sends)."""
+        if self.active and x > 0:
+            self._launch_until(x)
 
-    def _add(self, p: torch.nn.Parameter) -> None:
-        self.ready.add(id(p))
-        if self.bucket and self.bucket[0].grad.dtype != p.grad.dtype:
-            self._launch()
-        self.bucket.append(p)
-        self.bucket_bytes += p.grad.numel() * p.grad.element_size()
-        if self.bucket_bytes >= self.cap:
-            self._launch()
+    def _launch_until(self, x: int) -> None:
+        while self.launched < len(self.buckets) and self.buckets[self.launched][0] >= x:
+            self._launch(self.buckets[self.launched][1])
+            self.launched += 1
 
-    def _launch(self) -> None:
-        if not self.bucket:
-            return
-        flat = torch.cat([p.grad.reshape(-1) for p in self.bucket])
-        work = dist.all_reduce(flat, group=self.group, async_op=True)
-        self.inflight.append((work, flat, self.bucket))
-        self.bucket = []
-        self.bucket_bytes = 0
+    def _launch(self, params: list[torch.nn.Parameter]) -> None:
+        for p in params:
+            if p.grad is None:  # a parameter this step did not reach
+                p.grad = torch.zeros_like(p)
+        if len(params) == 1 and params[0].grad.is_contiguous():
+            flat = params[0].grad
+        else:  # one new tensor; the gradients become views of it
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            off = 0
+            for p in params:
+                n = p.grad.numel()
+                p.grad = flat[off:off + n].view(p.grad.shape)
+                off += n
+        self.inflight.append((dist.all_reduce(flat, group=self.group, async_op=True), flat))
 
     def finish(self) -> None:
-        """Launch what is left, wait for every bucket, write the averaged grads back."""
-        if self.dp <= 1:
+        """Start the buckets left, wait for every one, average the gradients."""
+        if not self.active:
             return
-        for p in self.params:  # params whose hook did not reach its count
-            if id(p) not in self.ready:
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-                self._add(p)
-        self._launch()
-        for work, flat, bucket in self.inflight:
+        self._launch_until(0)
+        for work, flat in self.inflight:
             work.wait()
             flat.div_(self.dp)
-            off = 0
-            for p in bucket:
-                n = p.grad.numel()
-                p.grad.copy_(flat[off:off + n].view_as(p.grad))
-                off += n
         self.inflight.clear()
         self.active = False
 

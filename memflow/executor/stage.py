@@ -89,7 +89,7 @@ class Stage:
         # ---- state this stage reads
         self.attr_names: list[str] = []
         seen: dict[int, torch.Tensor] = {}
-        reads: dict[int, int] = {}
+        first: dict[int, int] = {}  # the first node reading each tensor (its gradient is final after its backward)
         for k in range(self.lo, self.hi):
             c = program.calls[k]
             for a in c.arg_names:
@@ -99,10 +99,10 @@ class Stage:
                     v = program.attr_value(a)
                     if isinstance(v, torch.Tensor):
                         seen.setdefault(id(v), v)
-                        reads[id(v)] = reads.get(id(v), 0) + 1
+                        first.setdefault(id(v), k)
             for t in list(c.module.parameters()) + list(c.module.buffers()):
                 seen.setdefault(id(t), t)
-                reads[id(t)] = reads.get(id(t), 0) + 1
+                first.setdefault(id(t), k)
             for _, t in program.unread_of(k):  # model state no node reads: held here all the same
                 seen.setdefault(id(t), t)
         self.tensors = list(seen.values())
@@ -121,8 +121,11 @@ class Stage:
                 shared_by_group.setdefault(id(g), ([], g))[0].append(p)
         self.shared = list(shared_by_group.values())
         shared_ids = {id(p) for ps, _ in self.shared for p in ps}
-        self.sync = BucketedAllReduce([p for p in self.params if id(p) not in shared_ids], reads,
-                                      self.dp_group, dp, bucket_cap)
+        owned: list[list[torch.nn.Parameter]] = [[] for _ in range(self.hi - self.lo)]
+        for p in self.params:  # (in the order the nodes read them, as the profiler lists them)
+            if id(p) not in shared_ids:
+                owned[first[id(p)] - self.lo].append(p)
+        self.sync = BucketedAllReduce(owned, self.dp_group, dp, bucket_cap)
 
         # ---- links to neighbouring stages
         self.prev = StageLink((self.stage - 1) * dp + self.dp_rank, program.values_crossing(self.lo), device) \
@@ -193,6 +196,7 @@ class Stage:
             if k > self.lo:
                 self.swapper.prefetch(i, k - 1)  # overlaps node k's backward (CUDA)
             prog.backward_node(k, sts[k - self.lo], grads)
+            self.sync.node_done(k - self.lo)  # (last micro-batch: start the buckets node k completes)
         sts.clear()
         self.swapper.drop(i)
         if self.prev is not None:

@@ -18,7 +18,7 @@ from memflow.schedule import inflight
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.units import format_bytes
 
-from .buckets import grad_buckets
+from memflow.buckets import grad_buckets
 from .pipeline import run_pipeline
 from .result import Evaluation, SimResult, curve_arrays
 from .layout import StageLayout, build_layout
@@ -237,7 +237,7 @@ class Simulator:
 
     def _bucket_plan(self, L: StageLayout) -> list:
         """The stage's data-parallel gradient buckets as the executor all-reduces them
-        (:func:`simulator.buckets.grad_buckets`), in order: (local node after whose backward it is
+        (:func:`memflow.buckets.grad_buckets`), in order: (local node after whose backward it is
         reduced, bytes, bytes of its flat copy: 0 for a bucket of one gradient, reduced in place)."""
         out = []
         for x, members in grad_buckets([[(nb, 0) for nb in xs] for xs in L.dp_grads], self.bucket_bytes):

@@ -65,7 +65,7 @@ class StageLayout:
     grad_bytes: list
     opt_bytes: list
     # per local node: the gradient bytes of each parameter it owns (reads first) that no other stage
-    # reads, in its order: what a data-parallel all-reduce syncs in buckets (simulator.buckets); a
+    # reads, in its order: what a data-parallel all-reduce syncs in buckets (memflow.buckets); a
     # parameter other stages read too is summed in place over a group of its own
     dp_grads: list
     x_bytes: list  # per local node: bytes its swap moves to host (the buffers it saves: made or read)

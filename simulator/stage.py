@@ -39,7 +39,7 @@ _INF = float("inf")
 #: during the warm-up (Fwarm, per-step buffers of the F half) or in the steady state (Fsteady, the
 #: first backward's per-step buffers alive), a later backward (Bj), the data-parallel gradient sync
 #: (SYNC: a bucket's flat copy made beside the gradients, between two of the last micro-batch's
-#: node backwards or after them; :mod:`simulator.buckets`).
+#: node backwards or after them; :mod:`memflow.buckets`).
 PEAK_PHASES = ("F0", "B0", "OPT", "Fwarm", "Fsteady", "Bj", "SYNC")
 
 
@@ -310,7 +310,7 @@ def _peaks(m: int, kv: list, kv0: list, d: list, fl: list | None = None) -> tupl
 
 
 def _sync_points(flats: tuple, m: int, kv: list, kv0: list, run, S_after: int, inp: int) -> list:
-    """Per bucket copy ``(x, bytes)`` of the stage's gradient sync (``flats``; :mod:`simulator.buckets`),
+    """Per bucket copy ``(x, bytes)`` of the stage's gradient sync (``flats``; :mod:`memflow.buckets`),
     ``(x, v1, vN, q1, qN, bytes)``: the bytes above the stage's base while the copy is made, with one
     micro-batch (``v1``) and with more (``vN``), and the phase ``q`` whose live bytes it sits on.
     Between B_x and B_{x-1} (the last micro-batch's: none other in flight) what is live is in both
@@ -418,7 +418,7 @@ class StageModel:
     back one node ahead on a side stream (``prefetch_ahead``, as on a GPU) or when its backward asks
     for them (as on the CPU), and the flat copies its data-parallel gradient buckets make
     (``sync_flats``: ``(x, bytes)`` per bucket of several gradients, made after B_x;
-    :mod:`simulator.buckets`), and what ZeRO-1 shares out among data-parallel ranks (``zero_params``:
+    :mod:`memflow.buckets`), and what ZeRO-1 shares out among data-parallel ranks (``zero_params``:
     per parameter the optimizer steps, ``(bytes, optimizer-state bytes, step temporaries)``; the
     temporaries of a rank's step are its parameters' most, or with ``zero_sum`` their sum). The
     all-keep figures it corrects are built on its first evaluation and kept."""

@@ -22,7 +22,8 @@ PACKAGES = {"memflow": ROOT / "memflow", "memflow.simulator": ROOT / "simulator"
 
 #: the bottom layer: records and the small utilities they use (no torch)
 RECORDS = {"errors", "kinds", "units", "typed", "fileio", "forking", "procs", "gcfreeze", "devices", "linkprobe", "cluster",
-           "strategy", "schedule", "graph.record", "records", "request", "planfile", "config"}
+           "buckets", "strategy", "schedule", "graph.record", "records", "request", "planfile", "config", "modelenv",
+           "progress"}
 #: the top layer: what puts the stages together for a user
 APPLICATION = {"planner", "runner", "fit", "summary", "report", "plot", "cli", "__init__", "__main__"}
 

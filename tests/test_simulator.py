@@ -248,7 +248,7 @@ def test_data_parallel_allreduce_alpha_beta():
 
 
 def test_gradient_sync_bucket_copies_by_hand():
-    """Data-parallel gradient sync (simulator.buckets, as the executor runs it): a bucket of several
+    """Data-parallel gradient sync (memflow.buckets, as the executor runs it): a bucket of several
     gradients is flattened into a new tensor that the gradients then view, so the copy lives only
     while it is made, beside the gradients; a gradient of at least the cap is reduced in place.
     Gradient-heavy plans (OPT, 0.3 of plain) ran out of memory there, predicted to fit."""

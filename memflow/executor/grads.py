@@ -3,7 +3,7 @@
 :class:`BucketedAllReduce` is what ``DistributedDataParallel`` does
 internally, written out because a pipeline stage here is a list of graph
 nodes rather than one module. Its buckets are fixed before the first step by
-:func:`memflow.simulator.buckets.grad_buckets`, the rule the simulator sizes
+:func:`memflow.buckets.grad_buckets`, the rule the simulator sizes
 and times them by: gradients in backward order (a parameter's is final after
 the backward of the first node that reads it), a gradient of at least
 ``cap_bytes`` on its own, the others filling a bucket up to ``cap_bytes``.
@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..simulator.buckets import grad_buckets
+from ..buckets import grad_buckets
 
 __all__ = ["BucketedAllReduce", "sync_shared"]
 

@@ -244,7 +244,7 @@ IN_RANKS = "import os, sys, time\nRANK = sys.argv[0].endswith('worker.py')\n"
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
     """plan(name, code, gpus) -> a plan file for a model file of that code (named GPUs: planned without
-    profiling processes; run on the CPU here under the accounted cap)."""
+    profiling processes; run with --on-cpu here, under the accounted cap)."""
     import memflow
 
     d = tmp_path_factory.mktemp("planned")
@@ -272,7 +272,7 @@ def own_tmp(tmp_path, monkeypatch) -> Path:
 
 def test_a_nan_loss_stops_the_run_naming_step_rank_and_stage(planned, own_tmp, capsys):
     plan = planned("nan", TINY + "def loss_fn(out, y):\n    return ((out - y) ** 2).mean() * float('nan')\n")
-    assert main(["run", plan, "--steps", "3", "--quiet"]) == 2
+    assert main(["run", plan, "--on-cpu", "--steps", "3", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert re.fullmatch(r"memflow: error: rank \d \(stage \d\): the loss is nan at step 1/3; the run was stopped",
                         one_error_line(err)), err
@@ -282,7 +282,7 @@ def test_a_nan_loss_stops_the_run_naming_step_rank_and_stage(planned, own_tmp, c
 
 def test_a_loss_without_grad_is_an_error_before_training(planned, capsys):
     plan = planned("nograd", TINY + "def loss_fn(out, y):\n    return ((out - y) ** 2).mean().detach()\n")
-    assert main(["run", plan, "--steps", "3", "--quiet"]) == 2
+    assert main(["run", plan, "--on-cpu", "--steps", "3", "--quiet"]) == 2
     assert re.fullmatch(r"memflow: error: rank \d: the loss does not require grad .* before its first backward pass",
                         one_error_line(capsys.readouterr().err))
 
@@ -340,7 +340,7 @@ def example_batch(n):
         return real(*a, progress=seen, **kw)
 
     monkeypatch.setattr("memflow.cli.run_cmd.run", run)
-    assert main(["run", plan, "--steps", "4"]) == 0
+    assert main(["run", plan, "--on-cpu", "--steps", "4"]) == 0
     err = capsys.readouterr().err
     assert "memflow: launching 1 rank(s) with torchrun" in err and "memflow: rank 0: step 4/4, loss " in err
     batches = [float(x) for x in steps_at.read_text().split()][-4:]  # (the first: the rank's capture)
@@ -355,7 +355,7 @@ def example_batch(n):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_runs_processes_die_with_it(planned, tmp_path, mark, sig):
     plan = planned("slow_ranks", IN_RANKS + "if RANK:\n    time.sleep(600)\n" + TINY)
-    rc, err = interrupt(["run", plan, "--quiet"], tmp_path, mark, "-u -m memflow.executor.worker", sig, 10)
+    rc, err = interrupt(["run", plan, "--on-cpu", "--quiet"], tmp_path, mark, "-u -m memflow.executor.worker", sig, 10)
     if sig == signal.SIGTERM:
         assert rc == 130 and one_error_line(err) == "memflow: interrupted"
         assert not list((tmp_path / "tmp").glob("memflow_*"))
@@ -367,13 +367,13 @@ def test_resume_refuses_what_cannot_be_resumed_in_one_line(planned, tmp_path, mo
     ck = tmp_path / "ck"
 
     def refused(*argv: str) -> str:
-        assert main(["run", plan, "--quiet", "--checkpoint-dir", str(ck), *argv]) == 2
+        assert main(["run", plan, "--on-cpu", "--quiet", "--checkpoint-dir", str(ck), *argv]) == 2
         return one_error_line(capsys.readouterr().err).removeprefix("memflow: error: ")
 
     assert refused("--resume") == f"cannot resume: the checkpoint directory {ck} does not exist"
     ck.mkdir()
     assert refused("--resume").startswith(f"cannot resume: {ck} holds no complete checkpoint")
-    assert main(["run", plan, "--quiet", "--checkpoint-dir", str(ck), "--checkpoint-every", "2", "--steps", "2"]) == 0
+    assert main(["run", plan, "--on-cpu", "--quiet", "--checkpoint-dir", str(ck), "--checkpoint-every", "2", "--steps", "2"]) == 0
     capsys.readouterr()
     step = ck / "step_000002"
     assert (tmp_path / "cache" / "checkpoint.key").stat().st_mode & 0o777 == 0o600
@@ -398,7 +398,7 @@ def test_resume_refuses_what_cannot_be_resumed_in_one_line(planned, tmp_path, mo
     # a checkpoint MemFlow wrote for another plan: one line naming it, not DCP's traceback of every rank
     (step / "memflow.sig").write_text(sig)
     other = planned("ckpt", TINY, gpus=1)
-    assert main(["run", other, "--quiet", "--checkpoint-dir", str(ck), "--resume", "--steps", "3"]) == 2
+    assert main(["run", other, "--on-cpu", "--quiet", "--checkpoint-dir", str(ck), "--resume", "--steps", "3"]) == 2
     msg = one_error_line(capsys.readouterr().err)
     assert msg.startswith(f"memflow: error: rank 0: cannot load the checkpoint {step} (written for another plan?): ")
     assert len(msg) < 500, msg

@@ -75,7 +75,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from memflow.errors import ModelLoadError
-from memflow.model_guard import first_in_child
+from memflow.model_guard import first_in_child, phases_to_stdout
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -446,7 +446,8 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
         # first: torch._dynamo, which the capture after every load needs and which building on the meta device
         # imports (seconds, cold); imported here, the child inherits it instead of importing it again
         _import_dynamo()
-        ended = first_in_child(lambda mark: _trial(p, shown, mark))
+        ended = first_in_child(lambda mark: _trial(p, shown, mark),
+                               spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown])
         if ended is not None:
             raise ModelLoadError(f"{shown}: the model file {ended}")
     return _load(p, shown)
@@ -556,3 +557,9 @@ def _knobs(knobs: Any, shown: str) -> dict[str, Any]:
                         for x in ("min", "step"))):
             raise ModelLoadError(bad)
     return dict(knobs)
+
+
+if __name__ == "__main__":  # the model guard's spawned trial: python -m memflow.model_file PATH SHOWN
+    phases_to_stdout(lambda mark: _trial(Path(sys.argv[1]), sys.argv[2], mark))
+    sys.stdout.flush()
+    os._exit(0)

@@ -25,6 +25,7 @@ import faulthandler
 import os
 import select
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -32,9 +33,9 @@ import time
 from typing import Callable
 
 from .errors import ConfigError
-from .procs import die_with_parent, ended_text, last_line
+from .procs import die_with_parent, ended_text, last_line, popen
 
-__all__ = ["first_in_child", "timeout_s", "TIMEOUT_ENV"]
+__all__ = ["first_in_child", "phases_to_stdout", "timeout_s", "TIMEOUT_ENV"]
 
 TIMEOUT_ENV = "MEMFLOW_MODEL_TIMEOUT_S"
 _DEFAULT_TIMEOUT_S = 120.0
@@ -89,6 +90,57 @@ def _ended(status: int, during: str, err) -> str:
     return f"{ended_text(rc)} {during}" + (f"; its last words: {words}" if words else "")
 
 
+def _in_new_process(cmd: list[str], limit: float) -> str | None:
+    """:func:`first_in_child` for a process that runs threads: ``cmd`` in a new interpreter."""
+    with tempfile.TemporaryFile() as err:
+        proc = popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+        phases = _Phases(proc.stdout.fileno())
+        deadline = time.monotonic() + limit
+        try:
+            while True:
+                phases.read(0.05)
+                if phases.done:
+                    return None
+                if proc.poll() is not None or phases.eof:
+                    status = proc.wait()
+                    phases.read(0.0)
+                    if phases.done:
+                        return None
+                    return _ended(_wait_status(status), phases.during, err)
+                if time.monotonic() > deadline:
+                    return f"{phases.unfinished} within {limit:g} s (the limit is {TIMEOUT_ENV})"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            proc.stdout.close()
+
+
+def _wait_status(returncode: int) -> int:
+    """A ``Popen.returncode`` (negative: killed by that signal) as an ``os.waitpid`` status."""
+    return (-returncode) & 0x7F if returncode < 0 else (returncode & 0xFF) << 8
+
+
+def phases_to_stdout(work: Callable[[Mark], None]) -> None:
+    """The spawned form of the child (``spawn`` of :func:`first_in_child`): runs ``work``, its phases
+    and ``done`` on this process's stdout, the model file's own prints kept off it."""
+    out = os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 1)
+    sys.stdout = open(1, "w", closefd=False)
+
+    def send(line: str) -> None:
+        data = (line.replace("\n", " ") + "\n").encode()
+        while data:
+            data = data[os.write(out, data):]
+
+    try:
+        work(lambda during, unfinished: send(f"{during}\t{unfinished}"))
+    except BaseException:  # noqa: BLE001 - an exception is the caller's to meet in-process
+        pass
+    send("done")
+
+
 class _Phases:
     """The parent's end of the child's pipe: the phase it announced last, and whether it finished."""
 
@@ -111,14 +163,20 @@ class _Phases:
             wait_s = 0.0
 
 
-def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None) -> str | None:
+def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None,
+                   spawn: list[str] | None = None) -> str | None:
     """Run ``work(mark)`` in a forked child first; None when ``work``
     returned or raised, else how the child ended or hung (``"exited with code 0 during import"``), naming
-    the phase ``mark(during, unfinished)`` announced last. Linux only, and only in a single-threaded
-    process: elsewhere None at once (the caller runs the code in-process, unguarded)."""
-    if not sys.platform.startswith("linux") or threading.active_count() > 1:
-        return None  # a fork copies only this thread: another's locks could hang the child
+    the phase ``mark(during, unfinished)`` announced last. Linux only. A process already running
+    other threads is not forked (a fork copies only this thread: another's locks could hang the
+    child): ``spawn``, a command that runs the same work in a new interpreter and writes its phases
+    (``during\tunfinished`` lines, then ``done``) to its stdout, is run instead (slower: it imports
+    torch afresh), or, without one, nothing (the caller runs the code in-process, unguarded)."""
     limit = timeout_s() if limit_s is None else limit_s
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.active_count() > 1:
+        return _in_new_process(spawn, limit) if spawn else None
     parent = os.getpid()
     rfd, wfd = os.pipe()
     with tempfile.TemporaryFile() as err:

@@ -228,3 +228,25 @@ def test_depth_and_layer_env(monkeypatch):
     monkeypatch.setenv("MEMFLOW_RESNET_DEPTH", "7")
     with pytest.raises(ModelLoadError, match="MEMFLOW_RESNET_DEPTH"):
         load_model_file(ROOT / "examples" / "resnet.py")
+
+
+def test_a_process_with_threads_still_guards_the_model_file(tmp_path):
+    """Where other threads run (a fork would copy only this one), the model file's trial runs in a new
+    interpreter: a file that ends its process at import is still an error, not this process's end."""
+    import threading
+
+    from memflow.errors import ModelLoadError
+    from memflow.model_file import load_model_file
+
+    f = tmp_path / "exits.py"
+    f.write_text("import os\nos._exit(0)\n")
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        assert threading.active_count() > 1
+        with pytest.raises(ModelLoadError, match="exited with code 0 during import"):
+            load_model_file(f)
+    finally:
+        stop.set()
+        t.join()

@@ -11,6 +11,9 @@ from typing import IO, Iterator
 
 from tqdm import tqdm
 
+tqdm.monitor_interval = 0  # no monitor thread: the bars' own ticker redraws them, and a process without
+# threads can fork a model file's trial (memflow.model_guard)
+
 from ..progress import SILENT, Progress, Task
 
 __all__ = ["TqdmProgress", "reporter"]

@@ -2,9 +2,18 @@
 
 Forward: stage ``s`` sends ``program.values_crossing(hi)`` to ``s + 1``;
 backward: the gradients of the floating values that required grad go the
-other way. Shapes and dtypes travel once, with the first forward transfer
-(an object handshake); gradients have the shapes of the values they belong
-to, so they need none. Sends are non-blocking (``isend``), receives block.
+other way. Shapes, dtypes and memory layouts travel once, with the first
+forward transfer (an object handshake); gradients have the shapes of the
+values they belong to, so they need none. Sends are non-blocking (``isend``),
+receives block.
+
+A value arrives in the layout it had where it was made: a dense tensor whose
+strides are a permutation of a contiguous layout (a transposed view, such as a
+batch-first RNN's output) is sent as its memory in memory order and received
+into a tensor of the same strides, so the receiving stage's program sees what
+the profiled program saw (received contiguous, a GRU's input was copied by the
+GRU: memory the profile never saw). Other views (of part of a storage) are sent
+contiguous: only their own bytes.
 """
 from __future__ import annotations
 
@@ -18,17 +27,29 @@ __all__ = ["StageLink", "ValueMeta"]
 FWD_TAG, BWD_TAG = 1000, 2000
 
 
-class ValueMeta:
-    """Shape, dtype and requires-grad of one crossing value (None: not a tensor)."""
+def memory_order(t: torch.Tensor) -> tuple[int, ...] | None:
+    """The permutation of ``t``'s dimensions that makes it contiguous without a copy (its memory
+    order), or None where no permutation does (a view of part of a storage, overlapping strides)."""
+    perm = tuple(sorted(range(t.dim()), key=lambda d: (-t.stride(d), d)))
+    return perm if t.permute(perm).is_contiguous() else None
 
-    __slots__ = ("shape", "dtype", "requires_grad", "obj")
+
+class ValueMeta:
+    """Shape, dtype, requires-grad and memory layout of one crossing value (None: not a tensor).
+    ``strides``/``perm``: the layout to receive it in (None: contiguous)."""
+
+    __slots__ = ("shape", "dtype", "requires_grad", "obj", "strides", "perm")
 
     def __init__(self, v: Any):
+        self.strides = self.perm = None
         if isinstance(v, torch.Tensor):
             self.shape = tuple(v.shape)
             self.dtype = v.dtype
             self.requires_grad = bool(v.requires_grad and v.is_floating_point())
             self.obj = None
+            perm = memory_order(v) if not v.is_contiguous() else None
+            if perm is not None:
+                self.strides, self.perm = tuple(v.stride()), perm
         else:
             self.shape = None
             self.dtype = None
@@ -36,14 +57,16 @@ class ValueMeta:
             self.obj = v
 
     def __getstate__(self):
-        return (self.shape, str(self.dtype).replace("torch.", "") if self.dtype else None, self.requires_grad, self.obj)
+        return (self.shape, str(self.dtype).replace("torch.", "") if self.dtype else None, self.requires_grad, self.obj,
+                self.strides, self.perm)
 
     def __setstate__(self, st):
-        shape, dt, rg, obj = st
+        shape, dt, rg, obj, strides, perm = st
         self.shape = shape
         self.dtype = getattr(torch, dt) if dt else None
         self.requires_grad = rg
         self.obj = obj
+        self.strides, self.perm = strides, perm
 
 
 class StageLink:
@@ -59,8 +82,10 @@ class StageLink:
         self.sent_fwd: list[list[tuple[Any, torch.Tensor]]] = []  # per micro-batch, oldest first
 
     # ------------------------------------------------------------ helpers
-    def _isend(self, t: torch.Tensor, tag: int, into: list | None = None) -> None:
+    def _isend(self, t: torch.Tensor, tag: int, into: list | None = None, perm: tuple | None = None) -> None:
         t = t.detach()
+        if perm is not None:  # in the order the receiver lays it out (no copy where it is laid out so)
+            t = t.permute(perm)
         if not t.is_contiguous():
             t = t.contiguous()
         work = dist.isend(t, dst=self.peer, group=self.group, tag=tag)
@@ -74,7 +99,11 @@ class StageLink:
             for w, _ in self.sent_fwd.pop(0):
                 w.wait()
 
-    def _recv(self, shape, dtype, tag: int) -> torch.Tensor:
+    def _recv(self, shape, dtype, tag: int, meta: ValueMeta | None = None) -> torch.Tensor:
+        if meta is not None and meta.perm is not None:  # in the layout it was made in
+            t = torch.empty_strided(shape, meta.strides, dtype=dtype, device=self.device)
+            dist.irecv(t.permute(meta.perm), src=self.peer, group=self.group, tag=tag).wait()
+            return t
         t = torch.empty(shape, dtype=dtype, device=self.device)
         dist.irecv(t, src=self.peer, group=self.group, tag=tag).wait()
         return t
@@ -107,7 +136,7 @@ class StageLink:
         sent: list[tuple[Any, torch.Tensor]] = []
         for i, (v, m) in enumerate(zip(vals, self.meta)):
             if m.shape is not None:
-                self._isend(v, FWD_TAG + i, into=sent)
+                self._isend(v, FWD_TAG + i, into=sent, perm=m.perm)
         self.sent_fwd.append(sent)
         self.poll()
 
@@ -121,7 +150,7 @@ class StageLink:
             if m.shape is None:
                 out[n] = m.obj
                 continue
-            t = self._recv(m.shape, m.dtype, FWD_TAG + i)
+            t = self._recv(m.shape, m.dtype, FWD_TAG + i, m)
             if m.requires_grad:
                 t.requires_grad_(True)
             out[n] = t

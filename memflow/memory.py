@@ -121,6 +121,7 @@ class LiveBytes(TorchDispatchMode):
         self.peak = 0
         self.phase = 0
         self.phase_peak: dict[int, int] = {}
+        self.phase_mark: dict[int, int] = {}  # per phase, its peak so far at the last mark()
         self.events: list[BufferEvent] = []
         self._refs: dict[int, tuple] = {}  # id(storage) -> (weakref, nbytes, event)
         self._host = 0
@@ -131,6 +132,11 @@ class LiveBytes(TorchDispatchMode):
     def set_phase(self, phase: int) -> None:
         self.phase = phase
         self.phase_peak[phase] = max(self.phase_peak.get(phase, 0), self.live)
+
+    def mark(self) -> None:
+        """Note the current phase's peak so far (the profiler marks each tensor autograd saves: a
+        recompute's replay stops after the last one)."""
+        self.phase_mark[self.phase] = max(self.phase_peak.get(self.phase, 0), self.live)
 
     def reset_peak(self) -> None:
         self.peak = self.live

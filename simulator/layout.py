@@ -60,7 +60,7 @@ class StageLayout:
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
-    fwd_trans: list  # per local node, F transient
+    fwd_trans: list  # per local node, F transient as a recompute replays it (up to its last saved tensor)
     param_bytes: list
     grad_bytes: list
     opt_bytes: list
@@ -293,7 +293,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],
-        fwd_trans=[int(nd.fwd_transient_bytes) for nd in nodes],
+        fwd_trans=[int(nd.rec_fwd_transient_bytes if nd.rec_fwd_transient_bytes >= 0 else nd.fwd_transient_bytes)
+                   for nd in nodes],
         param_bytes=[int(nd.param_bytes) + replica_p[x] for x, nd in enumerate(nodes)],
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
         opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],

@@ -76,6 +76,11 @@ class Node:
     saved_bytes: int = 0  # bytes made in forward and kept only for its own backward
     fwd_transient_bytes: int = 0  # in-phase peak above the carried bytes
     bwd_transient_bytes: int = 0
+    # its forward run again by a recomputing backward: torch's non-reentrant checkpoint stops the
+    # replay once the last tensor the backward needs is saved again, so what the forward makes after
+    # that (a GRU's stacked output and final state) is never made there; the in-phase peak above the
+    # carried bytes up to that last save. -1: not traced (the simulator takes fwd_transient_bytes)
+    rec_fwd_transient_bytes: int = -1
     # the same when the node is swapped as the CPU executor swaps (each saved tensor copied to the
     # host as it is saved, copied back when its backward asks for it); -1: not traced (fake-mode
     # graphs for a GPU, whose swap prefetches a node's tensors whole and keeps keep's transients)

@@ -142,10 +142,17 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
                        [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs])[:2 * n]
 
 
-def _transients(live: LiveBytes, state_bytes: int, n: int, nbytes: list, alloc: list, free: list) -> list[int]:
-    """Per phase 0..2n, the traced in-phase peak above the state and the buffers carried through it."""
+def _transients(live: LiveBytes, state_bytes: int, n: int, nbytes: list, alloc: list, free: list,
+                peaks: dict | None = None) -> list[int]:
+    """Per phase 0..2n, the traced in-phase peak (``peaks``: other per-phase peaks, e.g. each phase's
+    peak up to its last saved tensor) above the state and the buffers carried through it."""
     carried = carried_bytes(2 * n + 1, *(np.array(x, dtype=np.int64) for x in (nbytes, alloc, free)))
-    return [max(0, live.phase_peak.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
+    peaks = live.phase_peak if peaks is None else peaks
+    return [max(0, peaks.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
+
+
+def _same(t):
+    return t
 
 
 class _OptWindow:
@@ -334,7 +341,12 @@ def trace_step(
         live.set_phase(p)
         cost.phase = p
 
-    with live:
+    def saved(t):  # a tensor autograd saves in a forward: a recompute's replay runs up to the last one
+        if live.phase < n:
+            live.mark()
+        return t
+
+    with live, torch.autograd.graph.saved_tensors_hooks(saved, _same):
         step(on_phase, optimize=opt_phase is None, around_opt=opt.around)
         live.set_phase(2 * n + 1)
     grad_param = {}
@@ -365,8 +377,9 @@ def trace_step(
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), "")))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
-    transient = _transients(live, state_bytes, n, [b.nbytes for b in buffers], [b.alloc_phase for b in buffers],
-                            [b.free_phase for b in buffers])
+    carried = [b.nbytes for b in buffers], [b.alloc_phase for b in buffers], [b.free_phase for b in buffers]
+    transient = _transients(live, state_bytes, n, *carried)
+    replayed = _transients(live, state_bytes, n, *carried, peaks=live.phase_mark)
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
     states, param_table, _ = node_state(program, optimizer)
@@ -384,6 +397,7 @@ def trace_step(
             fwd_bytes_accessed=cost.bytes.get(fp, 0.0), bwd_bytes_accessed=cost.bytes.get(bp, 0.0),
             out_bytes=out_b, saved_bytes=saved,
             fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
+            rec_fwd_transient_bytes=min(replayed[fp], transient[fp]),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             read_inputs=_data_reads(program.calls[k], input_of),
             **states[k],

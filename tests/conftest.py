@@ -5,3 +5,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # before a test's own monkeypatch); the tests that want full scale set it themselves
 os.environ["MEMFLOW_EXAMPLE_SCALE"] = "tiny"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+# Cases marked ``full`` widen a matrix the default suite already covers (another fraction, a
+# larger model of a shape already run); MEMFLOW_TEST_FULL=1 runs them too. The default suite
+# stays near ten minutes on two cores.
+FULL = os.environ.get("MEMFLOW_TEST_FULL") == "1"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "full: widens a covered matrix; runs with MEMFLOW_TEST_FULL=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    if FULL:
+        return
+    skip = pytest.mark.skip(reason="a wider case of a covered matrix: MEMFLOW_TEST_FULL=1 runs it")
+    for item in items:
+        if "full" in item.keywords:
+            item.add_marker(skip)

@@ -25,22 +25,38 @@ def test_functional_twins():
     assert functional_twin(aten.copy_.default) is aten.copy.default
 
 
-UNET_GAP = pytest.mark.xfail(strict=True, reason="a 2-stage U-Net's first stage is over-predicted by 12-14% "
-                              "(about the bytes of the skip connections' gradients it receives): an open fidelity gap")
+# a 2-stage U-Net's first stage is over-predicted by 12-14% (about the bytes of the skip
+# connections' gradients it receives, counted by storage where they arrive as views): an open gap
+# on the safe side, bounded here
+OVER = {"unet": 0.15}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=UNET_GAP) if n == "unet" else n for n in sorted(MODELS)])
-def test_inplace_model_plans_and_trains_as_predicted(name, tmp_path, monkeypatch):
-    """On cpu-2 as a 2-stage pipeline with one micro-batch (batch norm sees the whole batch, as in
-    plain training, so the losses are plain training's)."""
+def _plan(name: str, tmp_path, monkeypatch):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
     monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
     p = plan(str(MODELS[name]), cluster="cpu-2", batch_size=4, iterations=300, dp=1, microbatches=1)
     assert p.fits
     # nn.ReLU(inplace=True) beside conv1/bn1 is a node of its own: it would modify another node's output
     assert name != "resnet50" or "relu" in p.node_names
+    return p
+
+
+def test_torchvision_resnet50_plans(tmp_path, monkeypatch):
+    """torchvision's ResNet-50 (nn.ReLU(inplace=True) shared by conv1/bn1 and every bottleneck)
+    captures at the default granularity and plans; it trains with MEMFLOW_TEST_FULL=1 (below)."""
+    p = _plan("resnet50", tmp_path, monkeypatch)
+    assert p.strategy.pp == 2
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.full) if n == "resnet50" else n
+                                  for n in sorted(MODELS)])
+def test_inplace_model_plans_and_trains_as_predicted(name, tmp_path, monkeypatch):
+    """On cpu-2 as a 2-stage pipeline with one micro-batch (batch norm sees the whole batch, as in
+    plain training, so the losses are plain training's); every rank's measured peak is at most its
+    prediction and within 5% of it (U-Net: within its known over-prediction)."""
+    p = _plan(name, tmp_path, monkeypatch)
     r = run(p, steps=3)
     want = plain_losses(str(MODELS[name]), 4, 3, seed=0)
     assert all(abs(a - b) <= RTOL * abs(b) for a, b in zip(r.losses, want)), (r.losses, want)
     for rank in r.ranks:
-        assert abs(rank.predicted_peak_bytes / rank.measured_peak_bytes - 1) <= 0.05, rank
+        assert -0.01 <= rank.predicted_peak_bytes / rank.measured_peak_bytes - 1 <= OVER.get(name, 0.05), rank

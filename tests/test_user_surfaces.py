@@ -128,8 +128,10 @@ def test_api_plans_a_module_and_refuses_to_run_it():
 
 
 # (gpt2_tiny_cpu2.yaml runs in tests/test_readme.py, as the README gives it)
-@pytest.mark.parametrize("exp", sorted(p for p in (ROOT / "configs" / "experiments").glob("*.yaml")
-                                       if p.stem != "gpt2_tiny_cpu2"), ids=lambda p: p.stem)
+# (the ResNet experiment, a larger profile of a path the LSTM one runs, with MEMFLOW_TEST_FULL=1)
+@pytest.mark.parametrize("exp", [pytest.param(p, marks=pytest.mark.full) if p.stem.startswith("resnet") else p
+                                 for p in sorted((ROOT / "configs" / "experiments").glob("*.yaml"))
+                                 if p.stem != "gpt2_tiny_cpu2"], ids=lambda p: p.stem)
 def test_experiments_run(exp, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for k, v in yaml.safe_load(exp.read_text()).get("env", {}).items():  # the run sets them in this process:

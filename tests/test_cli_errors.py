@@ -125,7 +125,7 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path, capsys, monkeypatch):
 def test_measure_on_a_gpu_without_cuda_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rc = main(["plan", EX, "--gpu-type", "l4", "--measure", "--batch-size", "4"])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = capsys.readouterr().err.strip().split("\n")
     assert rc == 2
     assert [ln for ln in err if not ln.startswith("memflow: profiling")] == [err[-1]]
     assert "needs a CUDA GPU" in err[-1] and "Traceback" not in err[-1]

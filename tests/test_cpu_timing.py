@@ -110,7 +110,7 @@ def test_load_that_stays_is_warned_about_and_not_cached(spec, tmp_path, monkeypa
     g, clock, cached = _profile(spec, tmp_path, monkeypatch, lambda s: s >= 4)
     assert g.meta["steady_times"] is False and cached == []
     assert clock.steps() == (1 + 3 + 2 + 3 + 3) + (1 + 3 + 2)  # at most two rounds more
-    err = capfd.readouterr().err.strip().splitlines()
+    err = capfd.readouterr().err.strip().split("\n")
     assert len(err) == 1 and err[0].startswith("memflow: warning: ") and "not cached" in err[0], err
     # the next plan measures again
     g2, _, cached = _profile(spec, tmp_path, monkeypatch, lambda s: False)

@@ -60,7 +60,7 @@ def cli(argv: list[str], timeout: float = 120, env: dict | None = None) -> subpr
 
 
 def one_error_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
+    lines = stderr.strip().split("\n")  # (a bar redrawn with \r: one terminal line)
     assert 1 <= len(lines) <= 3 and "Traceback" not in stderr, stderr
     return lines[-1]
 

@@ -31,7 +31,7 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind == "dp2-recompute":
         return Strategy.single(n, dp=2, action=RECOMPUTE)
     if kind == "dp2-zero1":
-        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, shard_state=[True])
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["optimizer"])
     if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, optimizer_on_host=[True])
     if kind == "pp2":

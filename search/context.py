@@ -17,10 +17,13 @@ import numpy as np
 
 from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
-from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, Schedule
+from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SHARD_NONE, SHARD_OPTIMIZER, Schedule
 from memflow.strategy import Strategy
 from memflow.simulator import Simulator
 from memflow.schedule import inflight
+
+#: the sharding levels the search gives stages, least first (the executor and simulator run them all)
+SEARCHED_SHARDINGS = (SHARD_NONE, SHARD_OPTIMIZER)
 
 __all__ = ["SearchContext", "GraphProvider", "MeshLimits", "mesh_choices", "divisors", "balanced_partition"]
 
@@ -153,6 +156,7 @@ class SearchContext:
         self.N = cluster.num_devices
         self.allow_swap = allow_swap
         self.allow_shard = allow_shard
+        self.shard_levels: tuple = SEARCHED_SHARDINGS  # a stage's sharding levels, least first
         self.allow_host = allow_host
         self._graphs: dict[int, TaskGraph] = {}
         self._sims: dict[int, Simulator] = {}

@@ -1,6 +1,6 @@
 """The stage's optimizer: plain, ZeRO-1 (sharded state), or state in host memory.
 
-* ``shard_state``: :class:`torch.distributed.optim.ZeroRedundancyOptimizer`
+* sharding ``optimizer``: :class:`torch.distributed.optim.ZeroRedundancyOptimizer`
   over the stage's data-parallel group (optimizer state ÷ dp; each rank
   steps its shard, then each rank's parameters are broadcast as one flat
   bucket).

@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
+from ..kinds import SHARD_NONE
 from ..graph.build import capture_program
 from ..graph.training import autocast, in_model_order
 from ..memory import LiveBytes
@@ -113,7 +114,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
                   device, timeout, cfg.bucket_cap_bytes)
     # the optimizer steps the stage's parameters in the model's order, as the profiler traced it
     opt = StageOptimizer(spec, in_model_order(model, stage.params),
-                         shard=strat.shard_state[stage.stage] and strat.dp > 1,
+                         shard=strat.sharded(stage.stage) != SHARD_NONE,
                          on_host=strat.optimizer_on_host[stage.stage], dp_group=stage.dp_group, device=device)
 
     pred_peak = cfg.predicted.peak(rank)

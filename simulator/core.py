@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from memflow.graph.record import TaskGraph
 from memflow.schedule import inflight
-from memflow.kinds import SHARD_GRADIENTS, SHARD_NONE
+from memflow.errors import StrategyError
+from memflow.kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.units import format_bytes
 
@@ -415,8 +416,12 @@ class Simulator:
                 bw, lat = self._ring(s, dp)
                 nb = len(specs[s].buckets)
                 if shard[s] == SHARD_GRADIENTS:  # ZeRO-2: a bucket's reduce-scatter is half an all-reduce (ring);
-                    # after the step each bucket's slices are all-gathered in place
-                    ag[s] = (dp - 1) / dp * specs[s].params / bw + nb * (dp - 1) * lat
+                    # after the step each bucket's slices are all-gathered in place (gloo: dp broadcasts of a
+                    # slice each, the form that makes no temporary: memflow.executor.zero)
+                    if self.cluster.device.kind == "cpu":
+                        ag[s] = specs[s].params / bw + nb * dp * lat
+                    else:
+                        ag[s] = (dp - 1) / dp * specs[s].params / bw + nb * (dp - 1) * lat
                     fac, lfac[s] = (dp - 1) / dp / bw, (dp - 1) * lat
                     buckets[s] = tuple((x, acc * fac, acc) for x, acc in specs[s].buckets)
                     continue
@@ -487,8 +492,12 @@ class Simulator:
         return other
 
     def validate(self, st: Strategy) -> None:
-        """Raise StrategyError (with the arithmetic) for an invalid strategy."""
+        """Raise StrategyError (with the arithmetic) for an invalid strategy, or one at a sharding
+        level not modelled yet."""
         st.validate(self.n, self.cluster.num_devices)
+        if st.dp > 1 and SHARD_PARAMETERS in st.sharding:
+            raise StrategyError(f"sharding level {SHARD_PARAMETERS!r} (ZeRO-3/FSDP) is not modelled yet: use "
+                                f"{SHARD_GRADIENTS!r} or less")
 
     # -------------------------------------------------------------- evaluate
     def evaluate(self, strategy: Strategy, detail: bool = False):

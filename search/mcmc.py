@@ -94,7 +94,7 @@ class Evaluator:
 
     def evaluate(self, st: Strategy, base: Strategy | None = None, base_stages=None):
         """(Evaluation, stages or None)."""
-        key = st.key()
+        key = self.ctx.fix(st).key()
         ev = self.cache.get(key)
         if ev is not None:
             return ev, None
@@ -171,7 +171,7 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
         # other micro-batches in flight, so a cut that was slower in this one can be the fastest
         # in that one once the over-full stage recomputes (the repair sets what the new cut needs)
         off = [False] * st.pp
-        unsharded = [SHARD_NONE] * st.pp
+        unsharded = [fx.shard_levels(ctx, st.dp)[0]] * st.pp  # (the least level the search may give)
         opts = any(x != SHARD_NONE for x in st.sharding) or any(st.optimizer_on_host)
         others = [x for x in SCHEDULES if x != st.schedule] if st.microbatches > 1 else []
         for so in dict.fromkeys(tuple(x) for x in list(fx.shifts(st.stage_of)) + balanced):

@@ -125,3 +125,33 @@ def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, monkeypatch
     ref = plain_losses(path, batch, 3, seed=0)
     got = rows[0]["losses"]
     assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
+
+
+# ------------------------------------------------------------------ search
+def test_search_and_exact_choose_zero2_where_only_it_fits_on_the_device():
+    """A gradient-heavy model whose optimizer step (every gradient and the step's temporaries)
+    overflows a device under ZeRO-1: ZeRO-2 shards that step too. The exact solver and the MCMC
+    both find it, and ZeRO-2 + recompute is among the baselines."""
+    from memflow.cluster import Cluster
+    from memflow.search import MeshLimits, SearchContext, search, solve_exact
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+
+    P = 64 << 20
+    g = chain_graph(3, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P, fwd_s=1e-3, bwd_s=2e-3,
+                    opt_transient=3 * P)
+    cl = Cluster.for_gpus(2, "v100-16gb")
+    peak = {lv: Simulator(g, cl).evaluate(Strategy(2, 1, [0] * 3, ["keep"] * 3, sharding=[lv])).peak_bytes[0]
+            for lv in ("optimizer", "gradients")}
+    assert peak["gradients"] < peak["optimizer"]
+    cl = cl.with_memory((peak["optimizer"] + peak["gradients"]) // 2)
+    lim = MeshLimits(dp=2)
+    ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
+    r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
+    assert ex.best.sharding == ["gradients"] and not ex.best.optimizer_on_host[0]
+    assert r.best.sharding == ["gradients"]
+    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+    assert any(name.startswith("zero2+recompute/") for name in r.baselines)
+    # the same search with the level fixed to ZeRO-1 finds nothing without the optimizer on the host
+    r1 = search(lambda mb: g, 8, cl, seed=1, limits=MeshLimits(dp=2, sharding="optimizer"))
+    assert r1.best is None or (r1.best.sharding == ["optimizer"] and r1.best.optimizer_on_host == [True])

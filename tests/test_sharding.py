@@ -106,10 +106,12 @@ def test_zero2_times_by_hand():
 
 
 # ------------------------------------------------------------------ executor (cpu-2, gloo)
-@pytest.mark.parametrize("model,batch", [("gpt2", 8), ("tied", 2)])
-def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, monkeypatch):
-    """ZeRO-2 on two gloo ranks: the losses of plain single-process training (the slices stepped
-    and gathered are the whole update), every rank's peak as predicted."""
+@pytest.mark.parametrize("model,batch,kind", [("gpt2", 8, "dp2-zero2"), ("tied", 2, "dp2-zero2"),
+                                              ("gpt2", 8, "dp2-zero2-rec-m2")])
+def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, kind, monkeypatch):
+    """ZeRO-2 on two gloo ranks (also with every other node recomputed and two micro-batches, the
+    sync on the last): the losses of plain single-process training (the slices stepped and
+    gathered are the whole update), every rank's peak as predicted."""
     from pathlib import Path
 
     from bench.bench_fidelity import run_case
@@ -117,7 +119,7 @@ def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, monkeypatch
 
     root = Path(__file__).resolve().parents[1]
     path = str(root / "examples" / "gpt2.py") if model == "gpt2" else str(root / "tests" / "models" / "tied.py")
-    rows = run_case(path, {}, batch, "dp2-zero2", steps=3, runs=1, warmup=1)
+    rows = run_case(path, {}, batch, kind, steps=3, runs=1, warmup=1)
     assert len(rows) == 2
     for r in rows:
         assert abs(r["pp"] / r["mp"] - 1) <= 0.05, r

@@ -37,6 +37,9 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind == "dp2-zero2-rec-m2":  # ZeRO-2 + recompute every other node, two micro-batches (the sync on the last)
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)],
                         microbatches=2, sharding=["gradients"])
+    if kind == "dp2-zero2-host":  # ZeRO-2 with the optimizer's state and step in host memory
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["gradients"],
+                        optimizer_on_host=[True])
     if kind == "dp2-fsdp":  # ZeRO-3/FSDP: parameters gathered per node for its forward and backward
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["parameters"])
     if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak

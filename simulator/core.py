@@ -222,7 +222,8 @@ class Simulator:
                                prefetch_ahead=self.prefetch_ahead,
                                sync_flats=[(x, nb) for x, nb, flat in buckets if flat],
                                zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step(),
-                               buckets=tuple((x, nb) for x, nb, _ in buckets))
+                               buckets=tuple((x, nb) for x, nb, _ in buckets),
+                               zero_whole=self._zero_params(a, b, shared=True))
             sp = self._layouts[(a, b)] = StageSpec(
                 layout=L, model=model, params=params, grads=grads, optimizer=opt,
                 buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
@@ -289,10 +290,11 @@ class Simulator:
         impl = self.graph.meta.get("optimizer_impl", "default")
         return impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu")
 
-    def _zero_params(self, a: int, b: int) -> tuple:
+    def _zero_params(self, a: int, b: int, shared: bool | None = None) -> tuple:
         """Per parameter stage ``[a, b)``'s optimizer steps, ``(bytes, state bytes, temporaries its step
         adds)``: what ZeRO-1 shares out among data-parallel ranks (StageModel.zero_shares). The
-        temporaries are the traced step's, scaled as :meth:`_opt_trans` scales a stage's."""
+        temporaries are the traced step's, scaled as :meth:`_opt_trans` scales a stage's. ``shared``
+        True: only the parameters other stages read too (their replicas stay whole under ZeRO-2)."""
         g = self.graph
         if not g.params:
             return ()
@@ -300,7 +302,13 @@ class Simulator:
         single, big, tot = self._single_tensor_step(), self._param_max, self._opt_state_all
         has_state = any(int(v[2]) for v in g.params.values())
         out = []
+        outside = set()
+        if shared is not None:
+            outside = {k for i, nd in enumerate(g.nodes) if not a <= i < b for k in nd.read_params}
+            outside |= {k for k, v in g.params.items() if not a <= v[3] < b}
         for k in sorted(self._stage_params(a, b)):
+            if shared is not None and (k in outside) != shared:
+                continue
             pb, gb, ob = (int(v) for v in g.params[k][:3])
             if gb > 0:
                 w = (pb / big if big else 0.0) if single else ((ob if has_state else pb) / tot if tot else 0.0)

@@ -439,11 +439,11 @@ class StageModel:
     all-keep figures it corrects are built on its first evaluation and kept."""
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
-                 "zero_params", "zero_sum", "buckets", "_keep", "_syncs", "_sync_keep", "_zero", "_zero_eval", "_z2")
+                 "zero_params", "zero_sum", "buckets", "zero_whole", "_keep", "_syncs", "_sync_keep", "_zero", "_zero_eval", "_z2")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
                  host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
-                 zero_params: tuple = (), zero_sum: bool = False, buckets: tuple = ()):
+                 zero_params: tuple = (), zero_sum: bool = False, buckets: tuple = (), zero_whole: tuple = ()):
         self.layout = layout
         self.input_bytes = input_bytes
         self.opt_trans = opt_trans
@@ -453,6 +453,7 @@ class StageModel:
         # the bucket copies of an all-reduce (False: buckets of several gradients) and of ZeRO-2's
         # reduce-scatter (True: every bucket, ``buckets``: (x, bytes) each, flattened and padded)
         self.buckets = tuple(buckets)
+        self.zero_whole = tuple(zero_whole)  # ZeRO-2: parameters other stages read too (stepped whole)
         self._syncs = {False: _sync_copies(sync_flats, layout.m)}  # (ZeRO-2's by dp: sync_copies)
         self.sync_flats = self._syncs[False][0]
         self._z2: dict = {}  # dp -> ZeRO-2's (gradient slices, optimizer state, step temporaries) per rank
@@ -508,14 +509,16 @@ class StageModel:
             whole = sum(nb for _, nb in self.buckets)
             pieces = [-(-nb // dp) for _, nb in self.buckets]
             grads = K.step[2 * m] + self.opt_grads - whole + sum(pieces)
+            wo = sum(ob for _, ob, _ in self.zero_whole)  # (replicas of parameters other stages read: whole)
             if self.zero_params and not self.zero_sum:
                 rate = max(t / pb for pb, _, t in self.zero_params if pb)
-                temps = int(rate * max(pieces, default=0))
+                temps = int(rate * max(pieces + [pb for pb, _, _ in self.zero_whole], default=0))
             elif self.zero_params:
-                temps = int(sum(t for _, _, t in self.zero_params) / dp)
+                wt = sum(t for _, _, t in self.zero_whole)
+                temps = int((sum(t for _, _, t in self.zero_params) - wt) / dp + wt)
             else:  # (no parameter table: an even share of the step's bytes above the gradients)
                 temps = max(0, self.opt_trans - self.opt_grads) // dp
-            z = self._z2[dp] = (grads, -(-self.layout.O_sum // dp), temps)
+            z = self._z2[dp] = (grads, -(-(self.layout.O_sum - wo) // dp) + wo, temps)
         return z
 
     def evaluate(self, actions: tuple, dp: int, shard: str, opt_host: bool, host_bw: float,

@@ -157,3 +157,27 @@ def test_search_and_exact_choose_zero2_where_only_it_fits_on_the_device():
     # the same search with the level fixed to ZeRO-1 finds nothing without the optimizer on the host
     r1 = search(lambda mb: g, 8, cl, seed=1, limits=MeshLimits(dp=2, sharding="optimizer"))
     assert r1.best is None or (r1.best.sharding == ["optimizer"] and r1.best.optimizer_on_host == [True])
+
+
+def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():
+    """A parameter read on several stages (a tied embedding) is summed over its own group, outside
+    the buckets, and stepped whole by every rank under ZeRO-2 (memflow.executor.zero): its state
+    and its step's temporaries are not sliced."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    Q = 10**6
+    g = chain_graph(3, act_bytes=1000, saved_bytes=1000, param_bytes=Q, fwd_s=1 * MS, bwd_s=2 * MS)
+    for k, nd in enumerate(g.nodes):
+        nd.param_names = nd.read_params = [f"w{k}"]
+    g.nodes[2].read_params = ["w2", "w0"]  # w0 tied: read on the last node too
+    g.params = {f"w{k}": [Q, Q, 2 * Q, k] for k in range(3)}
+    g.opt_transient_bytes = 3 * Q + 2 * Q  # every gradient + AdamW's one-tensor temporaries (2× the largest)
+    sim = Simulator(g, make_cluster(4, kind="cpu"))
+    z = sim.stage(0, 2).model
+    assert [pb for pb, _, _ in z.zero_whole] == [Q]  # w0
+    grads, state, temps = z.zero2(2)
+    assert state == 2 * Q // 2 + 2 * Q  # w1's state halved, w0's whole
+    assert temps == 2 * Q  # the whole w0 is the largest tensor stepped
+    assert sim.stage(0, 3).model.zero_whole == ()  # one stage: nothing read elsewhere

@@ -31,7 +31,17 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind == "dp2-recompute":
         return Strategy.single(n, dp=2, action=RECOMPUTE)
     if kind == "dp2-zero1":
-        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, shard_state=[True])
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["optimizer"])
+    if kind == "dp2-zero2":  # ZeRO-2: gradients reduce-scattered, each rank stepping its slices
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["gradients"])
+    if kind == "dp2-zero2-rec-m2":  # ZeRO-2 + recompute every other node, two micro-batches (the sync on the last)
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)],
+                        microbatches=2, sharding=["gradients"])
+    if kind == "dp2-zero2-host":  # ZeRO-2 with the optimizer's state and step in host memory
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["gradients"],
+                        optimizer_on_host=[True])
+    if kind == "dp2-fsdp":  # ZeRO-3/FSDP: parameters gathered per node for its forward and backward
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["parameters"])
     if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, optimizer_on_host=[True])
     if kind == "pp2":
@@ -79,6 +89,8 @@ CASES = [
     (str(ROOT / "tests" / "models" / "tied.py"), {}, 2, "dp2-host"),
     (str(ROOT / "tests" / "models" / "tied.py"), {}, 2, "dp2-zero1"),
     (str(ROOT / "tests" / "models" / "gru.py"), {}, 8, "pp2-rec-first"),
+    ("gpt2", {}, 64, "dp2-zero2"),
+    (str(ROOT / "tests" / "models" / "tied.py"), {}, 2, "dp2-zero2"),
 ]
 QUICK = [CASES[1], CASES[2]]
 RUNS = 2  # executor runs per case
@@ -120,7 +132,8 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     for i, r in enumerate(runs[0].ranks):
         mt = min(run.ranks[i].measured_step_time_s for run in runs)
         rows.append(dict(model=spec.name, batch=batch, kind=kind, rank=r.rank, mp=r.measured_peak_bytes,
-                         pp=r.predicted_peak_bytes, mt=mt, pt=r.predicted_step_time_s))
+                         pp=r.predicted_peak_bytes, mt=mt, pt=r.predicted_step_time_s, losses=list(runs[0].losses),
+                         peak_at=r.peak_at))
     return rows
 
 

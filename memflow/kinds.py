@@ -1,7 +1,7 @@
 """The named choices every layer shares, as ``Literal`` types with their values.
 
-One source each: a memory action of a node, a pipeline schedule, a training
-precision, and the dtypes a device spec gives peak FLOP/s for. Modules compare
+One source each: a memory action of a node, a pipeline schedule, a stage's
+sharding level, a training precision, and the dtypes a device spec gives peak FLOP/s for. Modules compare
 against these constants, never against spelled-out strings.
 """
 from __future__ import annotations
@@ -11,6 +11,8 @@ from typing import Final, Literal, get_args
 __all__ = [
     "Action", "KEEP", "RECOMPUTE", "SWAP", "ACTIONS",
     "Schedule", "ONE_F_ONE_B", "GPIPE", "SCHEDULES",
+    "Sharding", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS", "SHARDINGS",
+    "SEARCHABLE_SHARDINGS",
     "TrainDtype", "TRAIN_DTYPES", "FlopDtype", "FLOP_DTYPES",
 ]
 
@@ -26,6 +28,19 @@ Schedule = Literal["1f1b", "gpipe"]
 ONE_F_ONE_B: Final = "1f1b"
 GPIPE: Final = "gpipe"
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+
+#: How much of a stage's model state its data-parallel ranks split among them (each level shards
+#: what the one before does and more): nothing, the optimizer state (ZeRO-1), also the gradients
+#: after their sync (ZeRO-2: reduce-scatter), also the parameters (ZeRO-3/FSDP: all-gathered per
+#: node before its forward and its backward, freed after).
+Sharding = Literal["none", "optimizer", "gradients", "parameters"]
+SHARD_NONE: Final = "none"
+SHARD_OPTIMIZER: Final = "optimizer"
+SHARD_GRADIENTS: Final = "gradients"
+SHARD_PARAMETERS: Final = "parameters"
+SHARDINGS: tuple[Sharding, ...] = get_args(Sharding)
+#: the levels the simulator and the executor run today (ZeRO-3/FSDP is a record value only)
+SEARCHABLE_SHARDINGS: tuple[Sharding, ...] = (SHARD_NONE, SHARD_OPTIMIZER, SHARD_GRADIENTS)
 
 #: The precision a plan trains in: fp32, or bf16 autocast with fp32 master weights.
 TrainDtype = Literal["fp32", "bf16"]

@@ -21,7 +21,7 @@ from .cluster import Cluster
 from .errors import ConfigError, MemflowError
 from .fileio import atomic_write_text, read_yaml
 from .records import BaselineResult, ParetoPoint, PlanSettings, Prediction
-from .strategy import Strategy
+from .strategy import Strategy, dict_digest
 from .typed import check_value, from_data, to_data
 
 __all__ = ["Plan", "load_plan", "PLAN_VERSION"]
@@ -95,11 +95,14 @@ class Plan:
             raise ConfigError(f"{source}: plan is missing {missing}")
         if not isinstance(d.get("strategy"), dict):
             raise ConfigError(f"{source}: strategy must be a mapping, got {d.get('strategy')!r}")
+        old = d["strategy"]
         try:
-            d["strategy"] = Strategy.from_dict(d["strategy"])
+            d["strategy"] = Strategy.from_dict(old)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{source}: invalid strategy: {e}") from None
         p = from_data(cls, d, f"{source}: plan")
+        if "shard_state" in old and p.predicted.strategy_digest == dict_digest(old):
+            p.predicted.strategy_digest = p.strategy.digest()  # (the same strategy, in today's fields)
         try:
             cl = Cluster.from_dict(p.cluster)
         except MemflowError as e:

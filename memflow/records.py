@@ -100,3 +100,4 @@ class PlanSettings:
     pp: int | None = None
     microbatches: int | None = None
     max_microbatches: int | None = None
+    sharding: str | None = None  # every stage's sharding level (memflow.kinds.Sharding)

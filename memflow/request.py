@@ -15,7 +15,7 @@ from dataclasses import InitVar, dataclass, fields
 from typing import Any, Callable
 
 from .errors import ConfigError
-from .kinds import TRAIN_DTYPES
+from .kinds import SEARCHABLE_SHARDINGS, TRAIN_DTYPES
 from .units import parse_bytes
 
 __all__ = ["PlanRequest", "check_batch_size", "check_positive_int", "DEFAULT_HEADROOM", "OPTION_FIELDS"]
@@ -63,6 +63,7 @@ class PlanRequest:
     pp: int | None = None  # pipeline stages
     microbatches: int | None = None  # micro-batches per step (1: one forward/backward pass per step)
     max_microbatches: int | None = None  # a bound on them (default 32)
+    sharding: str | None = None  # every stage's sharding level (memflow.kinds.Sharding)
     cli: InitVar[bool] = False  # name fields as the command line's flags in errors
 
     def __post_init__(self, cli: bool) -> None:
@@ -106,6 +107,8 @@ class PlanRequest:
                 self.microbatches > self.max_microbatches:
             raise ConfigError(f"{name('microbatches')} {self.microbatches} is above {name('max_microbatches')} "
                               f"{self.max_microbatches}")
+        if self.sharding is not None and self.sharding not in SEARCHABLE_SHARDINGS:
+            raise ConfigError(f"{name('sharding')} must be one of {list(SEARCHABLE_SHARDINGS)}, got {self.sharding!r}")
         h = self.headroom
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0.0 <= h < 1.0:
             raise ConfigError(f"{name('headroom')} must be a fraction in [0, 1), got {h!r}")

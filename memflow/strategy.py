@@ -10,10 +10,16 @@ of nodes in topological order, non-decreasing, each stage non-empty, so the
 stage graph is acyclic.
 
 Per node: ``actions[k]`` is ``keep`` | ``recompute`` | ``swap``.
-Per stage: ``shard_state[s]`` shards the stage's optimizer state across its
-data-parallel ranks (ZeRO-1: each rank steps its shard, then the parameters
-are broadcast; parameters and gradients stay whole);
+Per stage: ``sharding[s]`` is how much of the stage's model state its
+data-parallel ranks split (:data:`memflow.kinds.Sharding`): ``none``;
+``optimizer`` (ZeRO-1: each rank steps its shard of the optimizer state, then
+the parameters are broadcast); ``gradients`` (ZeRO-2: also the gradients, each
+rank keeping its reduce-scattered share of each bucket); ``parameters``
+(ZeRO-3/FSDP: also the parameters, gathered per node for its forward and its
+backward). Without data parallelism every level shards nothing.
 ``optimizer_on_host[s]`` keeps that stage's optimizer state in host memory.
+Older plans' ``shard_state`` (a flag per stage, ZeRO-1) is read as
+``optimizer`` / ``none``.
 The global batch is split into ``dp`` shards, each into ``microbatches``.
 """
 from __future__ import annotations
@@ -24,10 +30,30 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import ConfigError, StrategyError
-from .kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SWAP, Action, Schedule
+from .kinds import (ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SHARD_NONE, SHARD_OPTIMIZER, SHARDINGS, SWAP,
+                    Action, Schedule, Sharding)
 from .typed import from_data
 
-__all__ = ["Strategy", "ACTIONS", "SCHEDULES", "KEEP", "RECOMPUTE", "SWAP"]
+__all__ = ["Strategy", "ACTIONS", "SCHEDULES", "KEEP", "RECOMPUTE", "SWAP", "upgrade_dict", "dict_digest"]
+
+
+def dict_digest(d: dict[str, Any]) -> str:
+    """A short stable hash of a strategy's plain data (:meth:`Strategy.digest`)."""
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def upgrade_dict(d: Any) -> Any:
+    """A strategy's plain data with an older record's ``shard_state`` (one flag per stage, ZeRO-1)
+    as ``sharding`` (``optimizer`` / ``none``); anything else unchanged (checked where read)."""
+    if not isinstance(d, dict) or "shard_state" not in d:
+        return d
+    d = dict(d)
+    old = d.pop("shard_state")
+    if "sharding" not in d and isinstance(old, list) and all(isinstance(x, bool) for x in old):
+        d["sharding"] = [SHARD_OPTIMIZER if x else SHARD_NONE for x in old]
+    elif "sharding" not in d:
+        raise StrategyError(f"strategy: shard_state must be a list of booleans, got {old!r}")
+    return d
 
 
 @dataclass
@@ -38,12 +64,12 @@ class Strategy:
     actions: list[Action]
     microbatches: int = 1
     schedule: Schedule = ONE_F_ONE_B
-    shard_state: list[bool] = field(default_factory=list)
+    sharding: list[Sharding] = field(default_factory=list)
     optimizer_on_host: list[bool] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if not self.shard_state:
-            self.shard_state = [False] * self.pp
+        if not self.sharding:
+            self.sharding = [SHARD_NONE] * self.pp
         if not self.optimizer_on_host:
             self.optimizer_on_host = [False] * self.pp
 
@@ -92,12 +118,12 @@ class Strategy:
         """A hashable identity (for caches and de-duplication)."""
         return (
             self.dp, self.pp, tuple(self.stage_of), tuple(self.actions), self.microbatches,
-            self.schedule, tuple(self.shard_state), tuple(self.optimizer_on_host),
+            self.schedule, tuple(self.sharding), tuple(self.optimizer_on_host),
         )
 
     def digest(self) -> str:
         """A short stable hash of the strategy (a plan records the one its prediction is for)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        return dict_digest(self.to_dict())
 
     # ----------------------------------------------------------- validation
     def validate(self, n_nodes: int, n_devices: int | None = None, batch_size: int | None = None) -> None:
@@ -129,7 +155,10 @@ class Strategy:
                 raise StrategyError(
                     f"node {k} jumps from stage {self.stage_of[k - 1]} to {self.stage_of[k]}: stages must be contiguous"
                 )
-        if len(self.shard_state) != self.pp or len(self.optimizer_on_host) != self.pp:
+        bad = sorted({x for x in self.sharding if x not in SHARDINGS})
+        if bad:
+            raise StrategyError(f"unknown sharding level(s) {bad}; valid: {list(SHARDINGS)}")
+        if len(self.sharding) != self.pp or len(self.optimizer_on_host) != self.pp:
             raise StrategyError(f"per-stage options must have {self.pp} entries")
         if batch_size is not None:
             self.check_batch(batch_size)
@@ -149,9 +178,15 @@ class Strategy:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def sharded(self, s: int) -> Sharding:
+        """Stage ``s``'s effective sharding level: ``none`` without data parallelism."""
+        return self.sharding[s] if self.dp > 1 else SHARD_NONE
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Strategy":
-        """A strategy from plain data, every field's type checked (StrategyError naming the field)."""
+        """A strategy from plain data, every field's type checked (StrategyError naming the field).
+        An older record's ``shard_state`` flags are read as ``optimizer`` / ``none``."""
+        d = upgrade_dict(d)
         try:
             return from_data(cls, d, "strategy")
         except ConfigError as e:
@@ -162,8 +197,11 @@ class Strategy:
         n_sw = self.actions.count(SWAP)
         out = (f"dp {self.dp} × pp {self.pp}, {self.microbatches} micro-batch(es), {self.schedule}, "
                f"{n_re} recompute, {n_sw} swap")
-        if any(self.shard_state) and self.dp > 1:
-            out += f", ZeRO-1 on {sum(self.shard_state)}/{self.pp} stage(s)"
+        if self.dp > 1:
+            for lvl in SHARDINGS[1:]:
+                c = self.sharding.count(lvl)
+                if c:
+                    out += f", {lvl} sharded on {c}/{self.pp} stage(s)"
         if any(self.optimizer_on_host):
             out += f", optimizer on host on {sum(self.optimizer_on_host)}/{self.pp} stage(s)"
         return out

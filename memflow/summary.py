@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import math
 
-from .kinds import KEEP
+from .kinds import KEEP, SHARD_NONE
 from .planfile import Plan
 from .units import format_bytes, format_time
+
+#: what the plan table says of a stage's sharding level
+SHARD_LABELS = {"optimizer": "optimizer state sharded (ZeRO-1)", "gradients": "optimizer state and gradients sharded (ZeRO-2)",
+                "parameters": "parameters, gradients and optimizer state sharded (ZeRO-3/FSDP)"}
 
 __all__ = ["summary", "stage_table", "action_lines", "infeasible_message"]
 
@@ -32,8 +36,9 @@ def stage_table(plan: Plan) -> list[str]:
         peak = max(pr.peak_bytes[d] for d in devs)
         cap = pr.capacity_bytes[devs[0]]
         opts = []
-        if st.shard_state[s] and st.dp > 1:
-            opts.append("optimizer state sharded (ZeRO-1)")
+        lvl = st.sharded(s)
+        if lvl != SHARD_NONE:
+            opts.append(SHARD_LABELS[lvl])
         if st.optimizer_on_host[s]:
             opts.append("optimizer on host")
         dev = str(devs[0]) if len(devs) == 1 else f"{devs[0]}-{devs[-1]}"

@@ -3,6 +3,8 @@
 * every seed (:mod:`search.seeds`) as a fixed strategy;
 * Chen et al.'s √n checkpointing on data parallel: every node recomputed
   except every ⌈√n⌉-th, for a few micro-batch counts;
+* ZeRO-2 with full recompute (``zero2+recompute``): every node recomputed, gradients and
+  optimizer state sharded over the data-parallel ranks (what a DeepSpeed stage-2 user runs);
 * a memory-unaware search: the same MCMC optimising time only, ignoring
   capacity (its best often does not fit: that is the point of MemFlow).
 """
@@ -10,14 +12,14 @@ from __future__ import annotations
 
 import math
 
-from memflow.kinds import KEEP, RECOMPUTE
+from memflow.kinds import KEEP, RECOMPUTE, SHARD_GRADIENTS
 from memflow.strategy import Strategy
 
 from .context import SearchContext
 from .mcmc import ChainParams, ChainResult, Evaluator, run_chain
 from .seeds import few_microbatches, seed_strategies, start_pool
 
-__all__ = ["chen_sqrt_strategies", "fixed_baselines", "memory_unaware_search"]
+__all__ = ["chen_sqrt_strategies", "sharded_strategies", "fixed_baselines", "memory_unaware_search"]
 
 
 def chen_sqrt_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
@@ -33,11 +35,26 @@ def chen_sqrt_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
     return out
 
 
+def sharded_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
+    """ZeRO-2 with every node recomputed, on the most data-parallel mesh, for a few micro-batch
+    counts (none without data parallelism or with ZeRO-2 out of the search's levels)."""
+    dp = max(ctx.dps)
+    if dp < 2 or SHARD_GRADIENTS not in ctx.shard_levels or not ctx.allow_shard:
+        return []
+    pp = ctx.N // dp
+    out = []
+    for m in few_microbatches(ctx, dp, pp):
+        so = ctx.partition(pp, ctx.global_batch // (dp * m))
+        out.append((f"zero2+recompute/m{m}", Strategy(dp=dp, pp=pp, stage_of=so, actions=[RECOMPUTE] * ctx.n,
+                                                      microbatches=m, sharding=[SHARD_GRADIENTS] * pp)))
+    return out
+
+
 def fixed_baselines(ctx: SearchContext, evaluator: Evaluator | None = None) -> dict:
-    """name → (Strategy, Evaluation) for the seeds and Chen's √n checkpointing."""
+    """name → (Strategy, Evaluation) for the seeds, Chen's √n checkpointing and ZeRO-2 + recompute."""
     evaluator = evaluator or Evaluator(ctx)
     out = {}
-    for name, st in seed_strategies(ctx) + chen_sqrt_strategies(ctx):
+    for name, st in seed_strategies(ctx) + chen_sqrt_strategies(ctx) + sharded_strategies(ctx):
         ev, _ = evaluator.evaluate(st)
         out[name] = (st, ev)
     return out

@@ -17,10 +17,13 @@ import numpy as np
 
 from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
-from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, Schedule
+from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SEARCHABLE_SHARDINGS, Schedule
 from memflow.strategy import Strategy
 from memflow.simulator import Simulator
 from memflow.schedule import inflight
+
+#: the sharding levels the search gives stages, least first (those the executor and simulator run)
+SEARCHED_SHARDINGS = SEARCHABLE_SHARDINGS
 
 __all__ = ["SearchContext", "GraphProvider", "MeshLimits", "mesh_choices", "divisors", "balanced_partition"]
 
@@ -45,6 +48,7 @@ class MeshLimits:
     pp: int | None = None
     microbatches: int | None = None
     max_microbatches: int | None = None
+    sharding: str | None = None  # every stage's sharding level
 
 
 def mesh_choices(num_devices: int, global_batch: int, limits: MeshLimits = MeshLimits(),
@@ -153,6 +157,12 @@ class SearchContext:
         self.N = cluster.num_devices
         self.allow_swap = allow_swap
         self.allow_shard = allow_shard
+        self.shard_levels: tuple = SEARCHED_SHARDINGS  # a stage's sharding levels, least first
+        self.fixed_sharding = (limits or MeshLimits()).sharding
+        if self.fixed_sharding is not None:
+            if self.fixed_sharding not in SEARCHED_SHARDINGS:
+                raise ConfigError(f"sharding must be one of {list(SEARCHED_SHARDINGS)}, got {self.fixed_sharding!r}")
+            self.shard_levels = (self.fixed_sharding,)
         self.allow_host = allow_host
         self._graphs: dict[int, TaskGraph] = {}
         self._sims: dict[int, Simulator] = {}
@@ -255,6 +265,14 @@ class SearchContext:
             weights = None if m is None else [inflight(pp, s, m, schedule) for s in range(pp)]
             p = self._parts[key] = balanced_partition(state, pp, made, weights)
         return list(p)
+
+    def fix(self, st: Strategy) -> Strategy:
+        """``st`` with the parts the user fixed that a move may have changed set back (in place):
+        the sharding level of every stage."""
+        lv = self.fixed_sharding
+        if lv is not None and any(x != lv for x in st.sharding):
+            st.sharding = [lv] * st.pp
+        return st
 
     def nearest_m(self, dp: int, target: float) -> int:
         """The valid micro-batch count for ``dp`` closest to ``target`` (log scale; ties: larger)."""

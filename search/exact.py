@@ -2,7 +2,7 @@
 
 Space: every dp × pp factorisation, every contiguous partition into pp
 stages, every keep / recompute / swap per node, every valid micro-batch
-count, both schedules, and (``flags=True``) shard_state / optimizer_on_host
+count, both schedules, and (``flags=True``) each searched sharding level / optimizer_on_host
 per stage. Objective: the smallest simulated step time among strategies that
 fit; it is what the MCMC's optimality gap is measured against.
 
@@ -39,7 +39,7 @@ from typing import Optional
 
 import numpy as np
 
-from memflow.kinds import ONE_F_ONE_B, SCHEDULES
+from memflow.kinds import ONE_F_ONE_B, SCHEDULES, SHARD_NONE
 from memflow.simulator.stage import stage_peak
 from memflow.strategy import Strategy
 
@@ -64,7 +64,7 @@ class _OutOfTime(Exception):
 
 
 def _flag_opts(ctx: SearchContext, dp: int, flags: bool):
-    sh = [False, True] if (flags and dp > 1 and ctx.allow_shard) else [False]
+    sh = list(ctx.shard_levels) if (flags and dp > 1 and ctx.allow_shard) else [SHARD_NONE]
     ho = [False, True] if (flags and ctx.allow_host) else [False]
     return [(a, b) for a in sh for b in ho]
 
@@ -169,7 +169,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                         else:
                             per_stage = []
                             shapes = {f: sim.shape(Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts0,
-                                                             microbatches=m, schedule=sched, shard_state=[f[0]] * pp,
+                                                             microbatches=m, schedule=sched, sharding=[f[0]] * pp,
                                                              optimizer_on_host=[f[1]] * pp)) for f in fl}
                             for s, (a, b) in enumerate(ranges):
                                 opts = []
@@ -197,7 +197,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                             if s == pp:
                                 acts = [x for c in choice for x in c[1]]
                                 st = Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts, microbatches=m,
-                                              schedule=sched, shard_state=[c[2][0] for c in choice],
+                                              schedule=sched, sharding=[c[2][0] for c in choice],
                                               optimizer_on_host=[c[2][1] for c in choice])
                                 ev = sim.evaluate(st)
                                 evaluated += 1

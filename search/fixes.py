@@ -21,13 +21,13 @@ the chains pick one at random (:data:`search.moves.REPAIRS`).
 """
 from __future__ import annotations
 
-from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SWAP
+from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SHARD_NONE, SWAP
 from memflow.strategy import Strategy
 
 from .context import SearchContext
 
 __all__ = [
-    "make", "with_action", "can_shard", "set_shard", "set_host", "cuts", "boundary_shifts", "shifts",
+    "make", "with_action", "can_shard", "shard_levels", "shard_up", "set_shard", "set_host", "cuts", "boundary_shifts", "shifts",
     "cascade", "overfull_stages", "fullest_stage", "freeing_actions", "kept_by_saved", "free_stage",
     "exchange", "move_node", "one_f_one_b", "more_microbatches", "unswaps", "host_offs", "host_relief",
     "stage_fixes", "fixes",
@@ -41,7 +41,7 @@ def make(st: Strategy, **kw) -> Strategy:
         dp=kw.get("dp", st.dp), pp=kw.get("pp", st.pp),
         stage_of=list(kw.get("stage_of", st.stage_of)), actions=list(kw.get("actions", st.actions)),
         microbatches=kw.get("microbatches", st.microbatches), schedule=kw.get("schedule", st.schedule),
-        shard_state=list(kw.get("shard_state", st.shard_state)),
+        sharding=list(kw.get("sharding", st.sharding)),
         optimizer_on_host=list(kw.get("optimizer_on_host", st.optimizer_on_host)),
     )
 
@@ -58,14 +58,26 @@ def can_shard(st: Strategy, ctx: SearchContext) -> bool:
     return st.dp > 1 and ctx.allow_shard
 
 
-def set_shard(st: Strategy, s: int, on: bool, ctx: SearchContext) -> Strategy | None:
-    """``st`` with stage ``s``'s state sharded (``on``) or not; None where sharding is not
+def shard_levels(ctx: SearchContext, dp: int) -> list[str]:
+    """The sharding levels the search may give a stage on ``dp`` data-parallel ranks, least first."""
+    return list(ctx.shard_levels) if dp > 1 and ctx.allow_shard else [SHARD_NONE]
+
+
+def shard_up(st: Strategy, s: int, ctx: SearchContext) -> Strategy | None:
+    """``st`` with stage ``s``'s state sharded one level further; None where it cannot be."""
+    lv = shard_levels(ctx, st.dp)
+    i = lv.index(st.sharding[s]) if st.sharding[s] in lv else len(lv)
+    return set_shard(st, s, lv[i + 1], ctx) if i + 1 < len(lv) else None
+
+
+def set_shard(st: Strategy, s: int, level: str, ctx: SearchContext) -> Strategy | None:
+    """``st`` with stage ``s``'s sharding level set to ``level``; None where sharding is not
     available (:func:`can_shard`) or the stage is so already."""
-    if not can_shard(st, ctx) or st.shard_state[s] == on:
+    if not can_shard(st, ctx) or st.sharding[s] == level:
         return None
-    sh = list(st.shard_state)
-    sh[s] = on
-    return make(st, shard_state=sh)
+    sh = list(st.sharding)
+    sh[s] = level
+    return make(st, sharding=sh)
 
 
 def set_host(st: Strategy, s: int, on: bool, ctx: SearchContext) -> Strategy | None:
@@ -211,7 +223,7 @@ def stage_fixes(st: Strategy, s: int, ctx: SearchContext, top: int | None = None
     each of its ``top`` kept nodes with the most saved bytes recomputed and swapped, all its kept
     nodes at once (where it keeps several), each of its freed nodes exchanged (recompute ↔ swap,
     where swapping is allowed) and, with ``recut``, one node off it towards every other stage."""
-    out = [c for c in (set_host(st, s, True, ctx), set_shard(st, s, True, ctx)) if c is not None]
+    out = [c for c in (set_host(st, s, True, ctx), shard_up(st, s, ctx)) if c is not None]
     actions = freeing_actions(ctx)
     kept = kept_by_saved(st, s, ctx, top)
     out += [with_action(st, k, a) for k in kept for a in actions]

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from memflow.kinds import ONE_F_ONE_B, SCHEDULES
+from memflow.kinds import ONE_F_ONE_B, SCHEDULES, SHARD_NONE
 from memflow.strategy import Strategy
 
 from . import fixes as fx
@@ -94,7 +94,7 @@ class Evaluator:
 
     def evaluate(self, st: Strategy, base: Strategy | None = None, base_stages=None):
         """(Evaluation, stages or None)."""
-        key = st.key()
+        key = self.ctx.fix(st).key()
         ev = self.cache.get(key)
         if ev is not None:
             return ev, None
@@ -139,8 +139,8 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
             if s != st.schedule:
                 yield fx.make(st, schedule=s)
     for s in range(st.pp):
-        for nb in (fx.set_shard(st, s, not st.shard_state[s], ctx),
-                   fx.set_host(st, s, not st.optimizer_on_host[s], ctx)):
+        for nb in [fx.set_shard(st, s, lv, ctx) for lv in fx.shard_levels(ctx, st.dp) if lv != st.sharding[s]] + [
+                fx.set_host(st, s, not st.optimizer_on_host[s], ctx)]:
             if nb is not None:
                 yield nb
     if not jumps:
@@ -171,18 +171,20 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
         # other micro-batches in flight, so a cut that was slower in this one can be the fastest
         # in that one once the over-full stage recomputes (the repair sets what the new cut needs)
         off = [False] * st.pp
-        opts = any(st.shard_state) or any(st.optimizer_on_host)
+        unsharded = [fx.shard_levels(ctx, st.dp)[0]] * st.pp  # (the least level the search may give)
+        opts = any(x != SHARD_NONE for x in st.sharding) or any(st.optimizer_on_host)
         others = [x for x in SCHEDULES if x != st.schedule] if st.microbatches > 1 else []
         for so in dict.fromkeys(tuple(x) for x in list(fx.shifts(st.stage_of)) + balanced):
             if opts:
-                yield fx.make(st, stage_of=list(so), shard_state=off, optimizer_on_host=off)
+                yield fx.make(st, stage_of=list(so), sharding=unsharded, optimizer_on_host=off)
             for sched in others:
-                yield fx.make(st, stage_of=list(so), schedule=sched, shard_state=off, optimizer_on_host=off)
+                yield fx.make(st, stage_of=list(so), schedule=sched, sharding=unsharded,
+                              optimizer_on_host=off)
     for dp in ctx.dps:
         if dp == st.dp:
             continue
         pp = ctx.N // dp
-        shards = [False, True] if dp > 1 and ctx.allow_shard else [False]
+        shards = fx.shard_levels(ctx, dp)
         hosts = [False, True] if ctx.allow_host else [False]
         for m in ctx.ms[dp]:
             mb = ctx.global_batch // (dp * m)
@@ -194,7 +196,7 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
             for stage_of in parts:
                 # each option on every stage or none, or as it was: on the new stages that hold a
                 # node whose old stage had it
-                sh_opts = _flag_patterns(shards, st.shard_state if st.dp > 1 else None, st.stage_of, stage_of, pp)
+                sh_opts = _level_patterns(shards, st.sharding if st.dp > 1 else None, st.stage_of, stage_of, pp)
                 ho_opts = _flag_patterns(hosts, st.optimizer_on_host, st.stage_of, stage_of, pp)
                 scheds = ([st.schedule] + [x for x in SCHEDULES if x != st.schedule] if pp > 1 and m > 1
                           else [ONE_F_ONE_B])
@@ -202,7 +204,7 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                     for sh in sh_opts:
                         for ho in ho_opts:
                             yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
-                                           microbatches=m, schedule=sched, shard_state=list(sh),
+                                           microbatches=m, schedule=sched, sharding=list(sh),
                                            optimizer_on_host=list(ho))
 
 
@@ -217,6 +219,23 @@ def _flag_patterns(values: list[bool], old: list[bool] | None, old_stage_of: lis
         for k, s in enumerate(stage_of):
             if old[old_stage_of[k]]:
                 carried[s] = True
+        if carried not in out:
+            out.append(carried)
+    return out
+
+
+def _level_patterns(levels: list[str], old: list[str] | None, old_stage_of: list[int], stage_of: list[int],
+                    pp: int) -> list[list[str]]:
+    """Per-stage sharding levels for a re-factored mesh: each of ``levels`` on all ``pp`` stages and
+    ``old`` carried over by node (a new stage takes the most sharded level of its nodes' old stages)."""
+    out = [[v] * pp for v in levels]
+    if old is not None and any(x != SHARD_NONE for x in old):
+        rank = {v: i for i, v in enumerate(levels)}
+        carried = [levels[0]] * pp
+        for k, s in enumerate(stage_of):
+            o = old[old_stage_of[k]]
+            if o in rank and rank[o] > rank[carried[s]]:
+                carried[s] = o
         if carried not in out:
             out.append(carried)
     return out

@@ -98,11 +98,12 @@ def refactor_mesh(state: State, rng, ctx) -> Strategy | None:
         m = _pick(rng, ctx.ms[dp])
     mb = ctx.global_batch // (dp * m)
     stage_of = ctx.partition(pp, mb, st.actions)
-    shard = [bool(any(st.shard_state)) and dp > 1] * pp
+    lv = fx.shard_levels(ctx, dp)
+    shard = [max(st.sharding, key=lv.index) if set(st.sharding) <= set(lv) else lv[-1]] * pp
     host = [bool(any(st.optimizer_on_host))] * pp
     sched = st.schedule if pp > 1 else ONE_F_ONE_B
     return Strategy(dp=dp, pp=pp, stage_of=stage_of, actions=list(st.actions), microbatches=m, schedule=sched,
-                    shard_state=shard, optimizer_on_host=host)
+                    sharding=shard, optimizer_on_host=host)
 
 
 def change_microbatches(state: State, rng, ctx) -> Strategy | None:
@@ -129,12 +130,13 @@ def change_schedule(state: State, rng, ctx) -> Strategy | None:
 
 
 def toggle_shard(state: State, rng, ctx) -> Strategy | None:
-    """Flip one stage's shard_state (needs dp > 1)."""
+    """Another sharding level for one stage (needs dp > 1)."""
     st = state.strategy
     if not fx.can_shard(st, ctx):
         return None
     s = int(rng.integers(st.pp))
-    return fx.set_shard(st, s, not st.shard_state[s], ctx)
+    others = [x for x in fx.shard_levels(ctx, st.dp) if x != st.sharding[s]]
+    return fx.set_shard(st, s, others[int(rng.integers(len(others)))], ctx) if others else None
 
 
 def toggle_host(state: State, rng, ctx) -> Strategy | None:
@@ -213,10 +215,10 @@ def repair_boundary(state: State, rng, ctx) -> Strategy | None:
 
 
 def repair_shard(state: State, rng, ctx) -> Strategy | None:
-    """Shard the over-full stage's state (dp > 1), else keep its optimizer on the host."""
+    """Shard the over-full stage's state one level further (dp > 1), else keep its optimizer on the host."""
     st = state.strategy
     s = _target_stage(state, rng)
-    new = fx.set_shard(st, s, True, ctx)
+    new = fx.shard_up(st, s, ctx)
     return new if new is not None else fx.set_host(st, s, True, ctx)
 
 

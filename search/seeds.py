@@ -10,7 +10,7 @@ batch does not split N ways, the largest valid dp stands in for N.
 """
 from __future__ import annotations
 
-from memflow.kinds import KEEP, ONE_F_ONE_B, RECOMPUTE
+from memflow.kinds import KEEP, ONE_F_ONE_B, RECOMPUTE, SHARD_OPTIMIZER
 from memflow.strategy import Strategy
 
 from .context import SearchContext
@@ -42,7 +42,7 @@ def seed_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
                                                    microbatches=m)))
         if dp_max > 1 and ctx.allow_shard:
             out.append((f"dp+shard/m{m}", Strategy(dp=dp_max, pp=pp0, stage_of=list(so), actions=[KEEP] * n,
-                                                   microbatches=m, shard_state=[True] * pp0)))
+                                                   microbatches=m, sharding=[SHARD_OPTIMIZER] * pp0)))
     for dp in sorted(ctx.dps, reverse=True):
         pp = ctx.N // dp
         if dp == dp_max or pp < 2:

@@ -8,7 +8,7 @@ and is no slower; among the plans it could end on, it prefers the one with more 
 """
 from __future__ import annotations
 
-from memflow.kinds import KEEP
+from memflow.kinds import KEEP, SHARD_NONE
 from memflow.strategy import Strategy
 
 from .context import SearchContext
@@ -26,8 +26,9 @@ def undos(st: Strategy, ctx: SearchContext) -> list[Strategy]:
     its optimizer back on the device."""
     out = [with_action(st, k, KEEP) for k, a in enumerate(st.actions) if a != KEEP]
     for s in range(st.pp):
-        if st.shard_state[s]:  # (a flag without data parallelism shards nothing: it goes too)
-            out.append(make(st, shard_state=[x and t != s for t, x in enumerate(st.shard_state)]))
+        if st.sharding[s] != SHARD_NONE and SHARD_NONE in ctx.shard_levels:  # (a level without data parallelism
+            # shards nothing: it goes too; a level the user fixed stays)
+            out.append(make(st, sharding=[x if t != s else SHARD_NONE for t, x in enumerate(st.sharding)]))
         if st.optimizer_on_host[s]:
             out.append(make(st, optimizer_on_host=[x and t != s for t, x in enumerate(st.optimizer_on_host)]))
     return out

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from memflow.graph.record import TaskGraph
 from memflow.schedule import inflight
+from memflow.errors import StrategyError
+from memflow.kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.units import format_bytes
 
@@ -62,7 +64,7 @@ class StrategyShape:
     sched: str
     ranges: list
     stages: list  # per stage: StageSpec
-    shard: list  # per stage: bool(shard_state)
+    shard: list  # per stage: its sharding level (memflow.kinds.Sharding; none without data parallelism)
     ohost: list  # per stage: bool(optimizer_on_host)
     inflight: list  # per stage: micro-batches in flight (memflow.schedule.inflight)
     cf: list  # per cut: activation transfer (s)
@@ -219,7 +221,9 @@ class Simulator:
                                opt_grads=opt_grads, host_lat=self.host_link.latency,
                                prefetch_ahead=self.prefetch_ahead,
                                sync_flats=[(x, nb) for x, nb, flat in buckets if flat],
-                               zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step())
+                               zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step(),
+                               buckets=tuple((x, nb) for x, nb, _ in buckets),
+                               zero_whole=self._zero_params(a, b, shared=True))
             sp = self._layouts[(a, b)] = StageSpec(
                 layout=L, model=model, params=params, grads=grads, optimizer=opt,
                 buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
@@ -286,10 +290,11 @@ class Simulator:
         impl = self.graph.meta.get("optimizer_impl", "default")
         return impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu")
 
-    def _zero_params(self, a: int, b: int) -> tuple:
+    def _zero_params(self, a: int, b: int, shared: bool | None = None) -> tuple:
         """Per parameter stage ``[a, b)``'s optimizer steps, ``(bytes, state bytes, temporaries its step
         adds)``: what ZeRO-1 shares out among data-parallel ranks (StageModel.zero_shares). The
-        temporaries are the traced step's, scaled as :meth:`_opt_trans` scales a stage's."""
+        temporaries are the traced step's, scaled as :meth:`_opt_trans` scales a stage's. ``shared``
+        True: only the parameters other stages read too (their replicas stay whole under ZeRO-2)."""
         g = self.graph
         if not g.params:
             return ()
@@ -297,7 +302,13 @@ class Simulator:
         single, big, tot = self._single_tensor_step(), self._param_max, self._opt_state_all
         has_state = any(int(v[2]) for v in g.params.values())
         out = []
+        outside = set()
+        if shared is not None:
+            outside = {k for i, nd in enumerate(g.nodes) if not a <= i < b for k in nd.read_params}
+            outside |= {k for k, v in g.params.items() if not a <= v[3] < b}
         for k in sorted(self._stage_params(a, b)):
+            if shared is not None and (k in outside) != shared:
+                continue
             pb, gb, ob = (int(v) for v in g.params[k][:3])
             if gb > 0:
                 w = (pb / big if big else 0.0) if single else ((ob if has_state else pb) / tot if tot else 0.0)
@@ -362,11 +373,12 @@ class Simulator:
             out.append(hl.bandwidth / max(cnt, 1))
         return out
 
-    def stage_eval(self, a: int, b: int, actions, *, shard: bool, opt_host: bool, dp: int, host_bw: float,
+    def stage_eval(self, a: int, b: int, actions, *, shard: str, opt_host: bool, dp: int, host_bw: float,
                    detail: bool = False) -> StageEval:
         """The :class:`StageEval` of node range ``[a, b)`` under per-node ``actions`` and the stage's
-        options (``host_bw``: the host-link bandwidth it gets), cached as the simulator's own."""
-        return self._stage_eval((a, b, tuple(actions), bool(shard), bool(opt_host), dp, host_bw), detail)
+        options (``shard``: its sharding level; ``host_bw``: the host-link bandwidth it gets), cached
+        as the simulator's own."""
+        return self._stage_eval((a, b, tuple(actions), shard if dp > 1 else SHARD_NONE, bool(opt_host), dp, host_bw), detail)
 
     def _stage_eval(self, key: tuple, detail: bool = False) -> StageEval:
         if not detail:
@@ -386,7 +398,7 @@ class Simulator:
 
     def shape(self, st: Strategy) -> StrategyShape:
         """The strategy's :class:`StrategyShape` (cached by everything but the actions)."""
-        key = (st.dp, st.pp, st.microbatches, st.schedule, tuple(st.stage_of), tuple(st.shard_state),
+        key = (st.dp, st.pp, st.microbatches, st.schedule, tuple(st.stage_of), tuple(st.sharding),
                tuple(st.optimizer_on_host))
         sh = self._shapes.get(key)
         if sh is not None:
@@ -394,7 +406,7 @@ class Simulator:
         pp, dp, m, sched = st.pp, st.dp, st.microbatches, st.schedule
         ranges = self._stage_ranges(st)
         specs = [self.stage(a, b) for a, b in ranges]
-        shard = [bool(st.shard_state[s]) for s in range(pp)]
+        shard = [st.sharded(s) for s in range(pp)]
         ohost = [bool(st.optimizer_on_host[s]) for s in range(pp)]
         ks = [inflight(pp, s, m, sched) for s in range(pp)]
         cf, cb = [], []
@@ -410,7 +422,18 @@ class Simulator:
         if dp > 1:
             for s in range(pp):
                 bw, lat = self._ring(s, dp)
-                if shard[s]:  # ZeroRedundancyOptimizer: each rank broadcasts its shard, one flat bucket
+                nb = len(specs[s].buckets)
+                if shard[s] == SHARD_GRADIENTS:  # ZeRO-2: a bucket's reduce-scatter is half an all-reduce (ring);
+                    # after the step each bucket's slices are all-gathered in place (gloo: dp broadcasts of a
+                    # slice each, the form that makes no temporary: memflow.executor.zero)
+                    if self.cluster.device.kind == "cpu":
+                        ag[s] = specs[s].params / bw + nb * dp * lat
+                    else:
+                        ag[s] = (dp - 1) / dp * specs[s].params / bw + nb * (dp - 1) * lat
+                    fac, lfac[s] = (dp - 1) / dp / bw, (dp - 1) * lat
+                    buckets[s] = tuple((x, acc * fac, acc) for x, acc in specs[s].buckets)
+                    continue
+                if shard[s] != SHARD_NONE:  # ZeroRedundancyOptimizer: each rank broadcasts its shard, one flat bucket
                     ag[s] = (dp - 1) / dp * specs[s].params / bw + dp * lat
                 fac, lfac[s] = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
                 buckets[s] = tuple((x, acc * fac, acc) for x, acc in specs[s].buckets)
@@ -419,7 +442,7 @@ class Simulator:
         for s in range(pp):
             if ohost[s]:
                 o = specs[s].optimizer
-                host_opt[s] = -(-o // dp) if shard[s] and dp > 1 else o
+                host_opt[s] = -(-o // dp) if shard[s] != SHARD_NONE else o
             share: dict = {}
             for r in range(dp):
                 mch = self._node_of[s * dp + r]
@@ -438,7 +461,7 @@ class Simulator:
         sp = sh.stages[s]
         P, G, O = sp.params, sp.grads, sp.optimizer
         o = sp.opt_s
-        if sh.dp > 1 and sh.shard[s]:  # each rank steps its 1/dp of the parameters, then broadcasts them
+        if sh.dp > 1 and sh.shard[s] != SHARD_NONE:  # each rank steps its 1/dp of the parameters, then broadcasts them
             dp = sh.dp
             P, G, O, o = P / dp, G / dp, O / dp, o / dp
         if sh.ohost[s] and self.cluster.device.kind != "cpu":  # (cpu-N: the host is the device;
@@ -477,8 +500,12 @@ class Simulator:
         return other
 
     def validate(self, st: Strategy) -> None:
-        """Raise StrategyError (with the arithmetic) for an invalid strategy."""
+        """Raise StrategyError (with the arithmetic) for an invalid strategy, or one at a sharding
+        level not modelled yet."""
         st.validate(self.n, self.cluster.num_devices)
+        if st.dp > 1 and SHARD_PARAMETERS in st.sharding:
+            raise StrategyError(f"sharding level {SHARD_PARAMETERS!r} (ZeRO-3/FSDP) is not modelled yet: use "
+                                f"{SHARD_GRADIENTS!r} or less")
 
     # -------------------------------------------------------------- evaluate
     def evaluate(self, strategy: Strategy, detail: bool = False):
@@ -497,7 +524,7 @@ class Simulator:
         chain of deltas can pass the stages along."""
         if (base_stages is None or new.dp != base.dp or new.pp != base.pp or new.microbatches != base.microbatches
                 or new.schedule != base.schedule or new.stage_of != base.stage_of
-                or new.shard_state != base.shard_state or new.optimizer_on_host != base.optimizer_on_host):
+                or new.sharding != base.sharding or new.optimizer_on_host != base.optimizer_on_host):
             self.validate(new)
             stg = self._stages(new)
             return self._combine(new, stg), stg
@@ -674,11 +701,14 @@ class Simulator:
                         events.append((s, "comm", f"send grad mb{j}", t1, cb[s - 1]))
                 events.append((s, "compute", name, t0, t1 - t0))
             if ag[s] > 0:
-                events.append((s, "comm", "broadcast param shards", stage_end[s] - ag[s], ag[s]))
+                z2 = st.sharded(s) == SHARD_GRADIENTS
+                events.append((s, "comm", "all-gather param slices" if z2 else "broadcast param shards",
+                               stage_end[s] - ag[s], ag[s]))
             ar_busy = 0.0
             for bs, t0, du, nb in buckets_rec:
                 if bs == s:
-                    events.append((s, "comm", f"grad all-reduce {nb / 2**20:.1f} MiB", t0, du))
+                    what = "reduce-scatter" if st.sharded(s) == SHARD_GRADIENTS else "all-reduce"
+                    events.append((s, "comm", f"grad {what} {nb / 2**20:.1f} MiB", t0, du))
                     ar_busy += du
             t_opt = stage_end[s] - ag[s] - opt_s[s]
             where = "host" if st.optimizer_on_host[s] else "compute"

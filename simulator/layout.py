@@ -51,7 +51,7 @@ class StageLayout:
     g_free: list
     g_extra: list  # True: also counted in phase g_free (carried through it in reality)
     g_step: list  # one copy per step (parameter grads, buffers outliving the B half)
-    g_grad: list  # kind grad (sharded by shard_state)
+    g_grad: list  # kind grad (parameter gradients)
     g_late: list  # arrives for the B half (received gradients): not a retained activation
     g_xnode: list  # local node whose swap moves it to host (see _swapped_by), else -1
     g_hold: list  # ... and the last local phase it is held on the device anyway (besides B_xnode)

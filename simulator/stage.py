@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import accumulate
 
-from memflow.kinds import KEEP, RECOMPUTE, SWAP
+from memflow.kinds import KEEP, RECOMPUTE, SHARD_GRADIENTS, SHARD_NONE, SWAP
 
 from .layout import StageLayout
 
@@ -333,6 +333,21 @@ def _sync_points(flats: tuple, m: int, kv: list, kv0: list, run, S_after: int, i
     return out
 
 
+def _sync_copies(flats, m: int) -> tuple:
+    """``(copies, fl, end)`` of a stage's bucket copies ``(x, bytes)``: per node the largest (copies
+    made one after another), the copy made between B_x and B_{x-1} at B_{x-1}'s phase (None: none)
+    and the one made after the backward."""
+    most: dict = {}
+    for x, nb in flats:
+        most[x] = max(most.get(x, 0), nb)
+    copies = tuple(sorted(most.items(), reverse=True))
+    fl = [0] * (2 * m + 1)
+    for x, nb in copies:
+        if x > 0:
+            fl[2 * m - x] = nb
+    return copies, (fl if any(fl) else None), most.get(0, 0)
+
+
 def _running(base: list, d: list, n: int) -> list:
     """``base[p]`` plus the running sum of ``d`` up to ``p``, for ``p < n``."""
     out, acc = [], 0
@@ -424,32 +439,28 @@ class StageModel:
     all-keep figures it corrects are built on its first evaluation and kept."""
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
-                 "zero_params", "zero_sum", "_keep", "_sync_keep", "_sync_fl", "_sync_end", "_zero", "_zero_eval")
+                 "zero_params", "zero_sum", "buckets", "zero_whole", "_keep", "_syncs", "_sync_keep", "_zero", "_zero_eval", "_z2")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
                  host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
-                 zero_params: tuple = (), zero_sum: bool = False):
+                 zero_params: tuple = (), zero_sum: bool = False, buckets: tuple = (), zero_whole: tuple = ()):
         self.layout = layout
         self.input_bytes = input_bytes
         self.opt_trans = opt_trans
         self.opt_grads = opt_grads
         self.host_lat = host_lat
         self.prefetch_ahead = prefetch_ahead
-        most: dict = {}  # (copies made one after another: per node, only its largest counts)
-        for x, nb in sync_flats:
-            most[x] = max(most.get(x, 0), nb)
-        self.sync_flats = tuple(sorted(most.items(), reverse=True))
-        m = layout.m
-        fl = [0] * (2 * m + 1)  # the copy made between B_x and B_{x-1}, at B_{x-1}'s phase
-        for x, nb in self.sync_flats:
-            if x > 0:
-                fl[2 * m - x] = nb
-        self._sync_fl = fl if any(fl) else None
-        self._sync_end = most.get(0, 0)
+        # the bucket copies of an all-reduce (False: buckets of several gradients) and of ZeRO-2's
+        # reduce-scatter (True: every bucket, ``buckets``: (x, bytes) each, flattened and padded)
+        self.buckets = tuple(buckets)
+        self.zero_whole = tuple(zero_whole)  # ZeRO-2: parameters other stages read too (stepped whole)
+        self._syncs = {False: _sync_copies(sync_flats, layout.m)}  # (ZeRO-2's by dp: sync_copies)
+        self.sync_flats = self._syncs[False][0]
+        self._z2: dict = {}  # dp -> ZeRO-2's (gradient slices, optimizer state, step temporaries) per rank
         self.zero_params = tuple(zero_params)
         self.zero_sum = zero_sum
         self._keep: _KeepTables | None = None
-        self._sync_keep: tuple | None = None  # the all-keep (sync1, syncN)
+        self._sync_keep: dict = {}  # per copy set: the all-keep (sync1, syncN)
         self._zero: dict = {}  # dp -> ZeRO-1's (optimizer state, step's bytes above the state) per rank
         self._zero_eval: dict = {}  # dp -> the worst rank's (optimizer state, opt_mem) and StageEval.ranks
 
@@ -470,10 +481,50 @@ class StageModel:
                 if self.zero_params else ()
         return z
 
-    def evaluate(self, actions: tuple, dp: int, shard: bool, opt_host: bool, host_bw: float,
+    def sync_copies(self, dp: int) -> tuple:
+        """The gradient sync's bucket copies (:func:`_sync_copies`): an all-reduce's (``dp`` 0), or
+        ZeRO-2's over ``dp`` ranks: every bucket is flattened beside its gradients, once the bucket
+        before it is done (its copy freed, every earlier bucket down to its ``1/dp`` slice), so a
+        copy adds its bytes less what the earlier buckets have shed."""
+        c = self._syncs.get(dp)
+        if c is None:
+            net, shed = [], 0
+            for x, nb in self.buckets:
+                net.append((x, nb - shed))
+                shed += nb - -(-nb // dp)
+            c = self._syncs[dp] = _sync_copies(net, self.layout.m)
+        return c
+
+    def zero2(self, dp: int) -> tuple:
+        """ZeRO-2 over ``dp`` ranks (:mod:`memflow.executor.zero`), alike on every rank: ``(gradients
+        in the optimizer step, optimizer state, the step's temporaries)``. Each bucket's gradients
+        are reduce-scattered into a ``1/dp`` slice (the bucket padded to a multiple of ``dp``); the
+        rank steps its slice of every bucket: its state is ``1/dp`` of the stage's, and a
+        one-tensor-at-a-time step's temporaries are those of its largest slice (the traced ones per
+        byte of the largest parameter), a foreach step's ``1/dp`` of the stage's."""
+        z = self._z2.get(dp)
+        if z is None:
+            K = self._keep or _KeepTables(self.layout)
+            m = self.layout.m
+            whole = sum(nb for _, nb in self.buckets)
+            pieces = [-(-nb // dp) for _, nb in self.buckets]
+            grads = K.step[2 * m] + self.opt_grads - whole + sum(pieces)
+            wo = sum(ob for _, ob, _ in self.zero_whole)  # (replicas of parameters other stages read: whole)
+            if self.zero_params and not self.zero_sum:
+                rate = max(t / pb for pb, _, t in self.zero_params if pb)
+                temps = int(rate * max(pieces + [pb for pb, _, _ in self.zero_whole], default=0))
+            elif self.zero_params:
+                wt = sum(t for _, _, t in self.zero_whole)
+                temps = int((sum(t for _, _, t in self.zero_params) - wt) / dp + wt)
+            else:  # (no parameter table: an even share of the step's bytes above the gradients)
+                temps = max(0, self.opt_trans - self.opt_grads) // dp
+            z = self._z2[dp] = (grads, -(-(self.layout.O_sum - wo) // dp) + wo, temps)
+        return z
+
+    def evaluate(self, actions: tuple, dp: int, shard: str, opt_host: bool, host_bw: float,
                  detail: bool = False) -> StageEval:
         """The stage's :class:`StageEval` under per-node ``actions``, on ``dp`` data-parallel replicas,
-        with its optimizer state sharded (``shard``) or on the host (``opt_host``) and ``host_bw``
+        with its state sharded to level ``shard`` (:data:`memflow.kinds.Sharding`) or its optimizer on the host (``opt_host``) and ``host_bw``
         bytes/s of host link. ``detail`` adds the per-phase split and the swap copies' timeline."""
         L = self.layout
         input_bytes = self.input_bytes
@@ -491,16 +542,19 @@ class StageModel:
         has_rec = RECOMPUTE in actions
         copy_out = prefetch = None
         sync1 = syncN = 0
-        sync = dp > 1 and self.sync_flats
+        z2 = dp > 1 and shard == SHARD_GRADIENTS
+        copies, sync_fl, sync_end = self.sync_copies(dp if z2 else 0)
+        sync = dp > 1 and copies
         if not (has_swap or has_rec or detail):
             R = K.R
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
             node_end = list(K.keep_node_end)
             if sync:
-                if self._sync_keep is None:
-                    pts = _sync_points(self.sync_flats, m, K.kv, K.kv0, None, K.S_after, input_bytes)
-                    self._sync_keep = (max(p[1] for p in pts), max(p[2] for p in pts))
-                sync1, syncN = self._sync_keep
+                sk = self._sync_keep.get(dp if z2 else 0)
+                if sk is None:
+                    pts = _sync_points(copies, m, K.kv, K.kv0, None, K.S_after, input_bytes)
+                    sk = self._sync_keep[dp if z2 else 0] = (max(p[1] for p in pts), max(p[2] for p in pts))
+                sync1, syncN = sk
         else:
             P = twom + 2
             dc = [0] * (P + 1)  # changes of the carried bytes in each phase, as differences (running sum)
@@ -639,16 +693,16 @@ class StageModel:
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
-            fl = self._sync_fl if sync else None
+            fl = sync_fl if sync else None
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, K.kv, K.kv0, d, fl)
             if detail and sync:
-                pts = _sync_points(self.sync_flats, m, K.kv, K.kv0, list(accumulate(d)), K.S_after, input_bytes)
+                pts = _sync_points(copies, m, K.kv, K.kv0, list(accumulate(d)), K.S_after, input_bytes)
                 sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
             elif sync:
                 if fl is not None:
                     syncN += K.S_after
-                if self._sync_end:
-                    v = K.S_after + self._sync_end - input_bytes
+                if sync_end:
+                    v = K.S_after + sync_end - input_bytes
                     if v > sync1:
                         sync1 = v
                     if v > syncN:
@@ -656,8 +710,13 @@ class StageModel:
         params = L.P_sum
         opt = L.O_sum
         opt_mem = K.step[twom] + opt_trans  # (for a host step: the gradients alone)
+        step_opt = K.step[twom]
         ranks = ()
-        if shard and dp > 1 and not opt_host:  # ZeRO-1: only the optimizer state and its step are sharded
+        if z2:  # ZeRO-2: each rank holds and steps 1/dp of every bucket (its gradients, state, temporaries)
+            g2, opt, temps = self.zero2(dp)
+            opt_mem = g2 + (0 if opt_host else temps)
+            step_opt = min(step_opt, g2)
+        elif shard != SHARD_NONE and dp > 1 and not opt_host:  # ZeRO-1: only the optimizer state and its step are sharded
             ze = self._zero_eval.get(dp)
             if ze is None:
                 z, se = self.zero_shares(dp), K.step[twom]
@@ -681,7 +740,8 @@ class StageModel:
             ev.carried = _running(K.carried, dc, twom) + [0]
             ev.step = list(K.step)
             ev.trans = _running(K.trans, dt, twom + 1)
-            ev.trans[twom] = opt_mem - K.step[twom]
+            ev.step[twom] = step_opt
+            ev.trans[twom] = opt_mem - step_opt
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)
             ev.copy_out = copy_out
             ev.prefetch = prefetch

@@ -17,7 +17,7 @@ def _plan_dict(**over):
     d = {
         "model_file": EX, "model_name": "lstm", "batch_size": 4,
         "strategy": {"dp": 1, "pp": 2, "stage_of": [0, 0, 1, 1], "actions": ["keep"] * 4, "microbatches": 1,
-                     "schedule": "1f1b", "shard_state": [False, False], "optimizer_on_host": [False, False]},
+                     "schedule": "1f1b", "sharding": ["none", "none"], "optimizer_on_host": [False, False]},
         "cluster": Cluster.load("cpu-2").to_dict(),
         "node_names": ["embedding", "blocks.0", "blocks.1", "decoder"],
         "fingerprint": "0000",
@@ -84,7 +84,7 @@ CASES = [
     ("run plan unknown key", lambda t: ["run", _write(t, "p.yaml", _plan_dict(colour="red"))], "colour"),
     ("run plan old version", lambda t: ["run", _write(t, "p.yaml", _plan_dict(version=99))], "version"),
     ("run plan dp×pp ≠ devices", lambda t: ["run", _write(t, "p.yaml", _plan_dict(
-        strategy=_strategy(dp=2, shard_state=[False] * 2, optimizer_on_host=[False] * 2)))], "= 4 devices"),
+        strategy=_strategy(dp=2, sharding=["none"] * 2, optimizer_on_host=[False] * 2)))], "= 4 devices"),
     ("run plan stage jump", lambda t: ["run", _write(t, "p.yaml", _plan_dict(
         strategy=_strategy(stage_of=[0, 1, 0, 1])))], "jumps from stage"),
     ("run plan unknown action", lambda t: ["run", _write(t, "p.yaml", _plan_dict(

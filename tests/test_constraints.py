@@ -22,6 +22,8 @@ CASES = [  # (kind, n, devices, seed, memory fraction, limits)
     ("chain", 4, 2, 4, 0.45, MeshLimits(max_microbatches=2)),
     ("random", 6, 4, 5, 0.55, MeshLimits(dp=1, microbatches=2)),
     ("chain", 6, 2, 6, 0.6, MeshLimits(dp=2, max_microbatches=1)),
+    ("random", 4, 4, 7, 0.5, MeshLimits(sharding="gradients")),
+    ("chain", 5, 4, 8, 0.45, MeshLimits(dp=4, sharding="none")),
 ]
 
 
@@ -38,6 +40,7 @@ def test_search_within_limits_matches_exact_within_them(kind, n, ndev, seed, fra
         assert limits.pp is None or st.pp == limits.pp
         assert limits.microbatches is None or st.microbatches == limits.microbatches
         assert limits.max_microbatches is None or st.microbatches <= limits.max_microbatches
+        assert limits.sharding is None or st.dp == 1 or set(st.sharding) == {limits.sharding}
     if ex.best is None:
         assert r.best is None
         return
@@ -73,3 +76,16 @@ def test_cli_fixes_part_of_the_plan(tmp_path, capsys, monkeypatch):
     obj = json.loads(capsys.readouterr().out)
     assert rc == 0 and obj["strategy"]["microbatches"] == 1  # one pass per step
     assert all(name.endswith("/m1") or "unaware" in name for name in obj["baselines"])
+
+
+def test_cli_fixes_the_sharding_level(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    out = tmp_path / "p.yaml"
+    rc = main(["plan", LSTM, "--gpus", "4", "--batch-size", "8", "--dp", "2", "--sharding", "gradients",
+               "--iterations", "300", "--json", "-o", str(out)])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 0 and obj["strategy"]["sharding"] == ["gradients", "gradients"]
+    assert obj["settings"]["sharding"] == "gradients" and load_plan(out).strategy.sharding == ["gradients"] * 2
+    assert any(name.startswith("zero2+recompute/") for name in obj["baselines"])
+    assert main(["plan", LSTM, "--gpus", "2", "--sharding", "parameters", "-o", str(tmp_path / "q.yaml")]) == 2
+    assert "--sharding must be one of" in capsys.readouterr().err

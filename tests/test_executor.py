@@ -159,7 +159,7 @@ def test_resnet_pp2_recompute_and_swap():
 
 def test_shard_state_dp2_lowers_peak(dp2_result):
     st = strategy("lstm", dp=2, microbatches=2, schedule="gpipe")
-    st.shard_state = [True]
+    st.sharding = ["optimizer"]
     res = run("lstm", st, steps=2)
     assert_losses(res, "lstm")
     for a, b in zip(res.ranks, dp2_result.ranks):
@@ -208,7 +208,7 @@ def test_model_mismatch_is_refused():
 # ------------------------------------------------------- checkpoints, failures
 def test_resume_equals_uninterrupted(tmp_path):
     st = strategy("lstm", dp=2, microbatches=1)
-    st.shard_state = [True]
+    st.sharding = ["optimizer"]
     kw = dict(checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=2)
     first = run("lstm", st, steps=2, **kw)
     assert (tmp_path / "ck" / "step_000002" / ".metadata").exists()

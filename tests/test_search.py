@@ -314,11 +314,11 @@ def _all_strategies(ctx):
             for m in ctx.ms[dp]:
                 for acts in itertools.product(ctx.actions, repeat=ctx.n):
                     for sched in SCHEDULES:
-                        flags = [(sh, ho) for sh in ([False, True] if dp > 1 else [False]) for ho in (False, True)]
+                        flags = [(sh, ho) for sh in (ctx.shard_levels if dp > 1 else ["none"]) for ho in (False, True)]
                         for per_stage in itertools.product(flags, repeat=pp):
                             yield Strategy.from_boundaries(ctx.n, list(cuts), dp=dp, actions=list(acts),
                                                            microbatches=m, schedule=sched,
-                                                           shard_state=[f[0] for f in per_stage],
+                                                           sharding=[f[0] for f in per_stage],
                                                            optimizer_on_host=[f[1] for f in per_stage])
 
 
@@ -341,7 +341,7 @@ def test_mesh_jumps_carry_per_stage_options_by_node():
             assert oh == [any(st.optimizer_on_host[st.stage_of[k]] for k in range(7) if nb.stage_of[k] == s)
                           for s in range(nb.pp)]
     carried = {(tuple(nb.stage_of), nb.microbatches) for nb in jumps
-               if nb.optimizer_on_host == [False, True] and nb.shard_state == [True, True]}
+               if nb.optimizer_on_host == [False, True] and nb.sharding == ["optimizer", "optimizer"]}
     assert {(tuple(nb.stage_of), nb.microbatches) for nb in jumps} == carried  # on every partition and count
 
 

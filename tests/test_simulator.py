@@ -239,7 +239,7 @@ def test_data_parallel_allreduce_alpha_beta():
     # updated parameter shards are broadcast ((dp-1)/dp of the parameter bytes; each rank's shard is
     # one flat bucket, so dp broadcasts, a latency each)
     half = lambda nbytes: (dp - 1) / dp * nbytes / beta + dp * alpha  # noqa: E731
-    st2 = Strategy(dp, 1, [0, 0], [KEEP] * 2, shard_state=[True])
+    st2 = Strategy(dp, 1, [0, 0], [KEEP] * 2, sharding=["optimizer"])
     r = Simulator(g, cl).evaluate(st2, detail=True)
     assert r.step_time_s == pytest.approx(6 * MS + ring(2 * Pn) + opt / dp + half(2 * Pn))
     assert r.breakdown[0]["params"] == 2 * Pn  # parameters stay whole
@@ -294,7 +294,7 @@ def test_zero1_shards_the_optimizer_by_parameter_per_rank():
             b.param, b.nbytes, b.free_phase = f"w{1 if b.alloc_phase == 2 else 0}", sizes[1 if b.alloc_phase == 2 else 0], 4
     g.opt_transient_bytes = 4 * Q + 2 * 3 * Q  # every gradient + AdamW's one-tensor temporaries (2× the largest)
     cl = make_cluster(2, kind="cpu")
-    st = Strategy(2, 1, [0, 0], [KEEP] * 2, shard_state=[True])
+    st = Strategy(2, 1, [0, 0], [KEEP] * 2, sharding=["optimizer"])
     sim = Simulator(g, cl, bucket_bytes=Q)  # (the gradients all-reduced in place: no bucket copy)
     r = sim.evaluate(st, detail=True)
     # rank 0: w0's state (6Q) and its step (4Q grads + 6Q); rank 1: w1's (2Q) and its (4Q + 2Q)
@@ -304,7 +304,7 @@ def test_zero1_shards_the_optimizer_by_parameter_per_rank():
                for b, p in zip(r.breakdown, r.peak_bytes))
     assert [max(c[1]) for c in r.memory_curve] == r.peak_bytes
     assert sim.fresh().evaluate(st).peak_bytes == r.peak_bytes
-    assert sim.evaluate(st.copy(shard_state=[False])).peak_bytes == [4 * Q + 8 * Q + 4 * Q + 6 * Q] * 2
+    assert sim.evaluate(st.copy(sharding=["none"])).peak_bytes == [4 * Q + 8 * Q + 4 * Q + 6 * Q] * 2
 
 
 def test_executor_buckets_with_the_simulators_cap():
@@ -318,7 +318,7 @@ def test_invalid_strategies_show_arithmetic():
         sim.evaluate(Strategy(2, 3, [0, 1, 2], [KEEP] * 3))
     sim = Simulator(g, make_cluster(3))
     with pytest.raises(StrategyError, match=r"node 2 jumps from stage 0 to 2"):
-        sim.evaluate(Strategy(1, 3, [0, 0, 2], [KEEP] * 3, shard_state=[False] * 3,
+        sim.evaluate(Strategy(1, 3, [0, 0, 2], [KEEP] * 3, sharding=["none"] * 3,
                               optimizer_on_host=[False] * 3))
     sim = Simulator(g, make_cluster(4))
     with pytest.raises(StrategyError, match=r"pp 4 stages > 3 graph nodes"):
@@ -372,7 +372,7 @@ def test_optimizer_time_is_the_profiled_step_split_by_state():
     two = simulate(g, Strategy.from_boundaries(4, [2], dp=1), make_cluster(2))
     assert two.step_time_s == pytest.approx(one.step_time_s - 4 * MS, rel=1e-3)  # each stage: half of 8 ms
     # ZeRO-1 on dp 2: each rank steps half of the state (the parameter broadcast costs ~0 here)
-    dp = simulate(g, Strategy(2, 1, [0] * 4, [KEEP] * 4, shard_state=[True]), cl)
+    dp = simulate(g, Strategy(2, 1, [0] * 4, [KEEP] * 4, sharding=["optimizer"]), cl)
     plain = simulate(g, Strategy(2, 1, [0] * 4, [KEEP] * 4), cl)
     assert plain.step_time_s - dp.step_time_s == pytest.approx(4 * MS, rel=1e-3)
     # without a profiled step: state bytes over the device's memory bandwidth

@@ -12,6 +12,9 @@ from memflow.devices import DeviceSpec
 from memflow.graph.record import KIND_ACTIVATION, KIND_GRAD, KIND_INPUT_GRAD, Buffer, Node, TaskGraph, replay
 from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SWAP
 from memflow.strategy import ACTIONS, Strategy
+
+#: the sharding levels the simulator models (random strategies draw from these)
+SHARD_LEVELS = ("optimizer", "gradients")
 from memflow.simulator import Simulator, random_graph
 
 SEEDS = range(40)
@@ -32,7 +35,7 @@ def random_strategy(rng: random.Random, n: int, n_dev: int, *, actions=ACTIONS, 
     acts = [rng.choice(actions) for _ in range(n)]
     kw = {}
     if options:
-        kw = dict(shard_state=[rng.random() < 0.3 for _ in range(pp)],
+        kw = dict(sharding=[rng.choice(SHARD_LEVELS) if rng.random() < 0.3 else "none" for _ in range(pp)],
                   optimizer_on_host=[rng.random() < 0.2 for _ in range(pp)])
     return Strategy.from_boundaries(n, cuts, dp=dp, actions=acts, microbatches=rng.randint(1, 4),
                                     schedule=rng.choice([ONE_F_ONE_B, GPIPE]), **kw)

@@ -30,7 +30,9 @@ def test_plan_json_is_the_plan_record(tmp_path, capsys):
     assert st["dp"] * st["pp"] == 4 == len(pr["peak_bytes"]) == len(pr["breakdown"])
     assert len(st["actions"]) == len(obj["node_names"])
     # GPT-2 small at batch 8 on 4 × V100-16GB has memory to spare: nothing recomputed, swapped or moved off
-    assert set(st["actions"]) == {"keep"} and not any(st["shard_state"]) and not any(st["optimizer_on_host"])
+    # (ZeRO-2 may stay: its reduce-scatter is half the all-reduce and each rank steps 1/dp, faster here)
+    assert set(st["actions"]) == {"keep"} and not any(st["optimizer_on_host"])
+    assert set(st["sharding"]) <= {"none", "gradients"}
     for b in obj["baselines"].values():
         assert set(b) == {"fits", "step_time_s", "peak_bytes"}
     assert pr["fits"] and max(pr["peak_bytes"]) <= min(pr["capacity_bytes"])

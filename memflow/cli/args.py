@@ -95,6 +95,9 @@ def _plan_options(p: ArgParser) -> None:
                    help="micro-batches per step (1: the whole batch in one forward/backward pass)")
     g.add_argument("--max-microbatches", type=int, default=None, metavar="N",
                    help="at most N micro-batches per step (default 32)")
+    g.add_argument("--sharding", default=None, metavar="LEVEL",
+                   help="every stage's sharding level over its data-parallel ranks: none, optimizer (ZeRO-1), "
+                        "gradients (ZeRO-2)")
 
 
 def build_parser(cmd: str) -> ArgParser:

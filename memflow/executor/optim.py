@@ -1,9 +1,12 @@
-"""The stage's optimizer: plain, ZeRO-1 (sharded state), or state in host memory.
+"""The stage's optimizer: plain, ZeRO-1 (sharded state), ZeRO-2 (sliced buckets), or state in host memory.
 
-* ``shard_state``: :class:`torch.distributed.optim.ZeroRedundancyOptimizer`
+* sharding ``optimizer``: :class:`torch.distributed.optim.ZeroRedundancyOptimizer`
   over the stage's data-parallel group (optimizer state ÷ dp; each rank
   steps its shard, then each rank's parameters are broadcast as one flat
   bucket).
+* sharding ``gradients``: the stage's gradient sync is a
+  :class:`~memflow.executor.zero.ReduceScatterSync`; the optimizer steps this rank's slice of
+  every bucket (and whole any parameter outside the buckets), then the slices are all-gathered.
 * ``optimizer_on_host``: on the CPU the optimizer's state is created and its
   step runs inside :meth:`LiveBytes.host` (host bytes, not device bytes); on
   CUDA a host copy of the parameters is stepped and copied back (guarded,
@@ -16,15 +19,19 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError
+from ..kinds import SHARD_GRADIENTS
 from .stage import optimizer_kwargs
+from .zero import check_elementwise
 
 __all__ = ["StageOptimizer"]
 
 
 class StageOptimizer:
     def __init__(self, spec: Any, params: list[torch.nn.Parameter], *, shard: bool, on_host: bool,
-                 dp_group: Any, device: torch.device):
+                 dp_group: Any, device: torch.device, sliced: Any = None):
         self.params = params
+        self.sliced = sliced  # ZeRO-2: the stage's ReduceScatterSync (its slices are what is stepped)
         self.on_host = on_host
         self.cuda_host = on_host and device.type == "cuda"
         self.zero = None
@@ -32,10 +39,17 @@ class StageOptimizer:
         if self.cuda_host:  # pragma: no cover - needs a GPU
             self.host_params = [torch.nn.Parameter(p.detach().to("cpu").clone()) for p in params]
             opt_params = self.host_params
+        elif sliced is not None:
+            if self.cuda_host:  # pragma: no cover - needs a GPU
+                raise ConfigError("sharding 'gradients' with the optimizer on the host runs on the CPU only")
+            inside = {id(p) for b in sliced.buckets for p in b.params}
+            opt_params = sliced.pieces() + [p for p in params if id(p) not in inside]
         else:
             opt_params = params
         base = spec.make_optimizer(opt_params) if opt_params else None
-        if shard and base is not None:
+        if sliced is not None and base is not None:
+            check_elementwise(base, SHARD_GRADIENTS)
+        if shard and sliced is None and base is not None:
             from torch.distributed.optim import ZeroRedundancyOptimizer
 
             # the parameters as views of one flat bucket per owner: the step's broadcast is one
@@ -57,6 +71,8 @@ class StageOptimizer:
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
+        if self.sliced is not None:
+            self.sliced.zero_grad()
 
     def step(self) -> None:
         if self.opt is None:
@@ -71,6 +87,8 @@ class StageOptimizer:
             return
         with self._host():
             self.opt.step()
+        if self.sliced is not None:
+            self.sliced.gather()
 
     # ------------------------------------------------------------- state
     def local_params(self) -> list[torch.Tensor]:

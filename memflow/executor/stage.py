@@ -20,10 +20,12 @@ import torch
 import torch.distributed as dist
 
 from ..errors import ExecutionError
+from ..kinds import SHARD_GRADIENTS, SHARD_NONE
 from ..graph.actions import HostSwap, make_wrap
 from ..graph.program import StepProgram
 from .comm import StageLink
 from .grads import BucketedAllReduce, sync_shared
+from .zero import ReduceScatterSync
 
 __all__ = ["Stage", "build_groups", "optimizer_kwargs"]
 
@@ -74,7 +76,8 @@ class Stage:
     """The nodes, state and communication of one rank."""
 
     def __init__(self, program: StepProgram, stage_of: list[int], actions: list[str], rank: int, dp: int,
-                 pp: int, microbatches: int, device: torch.device, timeout: timedelta, bucket_cap: int):
+                 pp: int, microbatches: int, device: torch.device, timeout: timedelta, bucket_cap: int,
+                 sharding: str = SHARD_NONE):
         self.program = program
         self.rank, self.dp, self.pp = rank, dp, pp
         self.stage, self.dp_rank = rank // dp, rank % dp
@@ -125,7 +128,11 @@ class Stage:
         for p in self.params:  # (in the order the nodes read them, as the profiler lists them)
             if id(p) not in shared_ids:
                 owned[first[id(p)] - self.lo].append(p)
-        self.sync = BucketedAllReduce(owned, self.dp_group, dp, bucket_cap)
+        self.sharding = sharding if dp > 1 else SHARD_NONE
+        if self.sharding == SHARD_GRADIENTS:  # ZeRO-2: each rank keeps its slice of every bucket
+            self.sync = ReduceScatterSync(owned, self.dp_group, dp, self.dp_rank, bucket_cap)
+        else:
+            self.sync = BucketedAllReduce(owned, self.dp_group, dp, bucket_cap)
 
         # ---- links to neighbouring stages
         self.prev = StageLink((self.stage - 1) * dp + self.dp_rank, program.values_crossing(self.lo), device) \

@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
+from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from ..graph.build import capture_program
 from ..graph.training import autocast, in_model_order
 from ..memory import LiveBytes
@@ -108,13 +109,17 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
                                                    seed=cfg.seed, device=device, dtype=cfg.dtype)
     _check_names(cfg.node_names, captured.names, cfg.model_file)
     strat.validate(program.n, world, cfg.batch_size)
+    if strat.sharded(rank // strat.dp) == SHARD_PARAMETERS:
+        raise ConfigError(f"sharding level {SHARD_PARAMETERS!r} (ZeRO-3/FSDP) does not run yet: use "
+                          f"{SHARD_GRADIENTS!r} or less")
 
     stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
-                  device, timeout, cfg.bucket_cap_bytes)
+                  device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(rank // strat.dp))
     # the optimizer steps the stage's parameters in the model's order, as the profiler traced it
     opt = StageOptimizer(spec, in_model_order(model, stage.params),
-                         shard=strat.shard_state[stage.stage] and strat.dp > 1,
-                         on_host=strat.optimizer_on_host[stage.stage], dp_group=stage.dp_group, device=device)
+                         shard=strat.sharded(stage.stage) != SHARD_NONE,
+                         on_host=strat.optimizer_on_host[stage.stage], dp_group=stage.dp_group, device=device,
+                         sliced=stage.sync if stage.sharding == SHARD_GRADIENTS else None)
 
     pred_peak = cfg.predicted.peak(rank)
 

@@ -1,0 +1,183 @@
+"""Sharding levels per stage (issue 23): the record, its older form, and the simulator's rules."""
+from __future__ import annotations
+
+import pytest
+
+from memflow.errors import StrategyError
+from memflow.kinds import SHARDINGS
+from memflow.strategy import Strategy, dict_digest
+
+
+def test_old_shard_state_reads_as_levels():
+    old = {"dp": 2, "pp": 2, "stage_of": [0, 1], "actions": ["keep", "keep"], "microbatches": 1,
+           "schedule": "1f1b", "shard_state": [True, False], "optimizer_on_host": [False, False]}
+    st = Strategy.from_dict(old)
+    assert st.sharding == ["optimizer", "none"]
+    assert "shard_state" not in st.to_dict() and st.to_dict()["sharding"] == ["optimizer", "none"]
+    assert dict_digest(old) != st.digest()
+    with pytest.raises(StrategyError, match="shard_state"):
+        Strategy.from_dict({**old, "shard_state": "yes"})
+
+
+def test_levels_are_checked():
+    assert SHARDINGS == ("none", "optimizer", "gradients", "parameters")
+    st = Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["everything"])
+    with pytest.raises(StrategyError, match="sharding level"):
+        st.validate(2, 2)
+    assert Strategy(1, 1, [0], ["keep"], sharding=["parameters"]).sharded(0) == "none"  # dp 1 shards nothing
+
+
+def test_old_plan_file_reads_with_its_prediction_still_its_own():
+    """A plan written before ``sharding`` (``shard_state`` flags) loads; the digest its prediction
+    was made for is carried over to the same strategy in today's fields."""
+    from memflow.cluster import Cluster
+    from memflow.planfile import PLAN_VERSION, Plan
+
+    old = {"dp": 1, "pp": 2, "stage_of": [0, 0, 1, 1], "actions": ["keep"] * 4, "microbatches": 1,
+           "schedule": "1f1b", "shard_state": [False, True], "optimizer_on_host": [False, False]}
+    d = {"model_file": "m.py", "model_name": "lstm", "batch_size": 4, "strategy": old,
+         "cluster": Cluster.load("cpu-2").to_dict(), "node_names": ["a", "b", "c", "d"], "fingerprint": "0",
+         "predicted": {"fits": True, "step_time_s": 0.01, "peak_bytes": [1, 1], "capacity_bytes": [2**30, 2**30],
+                       "strategy_digest": dict_digest(old)},
+         "version": PLAN_VERSION}
+    p = Plan.from_dict(d)
+    assert p.strategy.sharding == ["none", "optimizer"]
+    assert p.predicted.strategy_digest == p.strategy.digest()
+    d["predicted"] = {**d["predicted"], "strategy_digest": "somethingelse"}
+    assert Plan.from_dict(d).predicted.strategy_digest == "somethingelse"  # another strategy's stays another's
+
+
+def test_zero2_peaks_by_hand():
+    """ZeRO-2 ("gradients"): every bucket is flattened (a copy beside its gradients, as the
+    executor's reduce-scatter input), then each rank keeps 1/dp of it; the optimizer state and
+    the step are 1/dp of the stage's; parameters stay whole. Communication: a reduce-scatter per
+    bucket (half a ring all-reduce) and an all-gather of the updated slices after the step."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    P, A, S = 10**6, 1000, 1000  # a gradient-heavy chain of three nodes
+    g = chain_graph(3, act_bytes=A, saved_bytes=S, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    cl = make_cluster(2)
+    st = Strategy(2, 1, [0] * 3, ["keep"] * 3, sharding=["gradients"])
+    base = 3 * P + 6 * P // 2  # whole parameters, half of AdamW's state
+    # one bucket of the three gradients, flattened after the backward: 3P gradients + 3P copy
+    r = Simulator(g, cl).evaluate(st, detail=True)
+    assert r.peak_bytes == [base + 6 * P] * 2 and r.breakdown[0]["phase"] == "SYNC"
+    assert r.breakdown[0]["optimizer"] == 3 * P and r.breakdown[0]["params"] == 3 * P
+    # ZeRO-1 all-reduces the same bucket (the same copy): the same peak; without sharding 3P more state
+    assert Simulator(g, cl).evaluate(st.copy(sharding=["optimizer"])).peak_bytes == r.peak_bytes
+    assert Simulator(g, cl).evaluate(st.copy(sharding=["none"])).peak_bytes == [base + 3 * P + 6 * P] * 2
+    # a bucket per gradient: ZeRO-2 copies each (an all-reduce would reduce each in place). g0's
+    # copy after the backward sits beside g2's and g1's slices (P/2 each) and g0: 3P; the peak is
+    # B0 (g0 made beside g2 and g1, x0's A + S freed), which the model counts with g2 whole (the
+    # executor has it down to its slice then: the model's safe over-count between buckets)
+    sim = Simulator(g, cl, bucket_bytes=P)
+    r = sim.evaluate(st, detail=True)
+    assert r.peak_bytes == [base + 2 * P + P + A + S] * 2 and r.breakdown[0]["phase"] == "B0"
+    assert max(v for pt in sim.stage(0, 3).model.sync_copies(2)[0] for v in pt[1:]) == P  # first copy: no slice yet
+    assert sim.stage(0, 3).model.sync_copies(2)[2] == P - 2 * (P // 2)  # g0's: g2, g1 shed P/2 each
+    assert sim.evaluate(st).peak_bytes == r.peak_bytes  # the fast path agrees
+    # the optimizer step: the gradients' slices (3P/2) and no temporaries here
+    assert sim.stage(0, 3).model.zero2(2) == (3 * P // 2, 3 * P, 0)
+
+
+def test_zero2_times_by_hand():
+    """ZeRO-2's collectives on the dp ring: a reduce-scatter per bucket ((dp-1)/dp of its bytes,
+    (dp-1) latencies), overlapping the backward as the all-reduce does, and an all-gather of the
+    updated slices after the (1/dp) optimizer step."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    from memflow.cluster import Link
+
+    P = 10**6
+    g = chain_graph(2, act_bytes=1000, saved_bytes=1000, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    beta, alpha = 1e9, 1e-5
+    st = Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["gradients"])
+    for kind in ("gpu", "cpu"):
+        sim = Simulator(g, make_cluster(2, intra=Link(beta, alpha), kind=kind))
+        opt = sim.stage(0, 2).opt_s / 2
+        rs = 0.5 * 2 * P / beta + alpha  # one bucket of both gradients, after the backward
+        # the slices gathered: a ring all-gather; on gloo two in-place broadcasts of a slice each
+        ag = 0.5 * 2 * P / beta + alpha if kind == "gpu" else 2 * (P / beta + alpha)
+        assert sim.evaluate(st).step_time_s == pytest.approx(6 * MS + rs + opt + ag), kind
+
+
+# ------------------------------------------------------------------ executor (cpu-2, gloo)
+@pytest.mark.parametrize("model,batch,kind", [("gpt2", 8, "dp2-zero2"), ("tied", 2, "dp2-zero2"),
+                                              ("gpt2", 8, "dp2-zero2-rec-m2"), ("tied", 2, "dp2-zero2-host")])
+def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, kind, monkeypatch):
+    """ZeRO-2 on two gloo ranks (also with every other node recomputed and two micro-batches, the
+    sync on the last, and with the optimizer's state and step in host memory): the losses of plain single-process training (the slices stepped and
+    gathered are the whole update), every rank's peak as predicted."""
+    from pathlib import Path
+
+    from bench.bench_fidelity import run_case
+    from memflow.executor import plain_losses
+
+    root = Path(__file__).resolve().parents[1]
+    path = str(root / "examples" / "gpt2.py") if model == "gpt2" else str(root / "tests" / "models" / "tied.py")
+    rows = run_case(path, {}, batch, kind, steps=3, runs=1, warmup=1)
+    assert len(rows) == 2
+    for r in rows:
+        assert abs(r["pp"] / r["mp"] - 1) <= 0.05, r
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    ref = plain_losses(path, batch, 3, seed=0)
+    got = rows[0]["losses"]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
+
+
+# ------------------------------------------------------------------ search
+def test_search_and_exact_choose_zero2_where_only_it_fits_on_the_device():
+    """A gradient-heavy model whose optimizer step (every gradient and the step's temporaries)
+    overflows a device under ZeRO-1: ZeRO-2 shards that step too. The exact solver and the MCMC
+    both find it, and ZeRO-2 + recompute is among the baselines."""
+    from memflow.cluster import Cluster
+    from memflow.search import MeshLimits, SearchContext, search, solve_exact
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+
+    P = 64 << 20
+    g = chain_graph(3, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P, fwd_s=1e-3, bwd_s=2e-3,
+                    opt_transient=3 * P)
+    cl = Cluster.for_gpus(2, "v100-16gb")
+    peak = {lv: Simulator(g, cl).evaluate(Strategy(2, 1, [0] * 3, ["keep"] * 3, sharding=[lv])).peak_bytes[0]
+            for lv in ("optimizer", "gradients")}
+    assert peak["gradients"] < peak["optimizer"]
+    cl = cl.with_memory((peak["optimizer"] + peak["gradients"]) // 2)
+    lim = MeshLimits(dp=2)
+    ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
+    r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
+    assert ex.best.sharding == ["gradients"] and not ex.best.optimizer_on_host[0]
+    assert r.best.sharding == ["gradients"]
+    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+    assert any(name.startswith("zero2+recompute/") for name in r.baselines)
+    # the same search with the level fixed to ZeRO-1 finds nothing without the optimizer on the host
+    r1 = search(lambda mb: g, 8, cl, seed=1, limits=MeshLimits(dp=2, sharding="optimizer"))
+    assert r1.best is None or (r1.best.sharding == ["optimizer"] and r1.best.optimizer_on_host == [True])
+
+
+def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():
+    """A parameter read on several stages (a tied embedding) is summed over its own group, outside
+    the buckets, and stepped whole by every rank under ZeRO-2 (memflow.executor.zero): its state
+    and its step's temporaries are not sliced."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    Q = 10**6
+    g = chain_graph(3, act_bytes=1000, saved_bytes=1000, param_bytes=Q, fwd_s=1 * MS, bwd_s=2 * MS)
+    for k, nd in enumerate(g.nodes):
+        nd.param_names = nd.read_params = [f"w{k}"]
+    g.nodes[2].read_params = ["w2", "w0"]  # w0 tied: read on the last node too
+    g.params = {f"w{k}": [Q, Q, 2 * Q, k] for k in range(3)}
+    g.opt_transient_bytes = 3 * Q + 2 * Q  # every gradient + AdamW's one-tensor temporaries (2× the largest)
+    sim = Simulator(g, make_cluster(4, kind="cpu"))
+    z = sim.stage(0, 2).model
+    assert [pb for pb, _, _ in z.zero_whole] == [Q]  # w0
+    grads, state, temps = z.zero2(2)
+    assert state == 2 * Q // 2 + 2 * Q  # w1's state halved, w0's whole
+    assert temps == 2 * Q  # the whole w0 is the largest tensor stepped
+    assert sim.stage(0, 3).model.zero_whole == ()  # one stage: nothing read elsewhere

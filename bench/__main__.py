@@ -1,8 +1,8 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
 Names: profile, simulator, search, sweep, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu,
-quick (a small version of profile, simulator, search and fidelity, for CI), all. ``python -m bench NAME --quick`` runs NAME's small
-version (where it has one) into its own ``NAME-quick`` section.
+quick (small versions of profile, simulator, search and fidelity, for CI), all. ``python -m bench
+NAME --quick`` runs NAME's small version (where it has one) into its own ``NAME-quick`` section.
 """
 from __future__ import annotations
 

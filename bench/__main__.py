@@ -1,6 +1,6 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
-Names: profile, simulator, search, sweep, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu,
+Names: profile, simulator, search, sweep, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu, seeds,
 quick (a small version of several for CI), all. ``python -m bench NAME --quick`` runs NAME's small
 version (where it has one) into its own ``NAME-quick`` section.
 """
@@ -23,6 +23,7 @@ BENCHES = {  # ``all`` runs them in this order: the short ones first
     "deeper": "bench.bench_deeper",
     "prediction": "bench.bench_prediction",  # gathers the executor runs of the three above and of the tests
     "gpu": "bench.bench_gpu",  # only where torch sees CUDA; elsewhere it leaves its section alone
+    "seeds": "bench.bench_seeds",  # the seed papers' capacity figures like for like (simulated; one CPU row)
 }
 QUICK = ["profile", "simulator", "search", "fidelity", "prediction"]
 LOGGED = ("fidelity", "maxbatch", "deeper", "gpu")  # benches whose executor runs go to bench/runs/NAME.jsonl

@@ -10,6 +10,9 @@ layout is not published in the text; each third-stage block adds 1.1 M either wa
 
 full: 224 × 224 images, 1000 classes, BATCH_SIZE 16 (TensorFlowMem's mini-batch), 50 layers.
 tiny: 64 × 64 images, 10 classes, widths / 16, BATCH_SIZE 4, 50 layers.
+``MEMFLOW_DEEP_RESNET_GROUP`` (default 1) puts that many consecutive third-stage blocks in one
+``Sequential`` (the same network and parameters, in a different module tree), so a planner's
+nodes, which are the repeated blocks, are groups of blocks: fewer nodes for a deep network.
 Batch: ``(images, labels)``; ``loss_fn`` is cross-entropy. The blocks come from
 ``examples/resnet50.py`` (imported by path: model files are not a package).
 """
@@ -40,12 +43,28 @@ except ValueError:
 if CONFIG["layers"] < 35 or (CONFIG["layers"] - 32) % 3:
     raise ValueError(f"MEMFLOW_DEEP_RESNET_LAYERS={CONFIG['layers']} must be 35, 38, 41, ... (3 × blocks + 2)")
 CONFIG["stage3"] = (CONFIG["layers"] - 32) // 3
+_raw = os.environ.get("MEMFLOW_DEEP_RESNET_GROUP", "").strip() or "1"
+try:
+    CONFIG["group"] = int(_raw)
+except ValueError:
+    raise ValueError(f"MEMFLOW_DEEP_RESNET_GROUP={_raw!r} is not an integer") from None
+if CONFIG["group"] < 1:
+    raise ValueError(f"MEMFLOW_DEEP_RESNET_GROUP={CONFIG['group']} must be >= 1")
 BATCH_SIZE = CONFIG["batch"]
 KNOBS = {"depth": {"env": "MEMFLOW_DEEP_RESNET_LAYERS", "min": 35, "step": 3}}
 
 
+class Group(torch.nn.Sequential):
+    """Consecutive identical third-stage blocks kept together: one node for a planner."""
+
+
 def build_model() -> torch.nn.Module:
-    return _r50.ResNet50(CONFIG["classes"], CONFIG["width"], layers=(3, 4, CONFIG["stage3"], 3))
+    model = _r50.ResNet50(CONFIG["classes"], CONFIG["width"], layers=(3, 4, CONFIG["stage3"], 3))
+    g = CONFIG["group"]
+    if g > 1:  # the stage's first block (it changes the shape), then groups of g blocks (the last may be shorter)
+        blocks = list(model.layer3)
+        model.layer3 = torch.nn.Sequential(blocks[0], *(Group(*blocks[i:i + g]) for i in range(1, len(blocks), g)))
+    return model
 
 
 def example_batch(batch_size: int):

@@ -106,3 +106,20 @@ def test_seed_model_plans_and_runs(name, tiny):
     assert rep.losses and all(math.isfinite(x) for x in rep.losses)
     for r in rep.ranks:
         assert r.measured_peak_bytes <= 1.01 * r.predicted_peak_bytes, (name, st.summary(), r)
+
+
+def test_deep_resnet_groups_keep_the_network(tiny, monkeypatch):
+    """``MEMFLOW_DEEP_RESNET_GROUP`` changes the module tree only: the same parameters, the same output."""
+    import torch
+
+    monkeypatch.setenv("MEMFLOW_DEEP_RESNET_LAYERS", "62")  # 10 third-stage blocks
+    outs = []
+    for g in ("1", "4"):
+        monkeypatch.setenv("MEMFLOW_DEEP_RESNET_GROUP", g)
+        m = _load("resnet_deep")
+        torch.manual_seed(0)
+        model = m.build_model().eval()
+        x, _ = m.example_batch(2)
+        outs.append((sum(p.numel() for p in model.parameters()), model(x), len(model.layer3)))
+    assert outs[0][0] == outs[1][0] and torch.allclose(outs[0][1], outs[1][1])
+    assert (outs[0][2], outs[1][2]) == (10, 4)  # the first block, then groups of 4, 4 and 1

@@ -252,31 +252,55 @@ def _plans(label: str, r: dict | None) -> str:
             f"usable, {r['probes']} probes, {r['secs']:.0f} s" + (" (stopped at the bench's bound)" if r["hit"] else ""))
 
 
-def main(quick: bool = False) -> None:
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items() if k != "plan_obj"}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def row_list(quick: bool) -> list[tuple]:
+    rows = [("tflms", row_resnet50, "v100-16gb", quick), ("meng", row_resnet50, "titan-x-12gb", quick),
+            ("deep", row_deep, quick), ("moe", row_moe, quick), ("rnn", row_rnn, quick)]
+    rows += [(f"lm{L}", row_lm, L, quick) for L in ([4] if quick else [1, 4, 8, 16])]
+    rows += [(f"nmt{s}", row_nmt, s, quick) for s in ([50] if quick else [50, 100])]
+    return rows + [("unet", row_unet, quick), ("cpu", row_cpu, quick)]
+
+
+def main(quick: bool = False, rows: list[str] | None = None, write: bool = True) -> None:
+    """Run the rows (``rows``: their keys, default all), each saved to bench/runs/seeds[-quick].json as it
+    ends (so rows can run in separate processes), then write the section from every row saved there."""
+    import json
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t0 = time.time()
-    res: dict[str, dict] = {}
+    saved = ROOT / "bench" / "runs" / f"seeds{'-quick' if quick else ''}.json"
 
     def do(key, fn, *a):
         t = time.time()
         try:
-            res[key] = fn(*a)
+            out = fn(*a)
         except Exception as e:  # report, keep going
             log(f"{key} failed: {type(e).__name__}: {e}")
-            res[key] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
-        log(f"{key}: {time.time() - t:.0f} s")
+            out = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        out["row_secs"] = time.time() - t
+        log(f"{key}: {out['row_secs']:.0f} s")
+        allr = json.loads(saved.read_text()) if saved.exists() else {}
+        allr[key] = _jsonable(out)
+        saved.parent.mkdir(exist_ok=True)
+        tmp = saved.with_suffix(".tmp")
+        tmp.write_text(json.dumps(allr, indent=1))
+        os.replace(tmp, saved)
 
-    do("tflms", row_resnet50, "v100-16gb", quick)
-    do("meng", row_resnet50, "titan-x-12gb", quick)
-    do("deep", row_deep, quick)
-    do("moe", row_moe, quick)
-    do("rnn", row_rnn, quick)
-    for L in ([4] if quick else [1, 4, 8, 16]):
-        do(f"lm{L}", row_lm, L, quick)
-    for s in ([50] if quick else [50, 100]):
-        do(f"nmt{s}", row_nmt, s, quick)
-    do("unet", row_unet, quick)
-    do("cpu", row_cpu, quick)
+    for key, fn, *a in row_list(quick):
+        if rows is None or key in rows:
+            do(key, fn, *a)
+    if not write:
+        return
+    res = json.loads(saved.read_text()) if saved.exists() else {}
+    for key, *_ in row_list(quick):
+        res.setdefault(key, {"error": "not run"})
 
     H = ["", "paper's figure", "MemFlow single pass", "MemFlow with accumulation", "like-for-like notes"]
     body = [
@@ -439,10 +463,14 @@ def main(quick: bool = False) -> None:
             "uncapped.", ""]
     else:
         body += [f"CPU run: error: {err('cpu')}", ""]
-    body.append(f"Total bench time {time.time() - t0:.0f} s.")
+    body.append("Seconds per row (rows may run in separate processes: `python -m bench.bench_seeds [--quick] "
+                "--rows KEY,...` runs some and saves each to bench/runs/; `--no-write` leaves BENCHMARKS.md): "
+                + ", ".join(f"{k} {res[k].get('row_secs', 0):.0f}" for k, *_ in row_list(quick)) + ".")
     write_section("seeds", "The seeds' results like for like", "\n".join(body),
                   command="python -m bench seeds" + (" --quick" if quick else ""))
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    _rows = next((a.split("=", 1)[1] if "=" in a else sys.argv[i + 2] for i, a in enumerate(sys.argv[1:])
+                  if a.startswith("--rows")), None)
+    main(quick="--quick" in sys.argv, rows=_rows.split(",") if _rows else None, write="--no-write" not in sys.argv)

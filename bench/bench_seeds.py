@@ -147,6 +147,26 @@ def row_resnet50(gpu: str, quick: bool) -> dict:
     return dict(one=one, acc=acc, extremes=ext)
 
 
+def row_bounds(saved: dict) -> dict:
+    """``extremes`` one past the single-pass maximum of each saved LSTM, NMT and U-Net row (what bounds
+    the plan there), from the saved rows' results."""
+    out = {}
+    for key, r in saved.items():
+        one = r.get("one") if isinstance(r, dict) else None
+        if not one or not one.get("plan") or one.get("hit"):
+            continue
+        b = one["plan"] + 1
+        if key.startswith("lm"):
+            out[key] = extremes("lstm", {"MEMFLOW_LSTM_LAYERS": key[2:], "MEMFLOW_LSTM_SEQ": "35"}, "titan-x-12gb", b)
+        elif key.startswith("nmt"):
+            out[key] = extremes("nmt", {"MEMFLOW_NMT_SEQ": key[3:]}, "titan-x-12gb", b)
+        elif key == "rnn":
+            out[key] = extremes("lstm", {"MEMFLOW_LSTM_LAYERS": "4", "MEMFLOW_LSTM_SEQ": str(b)}, "titan-x-12gb", 128)
+        elif key == "unet":
+            out[key] = extremes("unet3d", {}, "v100-16gb", b)
+    return out
+
+
 def row_alloc(saved: dict) -> dict:
     """The 512-byte rounding of ResNet-50's plain peak at plain's largest batch on each row's GPU (the
     batch from the saved ResNet-50 rows)."""
@@ -261,6 +281,17 @@ def _cell(r: dict | None, unit: str = "") -> str:
     return s
 
 
+def _bounds(res: dict, key: str, usable) -> str:
+    ext = res.get("bounds", {}).get(key)
+    one = (res.get(key) or {}).get("one") or {}
+    if not ext or not usable:
+        return ""
+    knob = one.get("knob", "batch")
+    return (f"- what bounds one pass ({key}): at {knob} {one['plan'] + 1} (one past the plan's largest) "
+            + "; ".join(f"{n}, optimizer on the host: peak {pk / GiB:.2f} GiB ({why})" for n, pk, why in ext)
+            + f", against {usable / GiB:.2f} GiB usable.")
+
+
 def _plans(label: str, r: dict | None) -> str:
     if not r or r.get("plan") is None:
         return ""
@@ -281,7 +312,8 @@ def row_list(quick: bool) -> list[tuple]:
             ("deep", row_deep, quick), ("moe", row_moe, quick), ("rnn", row_rnn, quick)]
     rows += [(f"lm{L}", row_lm, L, quick) for L in ([4] if quick else [1, 4, 8, 16])]
     rows += [(f"nmt{s}", row_nmt, s, quick) for s in ([50] if quick else [50, 100])]
-    return rows + [("unet", row_unet, quick), ("cpu", row_cpu, quick), ("alloc", row_alloc, None)]
+    return rows + [("unet", row_unet, quick), ("cpu", row_cpu, quick), ("alloc", row_alloc, None),
+                   ("bounds", row_bounds, None)]
 
 
 def main(quick: bool = False, rows: list[str] | None = None, write: bool = True) -> None:
@@ -311,7 +343,7 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
 
     for key, fn, *a in row_list(quick):
         if rows is None or key in rows:
-            if key == "alloc":  # reads the ResNet-50 rows' results
+            if key in ("alloc", "bounds"):  # read the rows' saved results
                 a = [json.loads(saved.read_text()) if saved.exists() else {}]
             do(key, fn, *a)
     if not write:
@@ -341,7 +373,8 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
         body.extend(p for p in plans if p)
         if any(plans):
             body.append("")
-        body.extend([notes, ""])
+        if notes:
+            body.extend([notes, ""])
 
     for key, title, paper, gpu_note in [
             ("tflms", "TFLMS — ResNet-50, batch per pass, 16 GB (`v100-16gb`)", "4.7× larger batch (batch sizes "
@@ -394,9 +427,9 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
               [["MoE experts", "12 → 48 (4×); 0.66 B → 2.5 B parameters", _cell(one, " experts"), _cell(acc, " experts"),
                 "examples/moe.py: 6 blocks, d_model 1024, d_ff 4096, top-2, 50.3 M parameters per expert "
                 "(0.70 B at 12, 2.51 B at 48). Parameters, gradients and AdamW state are 16 B per parameter on "
-                "the GPU unless the plan puts the optimizer on the host (then 8 B): MemFlow does not offload "
-                "parameters or gradients (TensorFlowMem keeps variables on the host), which bounds its gain "
-                "near 2×."]], "",
+                "the GPU unless the plan puts the optimizer on the host (then 8 B); MemFlow does not offload "
+                "parameters or gradients, so its gain is bounded by those 8 B per parameter fitting on the "
+                "GPU (TensorFlowMem keeps variables on the host)."]], "",
               [_plans("single-pass plan at its max", one), _plans("accumulation plan at its max", acc)])
     else:
         table("TensorFlowMem — MoE", [["", "12 → 48", "error: " + err("moe"), "", ""]], "")
@@ -412,7 +445,8 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
                 _cell(acc, " steps"),
                 "Not DeepSpeech: examples/lstm.py (4 LSTM layers of 1024, vocab 10000), the same batch of 128. "
                 "Per-sample overhead here compares different lengths; the 2× figure is per token."]], "",
-              [_plans("single-pass plan at its max", one), _plans("accumulation plan at its max", acc)])
+              [_plans("single-pass plan at its max", one), _plans("accumulation plan at its max", acc),
+               _bounds(res, "rnn", one.get("usable"))])
     else:
         table("TensorFlowMem — RNN", [["", "400 → 800", "error: " + err("rnn"), "", ""]], "")
 
@@ -426,7 +460,8 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
             rows.append([f"{L} layers", meng_lm[L], "error: " + err(k), "", ""])
             continue
         rows.append([f"{L} layer(s)", meng_lm[L], _cell(res[k]["one"]), _cell(res[k]["acc"]), ""])
-        plans += [_plans(f"{L} layer(s), single pass", res[k]["one"]), _plans(f"{L} layer(s), accumulation", res[k]["acc"])]
+        plans += [_plans(f"{L} layer(s), single pass", res[k]["one"]), _plans(f"{L} layer(s), accumulation", res[k]["acc"]),
+                  _bounds(res, k, res[k]["one"].get("usable"))]
     table("Meng et al. — LSTM language model (TF-LM), batch per pass, 12 GB", rows,
           "examples/lstm.py at 35 steps (TF-LM's PTB unroll), hidden 1024 and vocab 10000 (TF-LM's large "
           "PTB model has 1500 units): the same kind of model, not the same size.", plans)
@@ -441,7 +476,8 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
             rows.append([f"{s} steps", meng_nmt[s], "error: " + err(k), "", ""])
             continue
         rows.append([f"{s} time steps", meng_nmt[s], _cell(res[k]["one"]), _cell(res[k]["acc"]), ""])
-        plans += [_plans(f"{s} steps, single pass", res[k]["one"]), _plans(f"{s} steps, accumulation", res[k]["acc"])]
+        plans += [_plans(f"{s} steps, single pass", res[k]["one"]), _plans(f"{s} steps, accumulation", res[k]["acc"]),
+                  _bounds(res, k, res[k]["one"].get("usable"))]
     table("Meng et al. — seq2seq NMT with attention (TF-NMT), batch per pass, 12 GB", rows,
           "examples/nmt.py: 2 + 2 LSTM layers of 512, Luong attention, vocabularies 17191 / 7709 (the TF NMT "
           "tutorial's English–Vietnamese). Meng et al.'s gain comes largely from their memory-efficient "
@@ -457,7 +493,7 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
                ["volume side at batch 1", "192³ trained (not fitting without TFLMS)", _cell(r["img"], "³"), "—",
                 "the side grows in steps of 16"]], "",
               [_plans("batch, single pass", r["one"]), _plans("batch, accumulation", r["acc"]),
-               _plans("volume side, single pass", r["img"])])
+               _plans("volume side, single pass", r["img"]), _bounds(res, "unet", r["one"].get("usable"))])
     else:
         table("TFLMS — 3D U-Net", [["", "2×", "error: " + err("unet"), "", ""]], "")
 

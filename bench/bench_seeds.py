@@ -516,7 +516,9 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
             "`memflow.memory.LiveBytes(cap_bytes=cap)`, exact bisection; MemFlow = `memflow.fit` on `cpu-1` with "
             "the cap (measured CPU times, single pass), its plan run through the executor under its capacity "
             "(the cap less 10%). Times: medians of 3 timed steps after a warm-up, plain through the executor "
-            "uncapped.", ""]
+            "uncapped, the two runs one after the other on this shared 2-core host: other load during either "
+            "skews the per-sample figure (the plan's profile warned of a busy host in the run recorded here), "
+            "so take its sign, not its size, and re-run on a quiet host.", ""]
     else:
         body += [f"CPU run: error: {err('cpu')}", ""]
     body.append("Seconds per row (rows may run in separate processes: `python -m bench.bench_seeds [--quick] "

@@ -123,3 +123,15 @@ def test_deep_resnet_groups_keep_the_network(tiny, monkeypatch):
         outs.append((sum(p.numel() for p in model.parameters()), model(x), len(model.layer3)))
     assert outs[0][0] == outs[1][0] and torch.allclose(outs[0][1], outs[1][1])
     assert (outs[0][2], outs[1][2]) == (10, 4)  # the first block, then groups of 4, 4 and 1
+
+
+def test_allocator_rounding_is_bounded(tiny):
+    """The seeds bench's 512-byte rounding of a plain peak adds at most 511 bytes per storage the step
+    can hold (buffers, and per parameter itself and two AdamW tensors and a step, the batch's inputs)."""
+    from bench.bench_seeds import rounded_plain_peak
+
+    cl = Cluster.for_gpus(1, "v100-16gb")
+    g = GraphSource(resolve_spec(str(EXAMPLES / "resnet50.py")), cl)(8)
+    counted, rounded = rounded_plain_peak("resnet50", {"MEMFLOW_EXAMPLE_SCALE": "tiny"}, "v100-16gb", 8)
+    assert counted > 0 and counted <= rounded
+    assert rounded - counted <= 511 * (len(g.buffers) + 4 * len(g.params) + max(1, len(g.inputs)))

@@ -251,6 +251,15 @@ def sim_part(plan_budget: float, max_blocks: int, mf_blocks: int = 512) -> dict:
 
 
 # ---------------------------------------------------------------- main
+NOT_TFMEM = (
+    "Not TensorFlowMem's network: examples/resnet.py grows every stage with basic blocks (436 M "
+    'parameters at 616 layers; theirs, a bottleneck ResNet grown in the third stage only, has 172 M '
+    "at 504), and MemFlow's plan here may use micro-batches. Their 504 → 1916 layers measured like "
+    "for like (examples/resnet_deep.py, one pass per step) is in *The seeds' results like for like* "
+    '(`python -m bench seeds`).'
+)
+
+
 def main(quick: bool = False) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t0, c0 = time.time(), cpu_seconds()
@@ -337,8 +346,7 @@ def main(quick: bool = False) -> None:
                      f"{s['mf_usable'] / GiB:.3f} GiB a plan may use, whatever it swaps or recomputes.", "",
                      md_table(["", "deepest depth", "search bound", "plan", "predicted peak GiB",
                                "predicted samples/s"], rows), "",
-                     gain + f"; part 2 took {time.time() - t1:.0f} s. TensorFlowMem's figure, for comparison "
-                     "(their ResNet on their GPU, not re-measured here): 504 → 1916 layers (3.8×)."]
+                     gain + f"; part 2 took {time.time() - t1:.0f} s. " + NOT_TFMEM]
         except Exception as e:
             log(f"sim part failed: {type(e).__name__}: {e}")
             body += ["", f"Simulated part failed: `{type(e).__name__}: {str(e)[:200]}`"]

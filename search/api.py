@@ -184,18 +184,22 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
             k = (max(r.smallest_peak_eval.peak_bytes), r.smallest_peak_eval.step_time_s)
             if sm is None or k < sm[0]:
                 sm = (k, r.smallest_peak, r.smallest_peak_eval)
+    # the last descents keep to a time budget too: a quarter of it past its end at most (one round
+    # of a descent over a few hundred nodes is thousands of evaluations)
+    late = None if time_budget_s is None else t0 + 1.25 * time_budget_s
     if best is not None and memory_aware and p.polish:
         # one last descent from the merged best that may also re-factor the mesh: the chains
         # reach another dp × pp with other per-stage options only through infeasible states
-        b2, e2 = polish(best, best_ev, evaluator, ctx, True, jumps=True)
+        b2, e2 = polish(best, best_ev, evaluator, ctx, True, jumps=True, deadline=late)
         if e2.step_time_s < best_ev.step_time_s:
             best, best_ev = b2, e2
     if memory_aware and p.polish:
         # and the most promising faster strategies around it that do not fit (the restart points,
         # if nothing fits), each repaired greedily and polished: a chain seldom walks that many fixes
         best, best_ev = repair_descent(best, best_ev, evaluator, ctx,
-                                       polish=lambda s, e: polish(s, e, evaluator, ctx, True),
-                                       neighbours=lambda s: neighbours(s, ctx, jumps=True), starts=starts)
+                                       polish=lambda s, e: polish(s, e, evaluator, ctx, True, deadline=late),
+                                       neighbours=lambda s: neighbours(s, ctx, jumps=True), starts=starts,
+                                       deadline=late)
         if best is not None:  # and nothing in it that buys no time
             best, best_ev = simplify(best, best_ev, evaluator, ctx)
     base = fixed_baselines(ctx, evaluator) if baselines else {}

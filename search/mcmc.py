@@ -242,12 +242,16 @@ def _level_patterns(levels: list[str], old: list[str] | None, old_stage_of: list
 
 
 def polish(st: Strategy, ev, evaluator: Evaluator, ctx: SearchContext, aware: bool, max_rounds: int = 50,
-           jumps: bool = False):
+           jumps: bool = False, deadline: float | None = None):
     """First-improvement local descent from ``st`` over single-step neighbours (``jumps``: and
-    over every dp × pp re-factoring at every micro-batch count, as a last resort each round)."""
+    over every dp × pp re-factoring at every micro-batch count, as a last resort each round).
+    ``deadline`` (a ``time.perf_counter()`` value): stop there with the best so far (a round over a
+    few hundred nodes' neighbours is thousands of evaluations)."""
     for _ in range(max_rounds):
         improved = False
         for nb in neighbours(st, ctx, jumps):
+            if deadline is not None and time.perf_counter() > deadline:
+                return st, ev
             e2, _ = evaluator.evaluate(nb, st)
             if _better(e2, ev, aware) and e2.step_time_s < ev.step_time_s * (1 - 1e-12):
                 st, ev, improved = nb, e2, True
@@ -340,8 +344,9 @@ def run_chain(ctx: SearchContext, starts: list, rng, params: ChainParams,
             state = mv.State(cur, cur_ev)
         if progress is not None and it % p.progress_every == 0:
             progress(it, best_ev.step_time_s if best_ev is not None else None, best is not None)
-    if p.polish and best is not None:
-        b2, e2 = polish(best, best_ev, evaluator, ctx, aware)
+    if p.polish and best is not None:  # (a time budget's chain polishes within a quarter of it more)
+        late = None if deadline is None else deadline + 0.25 * p.time_budget_s
+        b2, e2 = polish(best, best_ev, evaluator, ctx, aware, deadline=late)
         if e2.step_time_s < best_ev.step_time_s:
             best, best_ev = b2, e2
             history.append((it, e2.step_time_s))

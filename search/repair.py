@@ -18,6 +18,8 @@ starts from the restart points when nothing fits.
 """
 from __future__ import annotations
 
+import time
+
 from memflow.strategy import Strategy
 
 from . import fixes as fx
@@ -100,12 +102,17 @@ def _repairs(st: Strategy, ev, evaluator, ctx: SearchContext) -> list:
 
 
 def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext, polish, neighbours,
-                   starts: list | None = None):
+                   starts: list | None = None, deadline: float | None = None):
     """Repair the fastest infeasible strategies around ``best`` (its neighbours, mesh jumps
     included), polish what fits, keep the fastest; a few rounds, each from the best so far.
     With no ``best``, first the restart points ``starts``, least over-full first, until one is
-    repaired. Returns ``(best, best_ev)``."""
+    repaired. Returns ``(best, best_ev)``. ``deadline`` (``time.perf_counter()``): past it, no
+    further round or candidate starts once something fits."""
     tried: set = set()
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
     if best is None:
         pool = []
         for i, (_name, c) in enumerate(starts or []):
@@ -123,6 +130,8 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
         if best is None:
             return None, None
     for _ in range(ROUNDS):
+        if late():
+            break
         bad, fit = [], []
         for c in neighbours(best):
             e, _ = evaluator.evaluate(c)
@@ -164,6 +173,8 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
                 escapes.append((c, e))
         improved = False
         for c, e in picked + escapes:
+            if late():
+                break
             tried.add(c.key())
             for got in _repairs(c, e, evaluator, ctx) if not e.fits else [(c, e)]:
                 st2, ev2 = polish(*got)

@@ -65,7 +65,10 @@ class TqdmProgress(Progress):
             yield _Bar(bar)
         finally:
             done.set()
-            ticker.join()
+            # bounded: Ctrl-C can land in the main thread between tqdm's two locks (it takes a process
+            # lock, then a thread lock), leaving the first held and the ticker waiting on it for good;
+            # the ticker is a daemon, and the main thread's own locks are re-entrant for close()
+            ticker.join(timeout=2 * self.tick_s)
             bar.close()
 
 

@@ -12,6 +12,7 @@ Imports only :mod:`memflow.procs` of memflow: the record-level packages may use 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import Any, Callable
@@ -23,6 +24,12 @@ __all__ = ["ForkedJobs"]
 
 def _child(fn: Callable[[], Any], conn, parent: int) -> None:
     die_with_parent(parent=parent)
+    # the parent decides this child's end: SIGTERM (multiprocessing's exit handler terminates daemon
+    # children, then joins them) ends it at once, even where the parent had a handler of its own
+    # when it forked (memflow.procs.sigterm_raises: a Terminated raised here would send on a pipe
+    # nobody reads and block the parent's exit); Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         value = fn()
     except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself
@@ -61,12 +68,14 @@ class ForkedJobs:
             return None
         # its work is about as long as what the caller did meanwhile; far longer means it hung
         wait = max(120.0, 4 * (time.monotonic() - self.started))
+        ok, value = False, None
         try:
             ok, value = self.conn.recv() if self.conn.poll(wait) else (False, None)
         except (EOFError, OSError):
-            ok, value = False, None
-        self.conn.close()
-        if not ok and self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join()
+            pass
+        finally:  # Ctrl-C while waiting too: the child ends here, not at interpreter exit
+            self.conn.close()
+            if not ok and self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join()
         return value if ok else None

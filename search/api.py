@@ -117,6 +117,7 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     p = ChainParams(**{**(params.__dict__ if params else ChainParams().__dict__),
                        "iterations": iterations, "time_budget_s": time_budget_s, "memory_aware": memory_aware})
     chains = max(1, int(chains))
+    whole_budget_s = time_budget_s
     if time_budget_s is not None:
         # the budget is wall-clock for the whole search: here the chains run one after another;
         # with processes, the first chain and then the memory-unaware search run in this process
@@ -186,7 +187,7 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
                 sm = (k, r.smallest_peak, r.smallest_peak_eval)
     # the last descents keep to a time budget too: a quarter of it past its end at most (one round
     # of a descent over a few hundred nodes is thousands of evaluations)
-    late = None if time_budget_s is None else t0 + 1.25 * time_budget_s
+    late = None if whole_budget_s is None else t0 + 1.25 * whole_budget_s
     if best is not None and memory_aware and p.polish:
         # one last descent from the merged best that may also re-factor the mesh: the chains
         # reach another dp × pp with other per-stage options only through infeasible states

@@ -81,6 +81,34 @@ class BufferEvent:
     free_phase: int = -1  # -1 while alive
     uses: set = field(default_factory=set)
     kind: str = ""
+    # phases where an op read the storage whole, and per view smaller than it that an op read
+    # ((offset, shape, stride, dtype) -> [bytes, phases]): a pipeline sends such a view alone
+    whole: set = field(default_factory=set)
+    views: dict = field(default_factory=dict)
+
+    def read(self, t: torch.Tensor, storage_bytes: int, phase: int) -> None:
+        """An op of ``phase`` read ``t``, a tensor on this storage."""
+        self.uses.add(phase)
+        try:
+            nb = t.numel() * t.element_size()
+            key = (int(t.storage_offset()), tuple(int(x) for x in t.shape), tuple(int(x) for x in t.stride()),
+                   t.dtype) if nb < storage_bytes else None
+        except (RuntimeError, TypeError, ValueError):  # symbolic sizes, a subclass without strides
+            key = None
+        if key is None:
+            self.whole.add(phase)
+        else:
+            self.views.setdefault(key, [int(nb), set()])[1].add(phase)
+
+    def partial_views(self) -> list[list[int]]:
+        """``[[bytes, phase, ...], ...]``: each view read smaller than the storage, with the phases
+        that read it and did not also read the whole storage (see ``graph.record.Buffer.views``)."""
+        out = []
+        for nb, phases in self.views.values():
+            only = sorted(phases - self.whole)
+            if only:
+                out.append([nb, *only])
+        return out
 
 
 class LiveBytes(TorchDispatchMode):
@@ -220,7 +248,7 @@ class LiveBytes(TorchDispatchMode):
                 for st in storages(t):
                     ent = self._refs.get(id(st))
                     if ent is not None and ent[2] is not None:
-                        ent[2].uses.add(self.phase)
+                        ent[2].read(t, ent[1], self.phase)
         if func is _DEVICE:  # FakeTensor answers every .device through dispatch: ~half the ops of a
             return func(*args, **kwargs)  # fake step; no tensor out, nothing to count or to call again
         out = func(*args, **kwargs) if self.call is None else self.call(func, args, kwargs)

@@ -196,14 +196,17 @@ class Simulator:
                 nodes.append(pf if pf < n else 2 * n - 1 - pf)
             if not nodes:
                 continue
+            # what crosses a cut is what the nodes beyond it read (a view alone: Buffer.views)
             if pa < n:
                 o, hi = pa, max(nodes)
+                nb = buf.read_bytes(u for u in buf.uses if u < 2 * n and (u if u < n else 2 * n - 1 - u) > o) or buf.nbytes
                 for c in range(o + 1, hi + 1):
-                    fwd[c] += buf.nbytes
+                    fwd[c] += nb
             else:
                 o, lo = 2 * n - 1 - pa, min(nodes)
+                nb = buf.read_bytes(u for u in buf.uses if u < 2 * n and (u if u < n else 2 * n - 1 - u) < o) or buf.nbytes
                 for c in range(lo + 1, o + 1):
-                    bwd[c] += buf.nbytes
+                    bwd[c] += nb
         self.cut_fwd_bytes = fwd
         self.cut_bwd_bytes = bwd
 

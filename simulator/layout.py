@@ -209,7 +209,12 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
             add(nb, la, lf, extra, step, grad, False, fusers_t, saver)
             continue
-        # not owned here: received, relayed, or absent
+        # not owned here: received, relayed, or absent. A stage receives what its nodes (and the
+        # stages it relays to) read of the storage, as tensors of their own: a view alone
+        if fwd_alloc:
+            nb = buf.read_bytes(u for u in buf.uses if u < 2 * n and (u if u < n else 2 * n - 1 - u) >= a) or nb
+        else:
+            nb = buf.read_bytes(u for u in buf.uses if u < 2 * n and (u if u < n else 2 * n - 1 - u) < b) or nb
         if fwd_alloc and owner < a:
             relay = use_remote_after
             if not use_nodes_local and not relay:

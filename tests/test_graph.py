@@ -363,3 +363,22 @@ print(json.dumps(dict(secs=secs, rss=resource.getrusage(resource.RUSAGE_SELF).ru
     assert r["rss"] < 2 * 2**30, r
     assert 1.0 <= r["flops"] / r["six_nt"] < 1.15, r
     assert abs(r["step"] / r["rule"] - 1) < 0.25, r
+
+
+def test_a_concatenations_gradient_is_read_as_its_slices():
+    """A U-Net's skip connection: the gradient of ``cat([up, skip])`` is one storage, and each side's
+    backward reads only its own slice; the graph records those views, and what a stage receives of the
+    storage (Buffer.read_bytes) is the slice its nodes read, the whole where a node reads it whole."""
+    g = capture_graph(load_model_file(ROOT / "tests" / "inplace_models" / "unet.py"), 2)
+    n = g.n
+    cat_grads = [b for b in g.buffers if b.views]
+    c = 8  # the model's first width; batch 2 of 32 x 32 pixels, fp32
+    skips = sorted(2 * c * 2 ** k * (32 >> k) ** 2 * 4 for k in range(3))  # e1, e2, e3 bytes
+    assert sorted(b.nbytes for b in cat_grads) == [2 * s for s in skips]
+    for b in cat_grads:
+        assert sorted(v[0] for v in b.views) == [b.nbytes // 2] * 2
+        encoder_side = [p for v in b.views for p in v[1:] if 2 * n - 1 - p < n // 2]
+        assert len(encoder_side) == 1
+        assert b.read_bytes(encoder_side) == b.nbytes // 2
+        assert b.read_bytes(b.uses) == b.nbytes  # the decoder node that made it reads it whole
+        assert b.read_bytes([p for v in b.views for p in v[1:]]) == b.nbytes  # both halves: all of it

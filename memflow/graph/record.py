@@ -105,6 +105,25 @@ class Buffer:
     kind: str = KIND_ACTIVATION
     uses: list[int] = field(default_factory=list)  # phases whose ops read it
     param: str = ""  # for kind "grad": the parameter whose gradient it is
+    # the views smaller than the storage that ops read, ``[bytes, phase, ...]`` each, listing the
+    # phases that read that view and not the whole storage (a phase of ``uses`` listed in no view
+    # read it whole): a pipeline stage that receives this buffer receives only what it reads, e.g.
+    # a skip connection's gradient, one slice of a concatenation's gradient
+    views: list[list[int]] = field(default_factory=list)
+
+    def read_bytes(self, phases) -> int:
+        """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read
+        it whole, else the sum of the distinct views they read (at most the storage)."""
+        if not self.views:  # read whole wherever it is read
+            uses = self.uses
+            return int(self.nbytes) if any(p in uses for p in phases) else 0
+        phases = set(phases) & set(self.uses)
+        if not phases:
+            return 0
+        partial = {p for v in self.views for p in v[1:]}
+        if phases - partial:
+            return int(self.nbytes)
+        return min(int(self.nbytes), sum(int(v[0]) for v in self.views if phases.intersection(v[1:])))
 
 
 @dataclass

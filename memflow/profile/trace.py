@@ -374,7 +374,8 @@ def trace_step(
         if ev.nbytes == 0:
             continue
         buffers.append(Buffer(nbytes=ev.nbytes, alloc_phase=ev.alloc_phase, free_phase=free, kind=kind,
-                              uses=sorted(ev.uses), param=grad_param.get(id(ev), "")))
+                              uses=sorted(ev.uses), param=grad_param.get(id(ev), ""),
+                              views=ev.partial_views()))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
     carried = [b.nbytes for b in buffers], [b.alloc_phase for b in buffers], [b.free_phase for b in buffers]

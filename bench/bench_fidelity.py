@@ -89,6 +89,7 @@ CASES = [
     (str(ROOT / "tests" / "models" / "tied.py"), {}, 2, "dp2-host"),
     (str(ROOT / "tests" / "models" / "tied.py"), {}, 2, "dp2-zero1"),
     (str(ROOT / "tests" / "models" / "gru.py"), {}, 8, "pp2-rec-first"),
+    (str(ROOT / "tests" / "models" / "gru.py"), {}, 8, "pp2-m4-swap"),
     ("gpt2", {}, 64, "dp2-zero2"),
     (str(ROOT / "tests" / "models" / "tied.py"), {}, 2, "dp2-zero2"),
 ]

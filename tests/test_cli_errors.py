@@ -1,4 +1,7 @@
 """Bad input anywhere (CLI flags, YAML, plan files, model files) is one line on stderr and exit 2."""
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,3 +163,18 @@ def test_killed_cpu_timing_process_is_one_line(tmp_path, capsys, monkeypatch):
     assert rc == 2, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "killed by signal 9" in err and "concurrent CPU profiling failed" in err, err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["plan", "--help"], ["--version"]])
+def test_output_to_a_closed_pipe_ends_quietly(argv):
+    """``memflow ... | head``: the reader went away before memflow wrote; memflow ends quietly, with nothing
+    on stderr (it said "internal error: BrokenPipeError"): 141 as a shell reports a command ended by
+    SIGPIPE, or 0 where argparse's help printer swallowed the error itself."""
+    r, w = os.pipe()
+    os.close(r)  # every write to w now fails with EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-m", "memflow", *argv], stdout=w, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert proc.returncode in (0, 141) and proc.stderr == "", proc.stderr

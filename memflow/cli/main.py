@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memflow: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # whoever read the output went away (``memflow plan --json | head``)
+        _stdout_to_devnull()
+        return 141  # as a shell reports a command ended by SIGPIPE, and quietly, as such a command ends
     except SystemExit as e:  # --help inside a subcommand
         return int(e.code or 0) if isinstance(e.code, int) else 0
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback on request
@@ -60,6 +63,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memflow: internal error: {type(e).__name__}: {first} (set MEMFLOW_DEBUG=1 for the traceback)",
               file=sys.stderr)
         return 1
+
+
+def _stdout_to_devnull() -> None:
+    """Nothing more can be written to stdout: what is still buffered goes nowhere, not into an error
+    at exit."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # a replaced sys.stdout (tests): nothing to redirect
+        pass
 
 
 def entry() -> None:
@@ -74,5 +88,6 @@ def entry() -> None:
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe: nothing more can be said on it
-            pass
+            if stream is sys.stdout and code == 0:
+                code = 141  # what was still buffered did not reach the reader (see main)
     os._exit(code)

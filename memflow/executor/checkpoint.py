@@ -17,8 +17,6 @@ import re
 from pathlib import Path
 
 import torch
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException
 
 from ..errors import ConfigError, ExecutionError
 from .signing import sign, verify
@@ -39,6 +37,8 @@ def save_checkpoint(directory: str, steps_done: int, rank: int, tensors: list[to
     whole checkpoint once it is complete."""
     path = os.path.join(directory, f"step_{steps_done:06d}")
     sd = _state(rank, [t.detach() for t in tensors], opt_state, torch.tensor([steps_done], dtype=torch.int64))
+    import torch.distributed.checkpoint as dcp  # 0.7 s of imports, paid by a run that checkpoints
+
     dcp.save(sd, checkpoint_id=path)  # returns on rank 0 once every rank's file and the metadata are written
     if sign_key is not None:
         sign(path, sign_key)
@@ -92,6 +92,9 @@ def _why(e: BaseException) -> str:
 def load_checkpoint(path: str, rank: int, tensors: list[torch.Tensor], opt_state: dict[str, torch.Tensor]) -> int:
     """Load checkpoint ``path`` in place (collective); returns its steps done. A checkpoint that does not
     load (damaged, or from another plan) is one line naming it."""
+    import torch.distributed.checkpoint as dcp  # see save_checkpoint
+    from torch.distributed.checkpoint.api import CheckpointException
+
     step = torch.zeros(1, dtype=torch.int64)
     try:
         with torch.no_grad():

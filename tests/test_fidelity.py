@@ -14,7 +14,7 @@ from memflow.errors import DeviceOutOfMemoryError
 from memflow.executor import RunConfig, plain_losses, run_plan
 from memflow.graph.record import replay
 from memflow.model_file import load_model_file
-from memflow.planner import GraphSource, plan, resolve_spec
+from memflow.planner import plan, resolve_spec
 from memflow.profile.build import capture_graph
 from memflow.profile.measure import measure_plain_step
 from memflow.simulator import Simulator
@@ -103,9 +103,9 @@ _PLAIN_PEAK: dict = {}
 def plain_peak(path: str) -> int:
     """Plain data parallel's peak on cpu-2 (dp 2, one micro-batch, every node kept), as the benches
     take it: what the fractions below are of."""
-    if path not in _PLAIN_PEAK:
+    if path not in _PLAIN_PEAK:  # memory only: the planner's cpu graph without its (timed) costs
         cl = Cluster.load("cpu-2")
-        g = GraphSource(resolve_spec(path), cl)(PLAN_BATCH // 2)
+        g = capture_graph(resolve_spec(path), PLAN_BATCH // 2, measure=True, repeats=0)
         _PLAIN_PEAK[path] = max(Simulator(g, cl).evaluate(Strategy.single(g.n, dp=2)).peak_bytes)
     return _PLAIN_PEAK[path]
 

@@ -36,7 +36,6 @@ def test_find_max_equals_brute_force_on_monotone_predicates():
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
-    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
 
 

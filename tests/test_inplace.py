@@ -27,7 +27,6 @@ def test_functional_twins():
 
 def _plan(name: str, tmp_path, monkeypatch):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
-    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
     p = plan(str(MODELS[name]), cluster="cpu-2", batch_size=4, iterations=300, dp=1, microbatches=1)
     assert p.fits
     # nn.ReLU(inplace=True) beside conv1/bn1 is a node of its own: it would modify another node's output

@@ -27,7 +27,6 @@ BATCH = 8
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
-    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def _load(name: str):

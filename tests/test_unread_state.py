@@ -57,7 +57,6 @@ def loss_fn(output, target):
 
 @pytest.fixture
 def model_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "unread.py"
     path.write_text(MODEL)
     return path

@@ -197,14 +197,15 @@ class Simulator:
             if not nodes:
                 continue
             # what crosses a cut is what the nodes beyond it read (a view alone: Buffer.views)
+            reads = [(u, u if u < n else 2 * n - 1 - u) for u in buf.uses if u < 2 * n]
             if pa < n:
                 o, hi = pa, max(nodes)
-                nb = buf.read_bytes(u for u in buf.uses if u < 2 * n and (u if u < n else 2 * n - 1 - u) > o) or buf.nbytes
+                nb = buf.read_bytes(u for u, k in reads if k > o) or buf.nbytes
                 for c in range(o + 1, hi + 1):
                     fwd[c] += nb
             else:
                 o, lo = 2 * n - 1 - pa, min(nodes)
-                nb = buf.read_bytes(u for u in buf.uses if u < 2 * n and (u if u < n else 2 * n - 1 - u) < o) or buf.nbytes
+                nb = buf.read_bytes(u for u, k in reads if k < o) or buf.nbytes
                 for c in range(lo + 1, o + 1):
                     bwd[c] += nb
         self.cut_fwd_bytes = fwd

@@ -69,16 +69,7 @@ def _child(work: Callable[[Mark], None], wfd: int, err_fd: int, parent: int) -> 
         if faulthandler.is_enabled():  # its dump would reach the terminal through a descriptor of its own
             faulthandler.enable(sys.stderr)
 
-        def send(line: str) -> None:
-            data = (line.replace("\n", " ") + "\n").encode()
-            while data:
-                data = data[os.write(wfd, data):]
-
-        try:
-            work(lambda during, unfinished: send(f"{during}\t{unfinished}"))
-        except BaseException:  # noqa: BLE001 - an exception is the parent's to meet in-process
-            pass
-        send("done")
+        _work_reporting(work, wfd)  # an exception is the parent's to meet in-process
     finally:
         os._exit(0)
 
@@ -129,14 +120,22 @@ def phases_to_stdout(work: Callable[[Mark], None]) -> None:
     os.dup2(null, 1)
     sys.stdout = open(1, "w", closefd=False)
 
+    _work_reporting(work, out)  # an exception is the caller's to meet in-process
+
+
+def _work_reporting(work: Callable, fd: int) -> None:
+    """Run ``work(phase)``, writing each phase it announces (``during<TAB>unfinished``) and then ``done``
+    as lines on descriptor ``fd``; an exception ends the work unreported (the other side meets it
+    in its own process)."""
+
     def send(line: str) -> None:
         data = (line.replace("\n", " ") + "\n").encode()
         while data:
-            data = data[os.write(out, data):]
+            data = data[os.write(fd, data):]
 
     try:
         work(lambda during, unfinished: send(f"{during}\t{unfinished}"))
-    except BaseException:  # noqa: BLE001 - an exception is the caller's to meet in-process
+    except BaseException:  # noqa: BLE001 - see above
         pass
     send("done")
 

@@ -9,15 +9,12 @@ from pathlib import Path
 import pytest
 
 from bench.bench_fidelity import run_case
-from memflow.cluster import Cluster
-from memflow.errors import DeviceOutOfMemoryError
-from memflow.executor import RunConfig, plain_losses, run_plan
+from bench.bench_unseen import planned_run
+from memflow.executor import RunConfig, run_plan
 from memflow.graph.record import replay
 from memflow.model_file import load_model_file
-from memflow.planner import plan, resolve_spec
 from memflow.profile.build import capture_graph
 from memflow.profile.measure import measure_plain_step
-from memflow.simulator import Simulator
 from memflow.strategy import Strategy
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -72,8 +69,6 @@ def test_run_log_records_each_rank_and_predicts_after_the_fact(tmp_path, monkeyp
     after-the-fact peak for it (graph traced on this host, simulated on cpu-N) matches each rank."""
     from bench.bench_prediction import predict_peaks, rows_of
     from memflow import runlog
-    from memflow.executor import RunConfig, run_plan
-    from memflow.strategy import Strategy
 
     log = tmp_path / "runs.jsonl"
     monkeypatch.setenv("MEMFLOW_RUN_LOG", str(log))
@@ -97,17 +92,6 @@ def test_run_log_records_each_rank_and_predicts_after_the_fact(tmp_path, monkeyp
 # model file (tests/models) -> its losses equal plain training's (no dropout, whose random masks differ)
 PLANNED = {"tied": True, "reuse": True, "encdec": True, "gru": True, "stacked_lstm": False}
 PLAN_BATCH = 4
-_PLAIN_PEAK: dict = {}
-
-
-def plain_peak(path: str) -> int:
-    """Plain data parallel's peak on cpu-2 (dp 2, one micro-batch, every node kept), as the benches
-    take it: what the fractions below are of."""
-    if path not in _PLAIN_PEAK:  # memory only: the planner's cpu graph without its (timed) costs
-        cl = Cluster.load("cpu-2")
-        g = capture_graph(resolve_spec(path), PLAN_BATCH // 2, measure=True, repeats=0)
-        _PLAIN_PEAK[path] = max(Simulator(g, cl).evaluate(Strategy.single(g.n, dp=2)).peak_bytes)
-    return _PLAIN_PEAK[path]
 
 
 # each model at one fraction in the default suite (the cheaper one where its search is slow), the
@@ -125,22 +109,12 @@ def test_planned_run_peaks_as_predicted(name, frac):
     1% above it. Tied weights across stages, blocks reused in depth, an encoder-decoder, a GRU
     and a stacked LSTM with a 5k vocabulary found the gradient sync, ZeRO-1's shards and the
     recomputed first node of a stage under-predicted."""
-    path = str(MODELS / f"{name}.py")
-    cl = Cluster.load("cpu-2").with_memory(int(frac * plain_peak(path)))
-    p = plan(path, cluster=cl, batch_size=PLAN_BATCH, time_budget_s=1.0)
-    st, pred = p.strategy, p.predicted
-    cfg = RunConfig(model_file=p.model_file, batch_size=PLAN_BATCH, strategy=st, steps=2, warmup=1, device="cpu",
-                    node_names=list(p.node_names), capacity_bytes=cl.device.memory_bytes if pred.fits else None,
-                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.rank_step_time_s})
-    try:
-        rep = run_plan(cfg, nproc=st.num_devices, timeout_s=300)
-    except DeviceOutOfMemoryError as e:
-        pytest.fail(f"{name} at {frac} of plain: {st.summary()} {st.actions} predicted to fit: {e}")
-    assert rep.losses and all(math.isfinite(x) for x in rep.losses)
+    r = planned_run(MODELS / f"{name}.py", frac, batch=PLAN_BATCH, compare_losses=PLANNED[name])
+    st = r["strategy"]
+    assert not r["oom"], f"{name} at {frac} of plain: {r['summary']} {st.actions} predicted to fit: {r['oom']}"
+    assert r["losses"] and all(math.isfinite(x) for x in r["losses"])
     if PLANNED[name]:
-        assert rep.losses == pytest.approx(plain_losses(path, PLAN_BATCH, len(rep.losses)), rel=1e-5)
-    off = [(r.rank, r.peak_at, r.predicted_peak_bytes, r.measured_peak_bytes) for r in rep.ranks
-           if not -0.01 <= r.predicted_peak_bytes / r.measured_peak_bytes - 1 <= 0.05]
-    assert not off, (st.summary(), st.stage_of, st.actions, off)
-
-
+        assert r["loss_diff"] <= 1e-5, (r["losses"], r["loss_diff"])
+    off = [(x.rank, x.peak_at, x.predicted_peak_bytes, x.measured_peak_bytes) for x, e in zip(r["ranks"], r["errors"])
+           if not -0.01 <= e <= 0.05]
+    assert not off, (r["summary"], st.stage_of, st.actions, off)

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.bench_unseen import planned_run
 from memflow.cluster import Cluster
-from memflow.errors import DeviceOutOfMemoryError
-from memflow.executor import RunConfig, run_plan
 from memflow.model_file import load_model_file
 from memflow.planner import GraphSource, plan, resolve_spec
 from memflow.simulator import Simulator
@@ -87,24 +86,12 @@ def test_seed_model_plans_and_runs(name, tiny):
     """Planned on cpu-2 with 60% of plain data parallel's peak per device (a 1 s search): the plan
     fits, runs two steps under its capacity without running out of memory, its losses are finite,
     and no rank's measured peak is above its prediction by more than 1%."""
-    path = str(EXAMPLES / f"{name}.py")
-    cl = Cluster.load("cpu-2")
-    g = GraphSource(resolve_spec(path), cl)(BATCH // 2)
-    plain = max(Simulator(g, cl).evaluate(Strategy.single(g.n, dp=2)).peak_bytes)
-    cl = cl.with_memory(int(0.6 * plain))
-    p = plan(path, cluster=cl, batch_size=BATCH, time_budget_s=1.0)
-    assert p.fits, (name, p.strategy.summary())
-    st, pred = p.strategy, p.predicted
-    cfg = RunConfig(model_file=p.model_file, batch_size=BATCH, strategy=st, steps=2, warmup=1, device="cpu",
-                    node_names=list(p.node_names), capacity_bytes=cl.device.memory_bytes,
-                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.rank_step_time_s})
-    try:
-        rep = run_plan(cfg, nproc=st.num_devices, timeout_s=300)
-    except DeviceOutOfMemoryError as e:
-        pytest.fail(f"{name}: {st.summary()} predicted to fit: {e}")
-    assert rep.losses and all(math.isfinite(x) for x in rep.losses)
-    for r in rep.ranks:
-        assert r.measured_peak_bytes <= 1.01 * r.predicted_peak_bytes, (name, st.summary(), r)
+    r = planned_run(EXAMPLES / f"{name}.py", 0.6, batch=BATCH, compare_losses=False)
+    assert r["fits"], (name, r["summary"])
+    assert not r["oom"], f"{name}: {r['summary']} predicted to fit: {r['oom']}"
+    assert r["losses"] and all(math.isfinite(x) for x in r["losses"])
+    for x in r["ranks"]:
+        assert x.measured_peak_bytes <= 1.01 * x.predicted_peak_bytes, (name, r["summary"], x)
 
 
 def test_deep_resnet_groups_keep_the_network(tiny, monkeypatch):

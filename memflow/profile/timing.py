@@ -31,6 +31,7 @@ from ..graph.record import TaskGraph
 from ..kinds import SWAP
 from ..memory import LiveBytes
 from ..progress import detail
+from .roofline import replay_share
 from .trace import state_tensors
 
 __all__ = ["measure_phase_times", "apply_measured_times", "steady_times", "over_processes", "PhaseTimes",
@@ -151,6 +152,8 @@ def apply_measured_times(graph: TaskGraph, phase_times: list[float], device: str
     for nd in graph.nodes:
         nd.fwd_time_s = phase_times[nd.index]
         nd.bwd_time_s = phase_times[2 * n - 1 - nd.index]
+        if nd.sel_saved_bytes >= 0:
+            nd.sel_replay_time_s = nd.fwd_time_s * replay_share(nd)
         if swap_times is not None:
             nd.cpu_swap_fwd_time_s = max(swap_times[nd.index], nd.fwd_time_s)
             nd.cpu_swap_bwd_time_s = max(swap_times[2 * n - 1 - nd.index], nd.bwd_time_s)

@@ -178,7 +178,8 @@ class GraphSource:
                                                         "size") as task, reporting(task):
             for b in todo:
                 g = capture_graph(self.spec, b, dtype=self.dtype, granularity=self.granularity, measure=True, repeats=0)
-                apply_measured_times(g, times[b]["keep"], device="cpu", swap_times=times[b]["swap"])
+                apply_measured_times(g, times[b]["keep"], device="cpu", swap_times=times[b]["swap"],
+                                     selective_times=times[b]["selective"])
                 g.meta["accounted_times"] = True
                 g.meta["concurrent_processes"] = n
                 self.graphs[b] = g

@@ -1,0 +1,92 @@
+"""Selective recompute (issue 25): what a transformer block holds and what its replay costs.
+
+Table 1: per block, the bytes its forward leaves for its backward when kept, when selective (the
+matmul / attention outputs) and when recomputed (none of its own: only its inputs, which every
+action holds), and the replay's time as a share of the forward's: from its costs (what the planner
+takes where the selective step is not timed), as the planner takes it (a timed step with every node
+selective, less the kept one), and measured apart (the fastest of steps taken in turn). Table 2: one CPU device,
+the executor's measured peak and step time beside the prediction with every node kept,
+selective, or recomputed but the first and last.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+
+from memflow.graph.actions import make_wrap
+from memflow.kinds import KEEP, SELECTIVE
+from memflow.model_file import load_model_file
+from memflow.graph.build import capture_program
+from memflow.graph.training import opt_params
+from memflow.profile.build import capture_graph
+from memflow.profile.roofline import replay_share
+
+from .bench_fidelity import run_case
+from .common import ROOT, env, md_table, write_section
+
+MODELS = [("gpt2", str(ROOT / "examples" / "gpt2.py"), 32), ("sac", str(ROOT / "tests" / "models" / "sac.py"), 32)]
+
+
+def _phase_times(spec, batch: int, repeats: int) -> dict:
+    """Per action (keep, selective), the fastest seconds of each forward/backward phase over ``repeats``
+    steps taken in turn (other load on a shared host only slows a step)."""
+    captured, program, _, model = capture_program(spec, batch, fake=False)
+    opt = spec.make_optimizer(opt_params(model, captured.split))
+    n = program.n
+    wraps = {KEEP: None, SELECTIVE: make_wrap([SELECTIVE] * n, None)}
+    best = {a: [float("inf")] * (2 * n) for a in wraps}
+    for i in range(repeats + 1):
+        for a, wrap in wraps.items():
+            marks = []
+            program.run_step(captured.flat_inputs, on_phase=lambda p: marks.append((p, time.perf_counter())),
+                             wrap=wrap)
+            marks.append((2 * n, time.perf_counter()))
+            opt.zero_grad(set_to_none=True)
+            for (p, t0), (_, t1) in zip(marks, marks[1:]):
+                if i and p < 2 * n:
+                    best[a][p] = min(best[a][p], t1 - t0)
+    return best
+
+
+def main(quick: bool = False) -> None:
+    repeats = 5 if quick else 15
+    t1, t2 = [], []
+    with env(MEMFLOW_EXAMPLE_SCALE="tiny"), tempfile.TemporaryDirectory(prefix="memflow_sel_") as tmp, \
+            env(MEMFLOW_CACHE_DIR=tmp):
+        for name, path, batch in MODELS:
+            spec = load_model_file(path)
+            g = capture_graph(spec, batch, measure=True, repeats=repeats, accounted=True)
+            t = _phase_times(spec, batch, 3 * repeats)
+            keep, sel = t[KEEP], t[SELECTIVE]
+            n = g.n
+            for nd in g.nodes:
+                if nd.fwd_flops <= 0 or "." not in nd.name or not nd.name.split(".")[-1].isdigit():
+                    continue  # the blocks only
+                k = nd.index
+                bp = 2 * n - 1 - k
+                measured = (sel[k] - keep[k] + sel[bp] - keep[bp]) / keep[k]
+                t1.append([name, batch, nd.name, f"{nd.saved_bytes / 2**20:.3f}", f"{nd.sel_saved_bytes / 2**20:.3f}",
+                           "0", f"{100 * nd.sel_saved_bytes / nd.saved_bytes:.0f}%",
+                           f"{100 * replay_share(nd):.0f}%", f"{100 * nd.sel_replay_time_s / nd.fwd_time_s:.0f}%",
+                           f"{100 * measured:.0f}%"])
+            for kind in ("single", "selective", "rec-blocks"):
+                for r in run_case(path, {}, batch, kind, steps=6, runs=1, warmup=2):
+                    t2.append([name, batch, kind, f"{r['mp'] / 2**20:.2f}", f"{r['pp'] / 2**20:.2f}",
+                               f"{100 * (r['pp'] / r['mp'] - 1):+.1f}%", f"{r['mt'] * 1e3:.1f}",
+                               f"{r['pt'] * 1e3:.1f}", f"{100 * (r['pt'] / r['mt'] - 1):+.1f}%"])
+    body = ("Tiny-scale models on this host's CPU (`MEMFLOW_EXAMPLE_SCALE=tiny`; `sac` is "
+            "`tests/models/sac.py`, a pre-norm decoder with fused QKV, `scaled_dot_product_attention`, GELU and "
+            "dropout). Per block: bytes held from its forward to its backward under each action (MiB; "
+            "recompute holds none of its own), and its replay's time as a share of its forward's, estimated "
+            "from its costs (the replay's bytes and FLOPs at 10 FLOP/byte, times the measured forward: the "
+            "planner's figure where the selective step is not timed), as the planner takes it (the node's forward "
+            "and backward timed with every node selective, less the kept ones, medians; `repeats` "
+            f"{repeats}) and measured here apart (the same, fastest of {3 * repeats} steps taken in turn with kept "
+            "ones).\n\n"
+            + md_table(["model", "batch", "block", "keep MiB", "selective MiB", "recompute MiB", "selective/keep",
+                        "replay from costs", "replay as planned", "replay measured"], t1)
+            + "\n\nOne CPU device, the executor (accounted peak, median step after 2 warm-up steps) beside the "
+              "prediction; `rec-blocks` recomputes every node but the first and last.\n\n"
+            + md_table(["model", "batch", "actions", "measured peak MiB", "predicted MiB", "error", "measured ms",
+                        "predicted ms", "error"], t2))
+    write_section("selective", "Selective recompute: held bytes and replay time per block", body)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import random
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,19 @@ def test_plans_with_and_without_selective_load(spec, graph, tmp_path):
     assert "2 selective" in new.strategy.summary() and "1 recompute" in new.strategy.summary()
     assert any(line.startswith("selective (2): blocks.0") for line in action_lines(new))
     assert "selective" not in Strategy.single(6).summary()
+
+
+def test_selective_never_holds_less_than_recompute(gpu_graph):
+    """What lets the no-fit proof leave selective out (memflow.planner.prove_no_fit): with any other
+    nodes' actions, a node made selective instead of recomputed never lowers a peak, in one stage or
+    two, with one micro-batch or several."""
+    g = gpu_graph
+    sim = Simulator(g, Cluster.for_gpus(2, "v100-16gb"))
+    rng = random.Random(0)
+    for _ in range(40):
+        acts = [rng.choice(ACTIONS) for _ in range(g.n)]
+        cuts = rng.choice([[], [rng.randrange(1, g.n)]])
+        kw = dict(dp=2 // (len(cuts) + 1), microbatches=rng.choice([1, 2]))
+        sel = Strategy.from_boundaries(g.n, cuts, actions=acts, **kw)
+        rec = Strategy.from_boundaries(g.n, cuts, actions=[RECOMPUTE if a == SELECTIVE else a for a in acts], **kw)
+        assert all(s >= r for s, r in zip(sim.evaluate(sel).peak_bytes, sim.evaluate(rec).peak_bytes)), acts

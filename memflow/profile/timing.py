@@ -156,17 +156,17 @@ def apply_measured_times(graph: TaskGraph, phase_times: list[float], device: str
     phase measured faster than the kept one is timing noise, and is taken as the kept time (else
     a plan with memory to spare swaps for a noise-sized gain). A selective node's replay time is
     what its forward and backward took above the kept ones (charged to its backward), where
-    measured; else its forward's time times the replay's share of its cost
-    (:func:`memflow.profile.roofline.replay_share`)."""
+    measured, and at least its forward's time times the replay's share of its cost
+    (:func:`memflow.profile.roofline.replay_share`): a replay measured cheaper is timing noise."""
     n = graph.n
     for nd in graph.nodes:
         nd.fwd_time_s = phase_times[nd.index]
         nd.bwd_time_s = phase_times[2 * n - 1 - nd.index]
         if nd.sel_saved_bytes >= 0:
             nd.sel_replay_time_s = nd.fwd_time_s * replay_share(nd)
-            if selective_times is not None:
-                nd.sel_replay_time_s = max(0.0, selective_times[nd.index] - nd.fwd_time_s) + \
-                    max(0.0, selective_times[2 * n - 1 - nd.index] - nd.bwd_time_s)
+            if selective_times is not None:  # (never below the cheap ops' share: timing noise)
+                nd.sel_replay_time_s = max(nd.sel_replay_time_s, selective_times[nd.index] - nd.fwd_time_s
+                                           + selective_times[2 * n - 1 - nd.index] - nd.bwd_time_s)
         if swap_times is not None:
             nd.cpu_swap_fwd_time_s = max(swap_times[nd.index], nd.fwd_time_s)
             nd.cpu_swap_bwd_time_s = max(swap_times[2 * n - 1 - nd.index], nd.bwd_time_s)

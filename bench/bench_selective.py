@@ -6,10 +6,12 @@ action holds), and the replay's time as a share of the forward's: from its costs
 takes where the selective step is not timed), as the planner takes it (a timed step with every node
 selective, less the kept one), and measured apart (the fastest of steps taken in turn). Table 2: one CPU device,
 the executor's measured peak and step time beside the prediction with every node kept,
-selective, or recomputed but the first and last.
+selective, or recomputed but the first and last. Table 3: GPT-2 small at full scale, fake tensors,
+roofline times on a V100.
 """
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 
@@ -18,6 +20,7 @@ from memflow.kinds import KEEP, SELECTIVE
 from memflow.model_file import load_model_file
 from memflow.graph.build import capture_program
 from memflow.graph.training import opt_params
+from memflow.profile import profile_model
 from memflow.profile.build import capture_graph
 from memflow.profile.roofline import replay_share
 
@@ -50,6 +53,7 @@ def _phase_times(spec, batch: int, repeats: int) -> dict:
 
 def main(quick: bool = False) -> None:
     repeats = 5 if quick else 15
+    load0 = os.getloadavg()[0]
     t1, t2 = [], []
     with env(MEMFLOW_EXAMPLE_SCALE="tiny"), tempfile.TemporaryDirectory(prefix="memflow_sel_") as tmp, \
             env(MEMFLOW_CACHE_DIR=tmp):
@@ -74,7 +78,19 @@ def main(quick: bool = False) -> None:
                     t2.append([name, batch, kind, f"{r['mp'] / 2**20:.2f}", f"{r['pp'] / 2**20:.2f}",
                                f"{100 * (r['pp'] / r['mp'] - 1):+.1f}%", f"{r['mt'] * 1e3:.1f}",
                                f"{r['pt'] * 1e3:.1f}", f"{100 * (r['pt'] / r['mt'] - 1):+.1f}%"])
-    body = ("Tiny-scale models on this host's CPU (`MEMFLOW_EXAMPLE_SCALE=tiny`; `sac` is "
+    t3 = []
+    if not quick:  # GPT-2 small at full scale: fake tensors, times by roofline on a V100
+        with env(MEMFLOW_EXAMPLE_SCALE="full"), tempfile.TemporaryDirectory(prefix="memflow_sel_") as tmp, \
+                env(MEMFLOW_CACHE_DIR=tmp):
+            g = profile_model(load_model_file(ROOT / "examples" / "gpt2.py"), 1, device="v100-16gb", cache=False)
+            for nd in g.nodes:
+                if nd.name in ("transformer.h.0", "lm_head"):
+                    t3.append([nd.name, f"{nd.saved_bytes / 2**20:.1f}", f"{nd.sel_saved_bytes / 2**20:.1f}", "0",
+                               f"{100 * nd.sel_saved_bytes / nd.saved_bytes:.0f}%", f"{nd.fwd_time_s * 1e3:.3f}",
+                               f"{nd.sel_replay_time_s * 1e3:.3f}", f"{100 * nd.sel_replay_time_s / nd.fwd_time_s:.0f}%"])
+    load = (f"Load average {load0:.1f} before and {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores: on a "
+            "shared host the times are only as good as that allows (the bytes are exact).\n\n")
+    body = load + ("Tiny-scale models on this host's CPU (`MEMFLOW_EXAMPLE_SCALE=tiny`; `sac` is "
             "`tests/models/sac.py`, a pre-norm decoder with fused QKV, `scaled_dot_product_attention`, GELU and "
             "dropout). Per block: bytes held from its forward to its backward under each action (MiB; "
             "recompute holds none of its own), and its replay's time as a share of its forward's, estimated "
@@ -89,4 +105,10 @@ def main(quick: bool = False) -> None:
               "prediction; `rec-blocks` recomputes every node but the first and last.\n\n"
             + md_table(["model", "batch", "actions", "measured peak MiB", "predicted MiB", "error", "measured ms",
                         "predicted ms", "error"], t2))
+    if t3:
+        body += ("\n\nGPT-2 small (full scale, batch 1 × 1024 tokens, fp32) traced with fake tensors, times by the "
+                 "roofline on a V100 (predicted, not measured): a block and the output head (whose one matmul "
+                 "output, the logits, is all it holds either way).\n\n"
+                 + md_table(["node", "keep MiB", "selective MiB", "recompute MiB", "selective/keep", "forward ms",
+                             "replay ms", "replay/forward"], t3))
     write_section("selective", "Selective recompute: held bytes and replay time per block", body)

@@ -91,14 +91,17 @@ def test_selective_training_equals_plain_training():
         assert abs(a - b) <= 1e-6 * abs(b), (res.losses, ref)
 
 
-@pytest.mark.parametrize("kind", ["selective", "sel-alt"])
-def test_selective_peak_is_predicted(kind):
-    """(3) On one CPU device, the executor's accounted peak with selective nodes (every node; every
-    other one, the rest recomputed) is what the simulator predicts: never under, within 3%."""
+@pytest.mark.parametrize("kind,ranks", [("selective", 1), ("sel-alt", 1), ("pp2-m2-sel", 2)])
+def test_selective_peak_is_predicted(kind, ranks):
+    """(3) The executor's accounted peak with selective nodes (one CPU device with every node
+    selective, or every other one and the rest recomputed; two pipeline stages of selective nodes
+    with two micro-batches in flight) is what the simulator predicts: never under, within 3%. (The
+    last stage keeps each earlier micro-batch's 4-byte loss for its report, which the prediction
+    leaves out: executor/stage.py.)"""
     rows = run_case(str(MODEL), {}, 32, kind, steps=2, runs=1, warmup=1)
-    assert len(rows) == 1
-    r = rows[0]
-    assert 0 <= r["pp"] / r["mp"] - 1 <= 0.03, r
+    assert len(rows) == ranks
+    for r in rows:
+        assert r["pp"] >= r["mp"] - 4 and r["pp"] / r["mp"] - 1 <= 0.03, r
 
 
 @pytest.fixture(scope="module")

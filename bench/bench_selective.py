@@ -7,22 +7,29 @@ takes where the selective step is not timed), as the planner takes it (a timed s
 selective, less the kept one), and measured apart (the fastest of steps taken in turn). Table 2: one CPU device,
 the executor's measured peak and step time beside the prediction with every node kept,
 selective, or recomputed but the first and last. Table 3: GPT-2 small at full scale, fake tensors,
-roofline times on a V100.
+roofline times on a V100. Table 4: the search suite's transformer cases under tight memory, the
+search's best step with selective and without it.
 """
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 import time
 
+from memflow.cluster import Cluster
 from memflow.graph.actions import make_wrap
-from memflow.kinds import KEEP, SELECTIVE
+from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SWAP
 from memflow.model_file import load_model_file
 from memflow.graph.build import capture_program
 from memflow.graph.training import opt_params
 from memflow.profile import profile_model
 from memflow.profile.build import capture_graph
+from memflow.planner import GraphSource
 from memflow.profile.roofline import replay_share
+from memflow.search import SearchContext, search
+from memflow.simulator import Simulator
+from memflow.strategy import Strategy
 
 from .bench_fidelity import run_case
 from .common import ROOT, env, md_table, write_section
@@ -49,6 +56,40 @@ def _phase_times(spec, batch: int, repeats: int) -> dict:
                 if i and p < 2 * n:
                     best[a][p] = min(best[a][p], t1 - t0)
     return best
+
+
+#: the search suite's transformer cases (bench_suite.CASES): model, cluster, global batch
+SEARCH_CASES = [("gpt2_medium", "titan-x-4", 8), ("gpt2_large", "titan-x-4", 8), ("bert_large", "v100-4-pcie", 8)]
+
+
+def _search_rows() -> list:
+    """Per case and memory (60% and 45% of plain data parallel's simulated peak, all of it usable):
+    the search's best step time with selective and without it (the same graphs with its figures
+    taken out), same seed and default iterations."""
+    rows = []
+    for model, cl_name, batch in SEARCH_CASES:
+        spec = load_model_file(ROOT / "examples" / f"{model}.py")
+        cl = Cluster.load(cl_name)
+        graphs = SearchContext(GraphSource(spec, cl), batch, cl).graphs_dict()
+        nd_ = cl.num_devices
+        g = graphs[batch // nd_]
+        peak = max(Simulator(g, cl).evaluate(Strategy.single(g.n, dp=nd_)).peak_bytes)
+        without = {}
+        for mb, gg in graphs.items():
+            gg = copy.deepcopy(gg)
+            for nd in gg.nodes:
+                nd.sel_saved_bytes = -1
+            without[mb] = gg
+        for frac in (0.6, 0.45):
+            capped = cl.with_memory(int(peak * frac))
+            a, b = (search(gs, batch, capped, seed=0, baselines=False) for gs in (graphs, without))
+            if a.best is None or b.best is None:
+                continue
+            rows.append([model, cl_name, batch, f"{100 * frac:.0f}%", f"{b.best_eval.step_time_s * 1e3:.1f}",
+                         f"{a.best_eval.step_time_s * 1e3:.1f}", f"{b.best_eval.step_time_s / a.best_eval.step_time_s:.3f}×",
+                         f"{a.best.actions.count(SELECTIVE)} selective, {a.best.actions.count(RECOMPUTE)} recompute, "
+                         f"{a.best.actions.count(SWAP)} swap"])
+    return rows
 
 
 def main(quick: bool = False) -> None:
@@ -88,6 +129,8 @@ def main(quick: bool = False) -> None:
                     t3.append([nd.name, f"{nd.saved_bytes / 2**20:.1f}", f"{nd.sel_saved_bytes / 2**20:.1f}", "0",
                                f"{100 * nd.sel_saved_bytes / nd.saved_bytes:.0f}%", f"{nd.fwd_time_s * 1e3:.3f}",
                                f"{nd.sel_replay_time_s * 1e3:.3f}", f"{100 * nd.sel_replay_time_s / nd.fwd_time_s:.0f}%"])
+    with env(MEMFLOW_EXAMPLE_SCALE="full"):
+        t4 = [] if quick else _search_rows()
     load = (f"Load average {load0:.1f} before and {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores: on a "
             "shared host the times are only as good as that allows (the bytes are exact).\n\n")
     body = load + ("Tiny-scale models on this host's CPU (`MEMFLOW_EXAMPLE_SCALE=tiny`; `sac` is "
@@ -111,4 +154,11 @@ def main(quick: bool = False) -> None:
                  "output, the logits, is all it holds either way).\n\n"
                  + md_table(["node", "keep MiB", "selective MiB", "recompute MiB", "selective/keep", "forward ms",
                              "replay ms", "replay/forward"], t3))
+    if t4:
+        body += ("\n\nThe search suite's transformer cases (full scale, fake tensors, roofline times; the SAC "
+                 "dispatch modes' per-op Python cost not modelled), device memory 60% and 45% of plain data "
+                 "parallel's simulated peak (all of it usable): the search's best step with and without selective "
+                 "(the same graphs, its figures taken out; seed 0, default iterations).\n\n"
+                 + md_table(["model", "cluster", "batch", "memory", "without ms", "with ms", "speed-up",
+                             "the plan's actions"], t4))
     write_section("selective", "Selective recompute: held bytes and replay time per block", body)

@@ -15,7 +15,7 @@ from memflow.cluster import Cluster
 from memflow.planfile import Plan
 from memflow.planner import GraphSource, prediction, resolve_spec
 from memflow.runner import run as run_plan_file
-from memflow.strategy import RECOMPUTE, SWAP, Strategy
+from memflow.strategy import RECOMPUTE, SELECTIVE, SWAP, Strategy
 
 from .common import ROOT, env, md_table, write_section
 
@@ -63,6 +63,12 @@ def _strategy(kind: str, n: int) -> Strategy:
         return Strategy.from_boundaries(n, [], dp=1, actions=["keep"] + [RECOMPUTE] * (n - 2) + ["keep"])
     if kind == "pp2-rec-first":  # the second stage's first node recomputed (its input: the received activation)
         return Strategy.from_boundaries(n, half, dp=1, actions=[RECOMPUTE if k == half[0] else "keep" for k in range(n)])
+    if kind == "selective":  # one stage; every node selective (matmul outputs held, the rest replayed)
+        return Strategy.from_boundaries(n, [], dp=1, actions=[SELECTIVE] * n)
+    if kind == "sel-alt":  # one stage; every other node selective, the others recomputed
+        return Strategy.from_boundaries(n, [], dp=1, actions=[SELECTIVE if k % 2 else RECOMPUTE for k in range(n)])
+    if kind == "pp2-m2-sel":  # two stages, two micro-batches, every node selective
+        return Strategy.from_boundaries(n, half, dp=1, microbatches=2, actions=[SELECTIVE] * n)
     if kind == "pp2-gpipe-m2":
         return Strategy.from_boundaries(n, half, dp=1, microbatches=2, schedule="gpipe")
     raise ValueError(kind)

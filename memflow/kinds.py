@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final, Literal, get_args
 
 __all__ = [
-    "Action", "KEEP", "RECOMPUTE", "SWAP", "ACTIONS",
+    "Action", "KEEP", "RECOMPUTE", "SWAP", "SELECTIVE", "ACTIONS",
     "Schedule", "ONE_F_ONE_B", "GPIPE", "SCHEDULES",
     "Sharding", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS", "SHARDINGS",
     "SEARCHABLE_SHARDINGS",
@@ -17,10 +17,13 @@ __all__ = [
 ]
 
 #: What a node does with the tensors its forward saves for its backward.
-Action = Literal["keep", "recompute", "swap"]
+Action = Literal["keep", "recompute", "swap", "selective"]
 KEEP: Final = "keep"  # held on the device until the backward
 RECOMPUTE: Final = "recompute"  # dropped; the forward runs again before the backward (checkpoint)
 SWAP: Final = "swap"  # copied to host memory after the forward, back before the backward
+# checkpointed with a per-op policy (memflow.graph.selective): the outputs of matmuls, convolutions,
+# attention and RNN kernels are held; the cheap ops are run again before the backward
+SELECTIVE: Final = "selective"
 ACTIONS: tuple[Action, ...] = get_args(Action)
 
 #: The order in which a pipeline stage runs its micro-batches' forwards and backwards.

@@ -30,11 +30,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import ConfigError, StrategyError
-from .kinds import (ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SHARD_NONE, SHARD_OPTIMIZER, SHARDINGS, SWAP,
+from .kinds import (ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SELECTIVE, SHARD_NONE, SHARD_OPTIMIZER, SHARDINGS, SWAP,
                     Action, Schedule, Sharding)
 from .typed import from_data
 
-__all__ = ["Strategy", "ACTIONS", "SCHEDULES", "KEEP", "RECOMPUTE", "SWAP", "upgrade_dict", "dict_digest"]
+__all__ = ["Strategy", "ACTIONS", "SCHEDULES", "KEEP", "RECOMPUTE", "SWAP", "SELECTIVE", "upgrade_dict", "dict_digest"]
 
 
 def dict_digest(d: dict[str, Any]) -> str:
@@ -197,6 +197,9 @@ class Strategy:
         n_sw = self.actions.count(SWAP)
         out = (f"dp {self.dp} × pp {self.pp}, {self.microbatches} micro-batch(es), {self.schedule}, "
                f"{n_re} recompute, {n_sw} swap")
+        n_sel = self.actions.count(SELECTIVE)
+        if n_sel:
+            out += f", {n_sel} selective"
         if self.dp > 1:
             for lvl in SHARDINGS[1:]:
                 c = self.sharding.count(lvl)

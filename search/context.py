@@ -17,7 +17,7 @@ import numpy as np
 
 from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
-from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SEARCHABLE_SHARDINGS, Schedule
+from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SEARCHABLE_SHARDINGS, SELECTIVE, SWAP, Schedule
 from memflow.strategy import Strategy
 from memflow.simulator import Simulator
 from memflow.schedule import inflight
@@ -180,7 +180,10 @@ class SearchContext:
         self.n = first.n
         self.ms: dict[int, list[int]] = mesh_choices(self.N, global_batch, limits, max_stages=self.n)
         self.dps = list(self.ms)
-        self.actions = ACTIONS if allow_swap else (KEEP, RECOMPUTE)
+        # the per-node actions searched (memflow.kinds' order): swap where allowed, selective where the
+        # profile traced it (a graph without its figures, e.g. a synthetic one, has the three others)
+        self.allow_selective = any(nd.sel_saved_bytes >= 0 for nd in first.nodes)
+        self.actions = tuple(a for a in ACTIONS if (a != SWAP or allow_swap) and (a != SELECTIVE or self.allow_selective))
 
     # ------------------------------------------------------------- graphs
     def microbatch_sizes(self) -> list[int]:
@@ -237,13 +240,14 @@ class SearchContext:
 
     def partition(self, pp: int, mb: int, actions=None) -> list[int]:
         """A time-balanced ``stage_of`` for ``pp`` stages (recomputed nodes cost a second forward)."""
-        key = (pp, mb, tuple(actions) if actions is not None and RECOMPUTE in actions else None)
+        key = (pp, mb, tuple(actions) if actions is not None and (RECOMPUTE in actions or SELECTIVE in actions)
+               else None)
         p = self._parts.get(key)
         if p is None:
             costs = self.node_costs(mb)
             if key[2] is not None:
                 g = self.graph(mb)
-                costs = costs + np.array([nd.fwd_time_s if a == RECOMPUTE else 0.0
+                costs = costs + np.array([nd.fwd_time_s if a == RECOMPUTE else _replay_s(nd) if a == SELECTIVE else 0.0
                                           for nd, a in zip(g.nodes, actions)])
             p = self._parts[key] = balanced_partition(costs, pp)
         return list(p)
@@ -278,3 +282,8 @@ class SearchContext:
         """The valid micro-batch count for ``dp`` closest to ``target`` (log scale; ties: larger)."""
         ms = self.ms[dp]
         return min(ms, key=lambda m: (abs(math.log(m / target)), -m))
+
+
+def _replay_s(nd) -> float:
+    """A selective node's replay time (its whole forward's where untraced)."""
+    return nd.sel_replay_time_s if nd.sel_saved_bytes >= 0 and nd.sel_replay_time_s >= 0 else nd.fwd_time_s

@@ -1,7 +1,7 @@
 """Exact solver for small instances: enumeration with exact pruning.
 
 Space: every dp × pp factorisation, every contiguous partition into pp
-stages, every keep / recompute / swap per node, every valid micro-batch
+stages, every per-node action of ``ctx.actions`` (keep / recompute / swap / selective), every valid micro-batch
 count, both schedules, and (``flags=True``) each searched sharding level / optimizer_on_host
 per stage. Objective: the smallest simulated step time among strategies that
 fit; it is what the MCMC's optimality gap is measured against.
@@ -140,7 +140,9 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
         g = group_cache.get(key)
         if g is None:
             g = []
-            for acts in itertools.product(ctx.actions, repeat=b - a):
+            for i, acts in enumerate(itertools.product(ctx.actions, repeat=b - a)):
+                if not (i + 1) % 4096 and time.perf_counter() > deadline:
+                    raise _OutOfTime
                 ev = sim.stage_eval(a, b, acts, shard=sh, opt_host=ho, dp=dp, host_bw=bw)
                 g.append((acts, ev, (ev.fwd_s, ev.bwd_s, ev.host_s, float(ev.swap_bytes), *ev.bwd_node_end)))
             group_cache[key] = g

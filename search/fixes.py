@@ -21,14 +21,14 @@ the chains pick one at random (:data:`search.moves.REPAIRS`).
 """
 from __future__ import annotations
 
-from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SHARD_NONE, SWAP
+from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SHARD_NONE, SWAP
 from memflow.strategy import Strategy
 
 from .context import SearchContext
 
 __all__ = [
     "make", "with_action", "can_shard", "shard_levels", "shard_up", "set_shard", "set_host", "cuts", "boundary_shifts", "shifts",
-    "cascade", "overfull_stages", "fullest_stage", "freeing_actions", "kept_by_saved", "free_stage",
+    "cascade", "overfull_stages", "fullest_stage", "freeing_actions", "kept_by_saved", "free_stage", "deepen",
     "exchange", "move_node", "one_f_one_b", "more_microbatches", "unswaps", "host_offs", "host_relief",
     "stage_fixes", "fixes",
 ]
@@ -143,8 +143,9 @@ def fullest_stage(st: Strategy, ev) -> int:
 
 
 def freeing_actions(ctx: SearchContext) -> tuple[str, ...]:
-    """The actions that free a kept node's tensors: recompute, and swap where allowed."""
-    return (RECOMPUTE, SWAP) if ctx.allow_swap else (RECOMPUTE,)
+    """The actions that free a kept node's tensors: recompute, swap where allowed, and selective where
+    the profile traced it (it frees less than recompute, for less time)."""
+    return tuple(a for a in ctx.actions if a != KEEP)
 
 
 def kept_by_saved(st: Strategy, s: int, ctx: SearchContext, top: int | None = None) -> list[int]:
@@ -171,12 +172,18 @@ def free_stage(st: Strategy, s: int, action: str) -> Strategy | None:
 
 
 def exchange(st: Strategy, k: int) -> Strategy | None:
-    """``st`` with node ``k`` swapped where it recomputes, recomputed where it swaps (they free
-    different bytes); None where it keeps."""
+    """``st`` with node ``k`` swapped where it recomputes, recomputed where it swaps or is selective
+    (they free different bytes); None where it keeps."""
     a = st.actions[k]
     if a == KEEP:
         return None
     return with_action(st, k, SWAP if a == RECOMPUTE else RECOMPUTE)
+
+
+def deepen(st: Strategy, k: int) -> Strategy | None:
+    """``st`` with node ``k`` recomputed where it is selective (its saved outputs freed too); None
+    otherwise."""
+    return with_action(st, k, RECOMPUTE) if st.actions[k] == SELECTIVE else None
 
 
 def move_node(st: Strategy, s: int, t: int) -> Strategy | None:
@@ -232,6 +239,7 @@ def stage_fixes(st: Strategy, s: int, ctx: SearchContext, top: int | None = None
     if ctx.allow_swap:
         out += [c for c in (exchange(st, k) for k in range(len(st.actions)) if st.stage_of[k] == s)
                 if c is not None]
+    out += [c for c in (deepen(st, k) for k in range(len(st.actions)) if st.stage_of[k] == s) if c is not None]
     if recut and st.pp > 1:
         out += [c for c in (move_node(st, s, t) for t in range(st.pp) if t != s) if c is not None]
     return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from memflow.kinds import GPIPE, ONE_F_ONE_B, RECOMPUTE, SWAP
+from memflow.kinds import GPIPE, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SWAP
 from memflow.strategy import Strategy
 
 from . import fixes as fx
@@ -185,12 +185,17 @@ def repair_action(state: State, rng, ctx) -> Strategy | None:
     if not cand:
         return None
     k = cand[0] if (len(cand) == 1 or rng.random() < 0.7) else cand[1]
-    return fx.with_action(st, k, SWAP if (ctx.allow_swap and rng.random() < 0.4) else RECOMPUTE)
+    return fx.with_action(st, k, SWAP if (ctx.allow_swap and rng.random() < 0.4) else _recompute_kind(rng, ctx))
+
+
+def _recompute_kind(rng, ctx) -> str:
+    """Recompute, or half the time selective where the profile traced it."""
+    return SELECTIVE if (ctx.allow_selective and rng.random() < 0.5) else RECOMPUTE
 
 
 def repair_stage_recompute(state: State, rng, ctx) -> Strategy | None:
-    """Recompute every kept node of the over-full stage."""
-    return fx.free_stage(state.strategy, _target_stage(state, rng), RECOMPUTE)
+    """Recompute every kept node of the over-full stage (or make them selective)."""
+    return fx.free_stage(state.strategy, _target_stage(state, rng), _recompute_kind(rng, ctx))
 
 
 def repair_boundary(state: State, rng, ctx) -> Strategy | None:

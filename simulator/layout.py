@@ -83,6 +83,12 @@ class StageLayout:
     # inline (None: not measured; the CPU model then adds the copies at the host link's rate)
     swap_fwd_time: list | None = None
     swap_bwd_time: list | None = None
+    # per local node under ``selective``: the bytes its forward leaves held for its backward (traced;
+    # untraced: its kept saved bytes), its traced backward transient (-1: untraced), its replay's time
+    # (untraced: its whole forward's)
+    sel_saved: list = ()
+    sel_btrans: list = ()
+    sel_time: list = ()
 
 
 def _loc(p: int, n: int, a: int, b: int, m: int):
@@ -313,4 +319,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         last=b == graph.n,
         swap_trans=swap_trans,
         swap_fwd_time=swap_fwd, swap_bwd_time=swap_bwd,
+        sel_saved=[int(nd.sel_saved_bytes if nd.sel_saved_bytes >= 0 else nd.saved_bytes) for nd in nodes],
+        sel_btrans=[int(nd.sel_bwd_transient_bytes) for nd in nodes],
+        sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
+                        else nd.fwd_time_s) for nd in nodes],
     )

@@ -1,6 +1,6 @@
 """One pipeline stage's memory and time under per-node actions: :class:`StageModel`.
 
-:meth:`StageModel.evaluate` applies the per-node actions (keep / recompute / swap)
+:meth:`StageModel.evaluate` applies the per-node actions (keep / recompute / swap / selective)
 and the stage's options to a :class:`~simulator.layout.StageLayout` and returns a
 :class:`StageEval`, the per-micro-batch figures :mod:`simulator.core` combines
 with the schedule (:func:`stage_peak`: the stage's peak under a schedule).
@@ -26,13 +26,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import accumulate
 
-from memflow.kinds import KEEP, RECOMPUTE, SHARD_GRADIENTS, SHARD_NONE, SWAP
+from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SHARD_GRADIENTS, SHARD_NONE, SWAP
 
 from .layout import StageLayout
 
 __all__ = ["StageModel", "StageEval", "stage_peak", "PEAK_PHASES"]
 
 _INF = float("inf")
+_CHECKPOINTED = (RECOMPUTE, SELECTIVE)  # actions whose checkpoint drops a node's hold and holds its inputs
 
 #: Where a stage's peak can fall (:func:`stage_peak`): the first micro-batch's forward (F0) or
 #: backward (B0, others in flight), the optimizer step (OPT), a forward while others are in flight
@@ -145,14 +146,14 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
         act = acts[x] if x >= 0 else KEEP
         if has_rec and fusers:  # inputs of recomputed nodes stay through their backward (their checkpoint holds them)
             for u in fusers:
-                if acts[u] == RECOMPUTE:
+                if acts[u] in _CHECKPOINTED:
                     bu = twom - 1 - u
                     if lf < bu:
                         lf = bu
                         extra = True
                     if hold < bu:
                         hold = bu
-        if act == RECOMPUTE and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
+        if act in _CHECKPOINTED and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
             end = hold  # its other users still hold it: later forwards that read it, a recomputed
             for _y, u in holders:  # reader's checkpoint (in hold), later nodes that saved it (until their backward)
                 if u > end:
@@ -260,6 +261,21 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     return rec, cpu_f, cpu_b
 
 
+def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
+    """Per node x under ``selective``, what it does to B_x's transient bytes: the most of a recompute's
+    (:func:`_transient_changes`' ``rec``: the cheap ops' replay is part of the whole forward's, which
+    also re-makes what the policy saved) and B_x's traced transient with every node selective (on
+    the same footing as B_x's kept one). Its saved bytes are carried until B_x by the caller."""
+    m = L.m
+    out = list(rec)
+    for x in range(m):
+        if L.sel_btrans[x] >= 0:
+            j = 2 * m - 1 - x
+            traced = L.sel_btrans[x] + (trans_keep[j] - L.trans[j])
+            out[x] = max(out[x], traced - trans_keep[j])
+    return out
+
+
 def _suffix_sums(times: list) -> list:
     """Per node x, times[m-1] + ... + times[x], added from the end (as the backward runs)."""
     return list(accumulate(reversed(times), initial=0.0))[:0:-1]
@@ -363,6 +379,7 @@ class _KeepTables:
 
     __slots__ = ("carried", "trans", "kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "rec_dtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
+                 "sel_dtrans", "bt_sel",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end")
 
     def __init__(self, L: StageLayout):
@@ -420,6 +437,8 @@ class _KeepTables:
         self.end_f = list(accumulate(ft, initial=0.0))[1:]
         self.bt_keep = [bt[x] + 0.0 for x in range(m)]
         self.bt_rec = [bt[x] + ft[x] for x in range(m)]
+        self.sel_dtrans = _selective_changes(L, self.trans, self.rec_dtrans)
+        self.bt_sel = [bt[x] + L.sel_time[x] for x in range(m)]
         self.fwd_s, self.bwd_s = sum(ft), sum(bt)
         self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))[:8]
         self.keep_node_end = _suffix_sums(self.bt_keep)
@@ -539,7 +558,8 @@ class StageModel:
         stall = host_s = 0.0
         swap_bytes = 0
         has_swap = SWAP in actions
-        has_rec = RECOMPUTE in actions
+        has_rec = RECOMPUTE in actions or SELECTIVE in actions
+        sel_R = 0  # bytes selective nodes hold for their backward, per micro-batch in flight
         copy_out = prefetch = None
         sync1 = syncN = 0
         z2 = dp > 1 and shard == SHARD_GRADIENTS
@@ -623,6 +643,19 @@ class StageModel:
                     bwd_s += ft[x]
                     btn[x] = K.bt_rec[x]
                     touched += K.touch_rec[x]
+                elif act == SELECTIVE:  # a recompute that holds the expensive ops' outputs until B_x
+                    j = twom - 1 - x
+                    v = K.sel_dtrans[x]
+                    dt[j] += v
+                    dt[j + 1] -= v
+                    v = L.sel_saved[x]
+                    if v:
+                        dc[x + 1] += v
+                        dc[j] -= v
+                        sel_R += v
+                    bwd_s += L.sel_time[x]
+                    btn[x] = K.bt_sel[x]
+                    touched += K.touch_rec[x]
             # ---- backward: prefetches (GPU: one node ahead; CPU: on demand) and the stalls they cause
             gap = None
             if has_swap:
@@ -689,7 +722,7 @@ class StageModel:
             else:
                 node_end = _suffix_sums(btn)
             # ---- memory: the touched groups' all-keep share out, their actual one in
-            R = K.R
+            R = K.R + sel_R
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]

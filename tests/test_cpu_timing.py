@@ -97,11 +97,13 @@ def _profile(spec, tmp_path, monkeypatch, slow):
     return g, clock, [p for p in (tmp_path / "cache").glob("*.json") if not p.name.endswith(".deps.json")]
 
 
-# the keep measurement: step 0 warms up, 1-3 are its first round, 4-5 its second, 6-8 a third
+# the keep measurement: step 0 warms up, 1-3 are its first round, 4-5 its second, 6-8 a third; then
+# every node swapped, then every node selective
 def test_a_round_under_load_is_measured_again_and_cached(spec, tmp_path, monkeypatch, capfd):
     g, clock, cached = _profile(spec, tmp_path, monkeypatch, lambda s: s in (4, 5))
     assert g.meta["steady_times"] and len(cached) == 1
-    assert clock.steps() == (1 + 3 + 2 + 3) + (1 + 3 + 2)  # keep measured once more; swap as before
+    # keep measured once more; swap and selective as before
+    assert clock.steps() == (1 + 3 + 2 + 3) + (1 + 3 + 2) + (1 + 3 + 2)
     assert g.nodes[0].fwd_time_s == pytest.approx(1e-3)  # the loaded round is not in the medians
     assert "warning" not in capfd.readouterr().err
 
@@ -109,7 +111,7 @@ def test_a_round_under_load_is_measured_again_and_cached(spec, tmp_path, monkeyp
 def test_load_that_stays_is_warned_about_and_not_cached(spec, tmp_path, monkeypatch, capfd):
     g, clock, cached = _profile(spec, tmp_path, monkeypatch, lambda s: s >= 4)
     assert g.meta["steady_times"] is False and cached == []
-    assert clock.steps() == (1 + 3 + 2 + 3 + 3) + (1 + 3 + 2)  # at most two rounds more
+    assert clock.steps() == (1 + 3 + 2 + 3 + 3) + (1 + 3 + 2) + (1 + 3 + 2)  # at most two rounds more
     err = capfd.readouterr().err.strip().split("\n")
     assert len(err) == 1 and err[0].startswith("memflow: warning: ") and "not cached" in err[0], err
     # the next plan measures again

@@ -10,7 +10,7 @@ import pytest
 from memflow.cluster import Cluster, Link
 from memflow.devices import DeviceSpec
 from memflow.graph.record import KIND_ACTIVATION, KIND_GRAD, KIND_INPUT_GRAD, Buffer, Node, TaskGraph, replay
-from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SWAP
+from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SWAP
 from memflow.strategy import ACTIONS, Strategy
 
 #: the sharding levels the simulator models (random strategies draw from these)
@@ -245,6 +245,11 @@ def _varied_chain(rng: random.Random, n: int) -> TaskGraph:
             bufs.append(Buffer(p, B, 2 * n + 1, KIND_GRAD, [2 * n]))
         if k > 0:
             bufs.append(Buffer(rng.randrange(1, 4000), B, B + 1, KIND_INPUT_GRAD, [B + 1]))
+    for nd in nodes:  # under selective: held bytes and backward transient, traced or not (-1)
+        nd.saved_bytes = sum(b.nbytes for b in bufs if b.alloc_phase == nd.index and b.free_phase == 2 * n - 1 - nd.index)
+        if rng.random() < 0.7:
+            nd.sel_saved_bytes = rng.randrange(0, 5000)
+            nd.sel_bwd_transient_bytes = rng.randrange(0, 12000)
     return TaskGraph(model_name="varied-chain", batch_size=1, dtype="fp32", nodes=nodes, buffers=bufs,
                      opt_transient_bytes=rng.randrange(0, 20000))
 
@@ -258,7 +263,9 @@ def _chain_oracle(g: TaskGraph, acts: list) -> list:
     its backward's), and the buffers a
     swapped node saves (its ``saved_k``, its input ``out_{k-1}``) are off the device from the end
     of their forward uses until its successor's backward starts (the last node's backward follows
-    its forward at once: nothing to move)."""
+    its forward at once: nothing to move). A selective node is a recomputed one that holds its
+    ``sel_saved_bytes`` (untraced: its ``saved_bytes``) from the end of its forward to its backward,
+    whose transient is at least its traced ``sel_bwd_transient_bytes``."""
     n = g.n
     per = [0] * (2 * n + 1)
     for buf in g.buffers:
@@ -266,7 +273,7 @@ def _chain_oracle(g: TaskGraph, acts: list) -> list:
         k = 2 * n - 1 - buf.free_phase  # the node whose backward frees it (saved it)
         if buf.kind == KIND_ACTIVATION and 0 <= k < n:
             made_by_k = buf.alloc_phase == k
-            if acts[k] == RECOMPUTE and made_by_k:
+            if acts[k] in (RECOMPUTE, SELECTIVE) and made_by_k:
                 live = set()
             elif acts[k] == SWAP and k < n - 1:
                 live -= set(range(k + 1, 2 * n - 1 - (k + 1)))  # F_{k+1} .. up to B_{k+1}
@@ -275,8 +282,12 @@ def _chain_oracle(g: TaskGraph, acts: list) -> list:
     for k, nd in enumerate(g.nodes):
         per[k] += nd.fwd_transient_bytes
         bwd = nd.bwd_transient_bytes
-        if acts[k] == RECOMPUTE:
+        if acts[k] in (RECOMPUTE, SELECTIVE):
             bwd = max(bwd, nd.fwd_transient_bytes + _replay_beside(g, k))
+        if acts[k] == SELECTIVE:
+            bwd = max(bwd, nd.sel_bwd_transient_bytes)
+            for p in range(k + 1, 2 * n - 1 - k):
+                per[p] += nd.sel_saved_bytes if nd.sel_saved_bytes >= 0 else nd.saved_bytes
         per[2 * n - 1 - k] += bwd
     per[2 * n] += g.opt_transient_bytes
     return per
@@ -284,7 +295,7 @@ def _chain_oracle(g: TaskGraph, acts: list) -> list:
 
 def test_single_stage_phases_equal_a_hand_written_liveness():
     """On one device, every phase's bytes and the peak equal :func:`_chain_oracle`'s for random
-    varied chains and every mix of keep / recompute / swap."""
+    varied chains and every mix of keep / recompute / swap / selective."""
     dev = DeviceSpec(name="toy", kind="gpu", memory_bytes=1 << 30, peak_flops={"fp32": 1e13}, mem_bandwidth=9e11)
     cl = Cluster("toy", 1, 1, dev, Link(1e12, 0.0), Link(1e12, 0.0), Link(math.inf, 0.0), False, 1 << 40)
     checked = 0

@@ -1,8 +1,12 @@
-"""Per-node memory actions: ``keep``, ``recompute`` and ``swap``.
+"""Per-node memory actions: ``keep``, ``recompute``, ``swap`` and ``selective``.
 
 ``recompute`` wraps a node's call in ``torch.utils.checkpoint.checkpoint``
 (non-reentrant): only the node's inputs stay alive after its forward, and the
 forward is replayed right before the node's backward.
+
+``selective`` is ``recompute`` with torch's selective-checkpointing context
+(:mod:`memflow.graph.selective`): the expensive ops' outputs are held, the
+rest is replayed before the node's backward.
 
 ``swap`` runs the node's forward under ``saved_tensors_hooks``: every
 tensor autograd saves (except parameters) is copied to host memory when it
@@ -26,7 +30,8 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ..memory import LiveBytes
-from ..kinds import KEEP, RECOMPUTE, SWAP
+from ..kinds import KEEP, RECOMPUTE, SELECTIVE, SWAP
+from .selective import selective_context
 
 __all__ = ["make_wrap", "HostSwap"]
 
@@ -164,12 +169,14 @@ def _copy_source(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
     return flat, (tuple(t.shape), t.stride(), t.storage_offset())
 
 
-def _recompute(fn: Callable) -> Callable:
+def _recompute(fn: Callable, context_fn: Callable | None = None, preserve_rng_state: bool = True) -> Callable:
     """``checkpoint`` over the grad-requiring arguments; the rest (buffers that the
     node mutates in place, e.g. BatchNorm's running statistics, integer tensors)
     are closed over, so their in-place updates do not trip checkpoint's checks.
     The replay updates running statistics a second time, as recomputation
-    does in any framework; the loss is unaffected."""
+    does in any framework; the loss is unaffected. ``context_fn``: checkpoint's (a selective
+    policy's contexts, :data:`memflow.graph.selective.selective_context`)."""
+    extra = {} if context_fn is None else {"context_fn": context_fn}
 
     def run(*args):
         pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
@@ -181,20 +188,26 @@ def _recompute(fn: Callable) -> Callable:
                 full[i] = a
             return fn(*full)
 
-        return checkpoint(inner, *[args[i] for i in pos], use_reentrant=False)
+        return checkpoint(inner, *[args[i] for i in pos], use_reentrant=False,
+                          preserve_rng_state=preserve_rng_state, **extra)
 
     return run
 
 
-def make_wrap(actions: list[str], swapper: HostSwap) -> Callable[[int, Callable], Callable]:
-    """The ``wrap(k, fn)`` hook for :meth:`StepProgram.forward_node`."""
+def make_wrap(actions: list[str], swapper: HostSwap | None, preserve_rng_state: bool = True
+              ) -> Callable[[int, Callable], Callable]:
+    """The ``wrap(k, fn)`` hook for :meth:`StepProgram.forward_node` (``swapper``: None when no
+    node swaps). ``preserve_rng_state=False``: a checkpoint's replay does not restore the random
+    state (a profiler's trace, whose values do not matter, may run where it cannot be read)."""
 
     def wrap(k: int, fn: Callable) -> Callable:
         a = actions[k]
         if a == KEEP:
             return fn
         if a == RECOMPUTE:
-            return _recompute(fn)
+            return _recompute(fn, preserve_rng_state=preserve_rng_state)
+        if a == SELECTIVE:
+            return _recompute(fn, selective_context, preserve_rng_state)
         if a == SWAP:
             def swapped(*args):
                 swapper.begin_node((swapper.key[0], k))

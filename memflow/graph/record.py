@@ -93,6 +93,17 @@ class Node:
     # the backward asks); -1: not measured (the simulator adds the copies at the host link's rate)
     cpu_swap_fwd_time_s: float = -1.0
     cpu_swap_bwd_time_s: float = -1.0
+    # under the ``selective`` action (memflow.graph.selective), traced with every node selective:
+    # the bytes its forward makes and its backward frees (the expensive ops' saved outputs; its
+    # inputs, held by its checkpoint, not included), its backward's transient (the cheap ops' replay
+    # runs there) and the replay's costs (the backward's above the kept backward's); its time on the
+    # graph's device. -1: not traced (the simulator prices it by its kept saved bytes and full replay)
+    sel_saved_bytes: int = -1
+    sel_bwd_transient_bytes: int = -1
+    sel_replay_flops: float = 0.0
+    sel_replay_bytes_accessed: float = 0.0
+    sel_replay_ops: int = 0
+    sel_replay_time_s: float = -1.0
 
 
 @dataclass

@@ -65,8 +65,10 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
                     on_cpu = device is None or torch.device(device).type == "cpu"
                     swapped = (measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats,
                                                    swap_all=True) if on_cpu and accounted else None)
+                    sel = (measure_phase_times(program, captured.flat_inputs, opt, repeats=repeats,
+                                               selective_all=True) if on_cpu and accounted else None)
                     apply_measured_times(graph, times, device=torch.device(device or "cpu").type,
-                                         swap_times=swapped)
+                                         swap_times=swapped, selective_times=sel)
     except MemflowError:
         raise
     except Exception as e:  # noqa: BLE001

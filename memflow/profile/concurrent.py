@@ -71,7 +71,12 @@ def _child(job: dict, rank: int) -> None:
             _barrier(d, f"s{b}", rank, job["n"])  # and swapped, every node, as the CPU executor swaps
             swap = measure_phase_times(program, captured.flat_inputs, opt, repeats=job["repeats"], warmup=0,
                                        swap_all=True)
-            out[b] = {"keep": keep, "swap": swap, "steady": keep.steady and swap.steady}
+            measure_phase_times(program, captured.flat_inputs, opt, repeats=1, warmup=0, selective_all=True)
+            _barrier(d, f"c{b}", rank, job["n"])  # and with every node selective
+            sel = measure_phase_times(program, captured.flat_inputs, opt, repeats=job["repeats"], warmup=0,
+                                      selective_all=True)
+            out[b] = {"keep": keep, "swap": swap, "selective": sel,
+                      "steady": keep.steady and swap.steady and sel.steady}
     tmp = d / f"out{rank}.json.tmp"
     tmp.write_text(json.dumps(out))
     os.replace(tmp, d / f"out{rank}.json")
@@ -87,7 +92,8 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
                            dtype: str = "fp32", repeats: int = 7, timeout_s: float = 900.0,
                            progress: Callable[[str], None] | None = None) -> dict[int, dict[str, list[float]]]:
     """Per micro-batch size: each phase's median seconds over ``nprocs`` concurrent ranks,
-    ``{"keep": [...], "swap": [...]}`` (swap: every node swapped as the CPU executor swaps).
+    ``{"keep": [...], "swap": [...], "selective": [...]}`` (swap: every node swapped as the CPU
+    executor swaps; selective: every node under the ``selective`` action).
     Runs at most one process per core and scales (see the module's docstring)."""
     cores = host_cores()
     procs_n = min(nprocs, cores)
@@ -121,7 +127,7 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
     out = {}
     for b in sizes:
         out[b] = {}
-        for what in ("keep", "swap"):
+        for what in ("keep", "swap", "selective"):
             t = over_processes([r[str(b)][what] for r in results], [r[str(b)]["steady"] for r in results])
             out[b][what] = PhaseTimes([scale * x for x in t], steady=t.steady)
     return out

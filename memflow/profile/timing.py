@@ -28,9 +28,10 @@ import torch
 from ..graph.actions import HostSwap, make_wrap
 from ..graph.program import StepProgram
 from ..graph.record import TaskGraph
-from ..kinds import SWAP
+from ..kinds import SELECTIVE, SWAP
 from ..memory import LiveBytes
 from ..progress import detail
+from .roofline import replay_share
 from .trace import state_tensors
 
 __all__ = ["measure_phase_times", "apply_measured_times", "steady_times", "over_processes", "PhaseTimes",
@@ -89,7 +90,7 @@ def over_processes(per: list[list[float]], steady: list[bool]) -> PhaseTimes:
 
 def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimizer: torch.optim.Optimizer,
                         repeats: int = 5, warmup: int = 1, accounted: bool = False,
-                        swap_all: bool = False) -> list[float]:
+                        swap_all: bool = False, selective_all: bool = False) -> list[float]:
     """Median seconds of each of the 2n+1 phases (forwards, backwards, optimizer), checked for a
     loaded host by :func:`steady_times`.
 
@@ -97,10 +98,15 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
     (its per-op cost is then part of every phase, as it is in a planned run).
     ``swap_all`` (CPU): every node swapped as the CPU executor swaps (saved tensors
     copied to host memory as they are saved and back as the backward asks for
-    them), under the counter: what a swapped node's phases cost there."""
+    them), under the counter: what a swapped node's phases cost there. ``selective_all``: every
+    node ``selective`` (memflow.graph.selective), under the counter: the policy's dispatch modes
+    in the forward and the replay in the backward."""
     n = program.n
     wrap_for = None
-    if swap_all:
+    if selective_all:
+        def wrap_for(live):
+            return make_wrap([SELECTIVE] * n, None)
+    elif swap_all:
         state_ptrs = {t.untyped_storage().data_ptr() for t in state_tensors(program, optimizer)}
 
         def wrap_for(live):
@@ -111,7 +117,7 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
 
     def step() -> list[float]:
         done[0] += 1
-        detail(f"timing step {done[0]}{' (every node swapped)' if swap_all else ''}")
+        detail(f"timing step {done[0]}{' (every node swapped)' if swap_all else ' (every node selective)' if selective_all else ''}")
         marks: list[Any] = []
 
         def on_phase(p: int) -> None:
@@ -122,7 +128,7 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
             else:
                 marks.append((p, time.perf_counter()))
 
-        live = LiveBytes() if (accounted or swap_all) else None
+        live = LiveBytes() if (accounted or swap_all or selective_all) else None
         with live if live is not None else contextlib.nullcontext():
             program.run_step(inputs, on_phase=on_phase, wrap=wrap_for(live) if wrap_for else None)
             optimizer.step()
@@ -142,22 +148,33 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
 
 
 def apply_measured_times(graph: TaskGraph, phase_times: list[float], device: str,
-                         swap_times: list[float] | None = None) -> TaskGraph:
+                         swap_times: list[float] | None = None,
+                         selective_times: list[float] | None = None) -> TaskGraph:
     """Set the graph's times from measured phase times (``swap_times``: the same with every
-    node swapped, :func:`measure_phase_times` ``swap_all``). Swapping a node does its work and
-    copies besides: a swapped phase measured faster than the kept one is timing noise, and is
-    taken as the kept time (else a plan with memory to spare swaps for a noise-sized gain)."""
+    node swapped, :func:`measure_phase_times` ``swap_all``; ``selective_times``: with every node
+    selective, ``selective_all``). Swapping a node does its work and copies besides: a swapped
+    phase measured faster than the kept one is timing noise, and is taken as the kept time (else
+    a plan with memory to spare swaps for a noise-sized gain). A selective node's replay time is
+    what its forward and backward took above the kept ones (charged to its backward), where
+    measured, and at least its forward's time times the replay's share of its cost
+    (:func:`memflow.profile.roofline.replay_share`): a replay measured cheaper is timing noise."""
     n = graph.n
     for nd in graph.nodes:
         nd.fwd_time_s = phase_times[nd.index]
         nd.bwd_time_s = phase_times[2 * n - 1 - nd.index]
+        if nd.sel_saved_bytes >= 0:
+            nd.sel_replay_time_s = nd.fwd_time_s * replay_share(nd)
+            if selective_times is not None:  # (never below the cheap ops' share: timing noise)
+                nd.sel_replay_time_s = max(nd.sel_replay_time_s, selective_times[nd.index] - nd.fwd_time_s
+                                           + selective_times[2 * n - 1 - nd.index] - nd.bwd_time_s)
         if swap_times is not None:
             nd.cpu_swap_fwd_time_s = max(swap_times[nd.index], nd.fwd_time_s)
             nd.cpu_swap_bwd_time_s = max(swap_times[2 * n - 1 - nd.index], nd.bwd_time_s)
     graph.opt_time_s = phase_times[2 * n]
     graph.device = device
     graph.time_source = "measured"
-    unsteady = [t for t in (phase_times, swap_times) if t is not None and not getattr(t, "steady", True)]
+    unsteady = [t for t in (phase_times, swap_times, selective_times)
+                if t is not None and not getattr(t, "steady", True)]
     graph.meta["steady_times"] = not unsteady
     if unsteady:
         rounds = ", ".join(f"{x * 1e3:,.1f}" for x in getattr(unsteady[0], "rounds_s", []))

@@ -39,6 +39,7 @@ from ..memory import BufferEvent, LiveBytes, storages
 from ..progress import detail
 from .fakecache import warm_call
 from .opcost import OpCost
+from .selective import selective_figures
 
 __all__ = ["trace_step", "node_state", "state_tensors", "OptPhase", "opt_phase_alone"]
 
@@ -285,6 +286,7 @@ def trace_step(
     cpu_swap: bool = False,
     opt_phase: OptPhase | None = None,
     opt_out: list | None = None,
+    selective: bool = True,
 ) -> TaskGraph:
     """Run a warm-up step and a traced step; return the TaskGraph (no times yet).
 
@@ -304,7 +306,9 @@ def trace_step(
     optimizer state (:class:`OptPhase`): the step is traced without ``optimizer.step()``
     and the record takes that phase from it. ``opt_out``: a list that receives this step's
     own :class:`OptPhase` (nothing when the phase cannot be told apart from the batch's
-    buffers, e.g. the optimizer read a buffer that is not a gradient)."""
+    buffers, e.g. the optimizer read a buffer that is not a gradient). ``selective``: also trace a
+    forward and backward with every node under the ``selective`` action
+    (:func:`memflow.profile.selective.selective_figures`) for the nodes' ``sel_*`` figures."""
     n = program.n
     params = unique_params(program.split)
 
@@ -383,6 +387,8 @@ def trace_step(
     replayed = _transients(live, state_bytes, n, *carried, peaks=live.phase_mark)
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
+    sel = (selective_figures(program, inputs, optimizer, state_tensors(program, optimizer), cost) if selective
+           else [{}] * n)
     states, param_table, _ = node_state(program, optimizer)
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in storages(t)}.values())
     input_of = {name: sum(s.nbytes() for s in storages(t)) for name, t in zip(program.placeholders, inputs)
@@ -401,7 +407,7 @@ def trace_step(
             rec_fwd_transient_bytes=min(replayed[fp], transient[fp]),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             read_inputs=_data_reads(program.calls[k], input_of),
-            **states[k],
+            **states[k], **sel[k],
         ))
     graph = TaskGraph(
         model_name=model_name, batch_size=batch_size, dtype=dtype, nodes=nodes, buffers=buffers,

@@ -1,0 +1,68 @@
+"""Trace a step with every node under the ``selective`` action: what the simulator prices it by.
+
+:func:`selective_figures` runs one forward and backward of the program with every node
+wrapped as the executor wraps a ``selective`` node (:mod:`memflow.graph.selective`) under
+the same counters as the traced step (:class:`memflow.memory.LiveBytes` and
+:class:`memflow.profile.opcost.OpCost`), so fake-tensor graphs get their figures like measured
+ones. Per node it records the bytes its forward leaves held for its backward (the expensive
+ops' outputs the policy saves), its backward's transient (the replay of the cheap ops runs
+there), and what the replay costs: the backward's FLOPs, bytes moved and ops above those of
+the kept node's backward in the plain trace. The node's inputs, which its checkpoint holds,
+are not in its saved bytes: the simulator holds them as it does a recomputed node's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..graph.actions import make_wrap
+from ..graph.program import StepProgram
+from ..graph.record import carried_bytes
+from ..kinds import SELECTIVE
+from ..memory import LiveBytes
+from .fakecache import warm_call
+from .opcost import OpCost
+
+__all__ = ["selective_figures"]
+
+
+def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimizer: torch.optim.Optimizer,
+                      state: list[torch.Tensor], keep_cost: OpCost) -> list[dict]:
+    """Per node, the ``sel_*`` fields of its :class:`memflow.graph.record.Node` (see the module
+    docstring). ``state``: the tensors the plain trace counted as state; ``keep_cost``: its op
+    costs per phase. The parameters' gradients are dropped afterwards."""
+    n = program.n
+    cost = OpCost()
+    live = LiveBytes(record=True, after=cost.count, call=warm_call)
+    live.track(list(state) + list(inputs), kind="state")
+    state_bytes = live.live
+
+    def on_phase(p: int) -> None:
+        live.set_phase(p)
+        cost.phase = p
+
+    # the replay's random state is not restored: its values do not matter here, and a fake step for
+    # another device cannot read that device's generator
+    wrap = make_wrap([SELECTIVE] * n, None, preserve_rng_state=False)
+    with live:
+        program.run_step(inputs, on_phase=on_phase, wrap=wrap)
+        on_phase(2 * n)
+    optimizer.zero_grad(set_to_none=True)
+    evs = [ev for ev in live.events if ev.nbytes]
+    nbytes = np.array([ev.nbytes for ev in evs], dtype=np.int64)
+    alloc = np.array([ev.alloc_phase for ev in evs], dtype=np.int64)
+    free = np.array([ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs], dtype=np.int64)
+    carried = carried_bytes(2 * n + 1, nbytes, alloc, free)
+    out = []
+    for k in range(n):
+        fp, bp = k, 2 * n - 1 - k
+        saved = int(nbytes[(alloc == fp) & (free == bp)].sum())
+        trans = max(0, live.phase_peak.get(bp, 0) - state_bytes - int(carried[bp]))
+        out.append(dict(
+            sel_saved_bytes=saved,
+            sel_bwd_transient_bytes=trans,
+            sel_replay_flops=max(0.0, cost.flops.get(bp, 0.0) - keep_cost.flops.get(bp, 0.0)),
+            sel_replay_bytes_accessed=max(0.0, cost.bytes.get(bp, 0.0) - keep_cost.bytes.get(bp, 0.0)),
+            sel_replay_ops=max(0, cost.ops.get(bp, 0) - keep_cost.ops.get(bp, 0)),
+        ))
+    return out

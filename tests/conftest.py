@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 
 # Cases marked ``full`` widen a matrix the default suite already covers (another fraction, a
 # larger model of a shape already run); MEMFLOW_TEST_FULL=1 runs them too. The default suite
-# stays near ten minutes on two cores.
+# takes about 14 minutes on two cores, most of it real multi-process runs and cpu-N profiles.
 FULL = os.environ.get("MEMFLOW_TEST_FULL") == "1"
 
 

@@ -62,18 +62,21 @@ def test_mesh_choices_are_exactly_the_valid_ones():
                 assert got == want, (N, gb, lim)
 
 
+def _plan_json(capsys, out, *flags: str) -> tuple[int, dict]:
+    """``memflow plan`` of the LSTM example on 4 GPUs at batch 8 with ``flags``: exit code and its JSON."""
+    rc = main(["plan", LSTM, "--gpus", "4", "--batch-size", "8", *flags, "--iterations", "300", "--json",
+               "-o", str(out)])
+    return rc, json.loads(capsys.readouterr().out)
+
+
 def test_cli_fixes_part_of_the_plan(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
     out = tmp_path / "p.yaml"
-    rc = main(["plan", LSTM, "--gpus", "4", "--batch-size", "8", "--dp", "2", "--microbatches", "2",
-               "--iterations", "300", "--json", "-o", str(out)])
-    obj = json.loads(capsys.readouterr().out)
+    rc, obj = _plan_json(capsys, out, "--dp", "2", "--microbatches", "2")
     assert rc == 0 and obj["strategy"]["dp"] == 2 and obj["strategy"]["pp"] == 2
     assert obj["strategy"]["microbatches"] == 2 and obj["settings"]["microbatches"] == 2
     assert load_plan(out).strategy.microbatches == 2
-    rc = main(["plan", LSTM, "--gpus", "4", "--batch-size", "8", "--max-microbatches", "1", "--iterations", "300",
-               "--json", "-o", str(out)])
-    obj = json.loads(capsys.readouterr().out)
+    rc, obj = _plan_json(capsys, out, "--max-microbatches", "1")
     assert rc == 0 and obj["strategy"]["microbatches"] == 1  # one pass per step
     assert all(name.endswith("/m1") or "unaware" in name for name in obj["baselines"])
 
@@ -81,9 +84,7 @@ def test_cli_fixes_part_of_the_plan(tmp_path, capsys, monkeypatch):
 def test_cli_fixes_the_sharding_level(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
     out = tmp_path / "p.yaml"
-    rc = main(["plan", LSTM, "--gpus", "4", "--batch-size", "8", "--dp", "2", "--sharding", "gradients",
-               "--iterations", "300", "--json", "-o", str(out)])
-    obj = json.loads(capsys.readouterr().out)
+    rc, obj = _plan_json(capsys, out, "--dp", "2", "--sharding", "gradients")
     assert rc == 0 and obj["strategy"]["sharding"] == ["gradients", "gradients"]
     assert obj["settings"]["sharding"] == "gradients" and load_plan(out).strategy.sharding == ["gradients"] * 2
     assert any(name.startswith("zero2+recompute/") for name in obj["baselines"])

@@ -28,7 +28,7 @@ from .profile import ProfileCache, cache_key, profile_model, profile_models
 from .profile.build import capture_graph
 from .profile.concurrent import concurrent_phase_times
 from .profile.timing import apply_measured_times
-from .progress import SILENT, Progress, reporting
+from .progress import SILENT, Progress, as_progress, reporting
 from .records import BaselineResult, MemoryBreakdown, ParetoPoint, PlanSettings, Prediction
 from .request import PlanRequest
 from .search import MeshLimits, SearchContext, default_iterations, mesh_choices, search, solve_exact
@@ -241,7 +241,7 @@ def search_problem(model: Any, example_batch: Callable | None = None, loss_fn: C
 
 
 def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | None = None, *,
-         progress: Progress = SILENT, **options: Any) -> Plan:
+         progress: Progress | Callable[[str], None] | None = SILENT, **options: Any) -> Plan:
     """Find the fastest strategy that fits, and return it as an executable :class:`Plan`.
 
     ``model``: a model file path (``build_model``/``example_batch``), an ``nn.Module`` with
@@ -252,13 +252,13 @@ def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | 
     ``granularity``, ``seed``, ``time_budget_s``, ``iterations``, ``headroom`` (the fraction of
     each device's memory the plan leaves free), ``measure`` (time every node on this host's GPU
     instead of predicting from FLOPs and bytes; ``cpu`` costs are always measured), ``cache``.
-    ``progress``: a :class:`~memflow.progress.Progress` to show the work (silent by default; the
-    CLI draws progress bars). Times in seconds, memory in bytes. Example::
+    ``progress``: a :class:`~memflow.progress.Progress` to show the work, or a callable given one
+    line at a time (``progress=print``); silent by default (the CLI draws progress bars). Times in seconds, memory in bytes. Example::
 
         p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")
         print(p.predicted.step_time_s, p.strategy.summary())
     """
-    return plan_request(_request(model, example_batch, loss_fn, options), progress=progress)
+    return plan_request(_request(model, example_batch, loss_fn, options), progress=as_progress(progress))
 
 
 def plan_request(req: PlanRequest, *, progress: Progress = SILENT) -> Plan:

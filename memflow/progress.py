@@ -11,7 +11,7 @@ import contextlib
 from contextvars import ContextVar
 from typing import Iterator
 
-__all__ = ["Progress", "Task", "SILENT", "reporting", "detail"]
+__all__ = ["Progress", "Task", "SILENT", "LineProgress", "as_progress", "reporting", "detail"]
 
 
 class Task:
@@ -61,3 +61,52 @@ class Progress:
 
 
 SILENT = Progress()
+
+
+class _LineTask(Task):
+    def __init__(self, out, desc: str, total: int | None, unit: str):
+        self.out, self.desc, self.total, self.unit, self.done = out, desc, total, unit, 0
+
+    def update(self, n: int = 1, note: str | None = None) -> None:
+        self.done += n
+        if note:
+            self.out(f"{self.desc}: {self._count()}, {note}")
+
+    def set(self, done: int, note: str | None = None) -> None:
+        self.done = done
+        if note:
+            self.out(f"{self.desc}: {self._count()}, {note}")
+
+    def _count(self) -> str:
+        return f"{self.done}/{self.total} {self.unit}" if self.total else f"{self.done} {self.unit}"
+
+
+class LineProgress(Progress):
+    """Progress as lines to a callable (``memflow.plan(..., progress=print)``): each note, each task
+    when it starts and ends, and each update that carries a note (the best plan so far)."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def note(self, msg: str) -> None:
+        self.out(msg)
+
+    @contextlib.contextmanager
+    def task(self, desc: str, total: int | None = None, unit: str = "it") -> Iterator[Task]:
+        t = _LineTask(self.out, desc, total, unit)
+        self.out(f"{desc} ...")
+        yield t
+        self.out(f"{desc}: done ({t._count()})")
+
+
+def as_progress(progress) -> Progress:
+    """A :class:`Progress` as given, a callable taking one line wrapped in :class:`LineProgress`,
+    None as :data:`SILENT`."""
+    if progress is None:
+        return SILENT
+    if isinstance(progress, Progress):
+        return progress
+    if callable(progress):
+        return LineProgress(progress)
+    raise TypeError(f"progress must be a memflow.progress.Progress or a callable taking one line, "
+                    f"not {type(progress).__name__}")

@@ -65,3 +65,25 @@ def test_quiet_and_json_show_nothing(tmp_path):
                                          flag], tmp_path, env)
         assert rc == 0 and pieces == [], (flag, pieces)
         assert out.strip()
+
+
+def test_the_api_takes_a_line_callback(monkeypatch):
+    """``memflow.plan(..., progress=print)`` (any callable taking one line) reports each stage as lines;
+    anything else is a TypeError naming what it takes."""
+    import pytest
+
+    import memflow
+
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    lines: list[str] = []
+    p = memflow.plan(LSTM, gpus=2, gpu_type="v100-16gb", batch_size=8, iterations=300, progress=lines.append)
+    assert p.fits
+    starts = [x for x in lines if x.endswith(" ...")]
+    assert any(x.startswith("profiling") for x in starts) or any("cache" in x for x in lines), lines
+    assert any(x.startswith("searching") for x in starts), lines
+    # every task that started says it is done, and the search's notes carry the best plan so far
+    for s in starts:
+        assert any(x.startswith(s[:-4] + ": done") for x in lines), (s, lines)
+    assert any("best" in x for x in lines if x.startswith("searching")), lines
+    with pytest.raises(TypeError, match="callable taking one line"):
+        memflow.plan(LSTM, gpus=2, gpu_type="v100-16gb", batch_size=8, iterations=300, progress=3)

@@ -6,7 +6,7 @@ Public API::
     p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")   # or a module + example_batch
     print(p.strategy.summary(), p.predicted.step_time_s, p.predicted.peak_bytes)
     p.save("gpt2.plan.yaml"); p = memflow.load_plan("gpt2.plan.yaml")
-    report = memflow.run(p, steps=3)   # torchrun on this host: measured vs predicted per rank
+    report = memflow.run(p, steps=3)   # one process per device here: measured vs predicted per rank
     memflow.Cluster.load("a100-8-nvlink")
 
 Times are in seconds and memory in bytes throughout.

@@ -1,4 +1,4 @@
-"""Run a Plan with the executor: checks first, then torchrun, then measured vs predicted.
+"""Run a Plan with the executor: checks first, then the ranks (torchrun's protocol), then measured vs predicted.
 
 Before launch: the model must still match the plan's fingerprint, and a plan
 whose prediction does not fit its devices is refused (``force`` overrides,

@@ -339,14 +339,15 @@ def example_batch(n):
         def seen(line):
             got.append((time.time(), line))
             if "ready" in line:  # every rank is up: the store, gloo's pairs
-                sockets.extend(listening(socket_inodes(marked(mark))))
+                # (this process hosts the rendezvous store of a one-machine run)
+                sockets.extend(listening(socket_inodes(marked(mark) + [os.getpid()])))
             progress(line)
         return real(*a, progress=seen, **kw)
 
     monkeypatch.setattr("memflow.cli.run_cmd.run", run)
     assert main(["run", plan, "--on-cpu", "--steps", "4"]) == 0
     err = capsys.readouterr().err
-    assert "memflow: launching 1 rank(s) with torchrun" in err and "memflow: rank 0: step 4/4, loss " in err
+    assert "memflow: launching 1 rank(s)" in err and "memflow: rank 0: step 4/4, loss " in err
     batches = [float(x) for x in steps_at.read_text().split()][-4:]  # (the first: the rank's capture)
     step_lines = [(t, line) for t, line in got if ": step " in line]
     assert len(step_lines) == 4

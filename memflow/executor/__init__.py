@@ -1,6 +1,6 @@
 """Run a plan with ``torch.distributed`` and measure it against its prediction.
 
-``run_plan(RunConfig, nproc)`` launches one worker per device with torchrun
+``run_plan(RunConfig, nproc)`` launches one worker per device (torchrun's protocol)
 (gloo on CPU, NCCL on CUDA); each worker runs its pipeline stage as a
 data-parallel replica with the plan's keep / recompute / swap actions under
 an accounted device-memory cap. ``plain_losses`` is the single-process

@@ -1,17 +1,21 @@
-"""Launching a planned run with torchrun, and the plain-training reference.
+"""Launching a planned run, and the plain-training reference.
 
 :func:`run_plan` writes the :class:`RunConfig` to a JSON file in a work
-directory and runs ``python -m memflow.executor.agent ... -m
-memflow.executor.worker CFG`` (torchrun, its rendezvous store bound to
-127.0.0.1 on one machine: :mod:`.agent`) as a child that dies with this
-process (:mod:`memflow.procs`); its output goes to a log file, not the
+directory and starts ``python -u -m memflow.executor.worker CFG`` once per
+rank: on one machine directly, with torchrun's environment and the
+rendezvous store hosted here on a socket bound before any rank starts
+(:func:`_direct`); on several machines under torchrun (``python -m
+memflow.executor.agent``, its stores bound to the addresses they serve:
+:mod:`.agent`). The processes die with this one
+(:mod:`memflow.procs`); their output goes to a log file, not the
 terminal, and the ranks' progress events reach the ``progress`` callback as
 they happen (:mod:`.progress`). A failed run raises
 :class:`DeviceOutOfMemoryError` or :class:`ExecutionError` with one line
 naming the failed rank: from the error JSON each rank writes on an exception,
-or, for a rank that died without one (killed, ``os._exit``), from torchrun's
-failure summary. Gloo timeouts (``comm_timeout_s``) and torchrun's
-stop-the-others-on-failure end a run whose rank died. The work directory is
+or, for a rank that died without one (killed, ``os._exit``), from its exit
+status (torchrun's failure summary on several machines). Gloo timeouts
+(``comm_timeout_s``) and stopping the others when one fails end a run whose
+rank died. The work directory is
 removed afterwards, unless the run failed in a way only its log explains
 (the error then says where it is). ``--resume`` is checked here, before any
 rank starts (:func:`.checkpoint.resume_point`).
@@ -31,6 +35,7 @@ import sys
 import tempfile
 import time
 import warnings
+from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
@@ -97,8 +102,10 @@ def completed_report(out_json: str, world: int) -> RunReport | None:
     return report if report is not None and len(report.ranks) == world else None
 
 
-def _failure(out_json: str, log: str, rc: int, elapsed: float, log_path: str) -> tuple[Exception, bool]:
-    """The run's error, and whether its log is needed to understand it (kept, and named in the message)."""
+def _failure(out_json: str, log: str, failures: list[tuple[int, str]], rc: int, elapsed: float,
+             log_path: str) -> tuple[Exception, bool]:
+    """The run's error, and whether its log is needed to understand it (kept, and named in the message).
+    ``failures``: the (rank, exit code) pairs of the ranks that failed, the first to fail first."""
     errs = []
     for path in glob.glob(glob.escape(out_json) + ".rank*.error.json"):
         try:
@@ -111,7 +118,6 @@ def _failure(out_json: str, log: str, rc: int, elapsed: float, log_path: str) ->
         e = min(oom, key=lambda e: e.get("time", 0))
         return DeviceOutOfMemoryError(e["message"]), False
     reported = {e["rank"] for e in errs}
-    failures = _torchrun_failures(log)
     silent = [(r, c) for r, c in failures if r not in reported]
     if silent:
         r, code = silent[0]
@@ -174,20 +180,25 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
         cfg_path = os.path.join(work, "config.json")
         config.save(cfg_path)
         log_path = log_path or os.path.join(work, f"torchrun_node{node_rank}.log")
-        rc, elapsed = _torchrun(config, cfg_path, nproc, nnodes, node_rank, rdzv_endpoint, timeout_s, log_path,
-                                progress)
-        text = Path(log_path).read_text(errors="replace")
+        if nnodes == 1:
+            rc, elapsed, failures = _direct(config, cfg_path, nproc, rdzv_endpoint, timeout_s, log_path, progress)
+            text = Path(log_path).read_text(errors="replace")
+        else:
+            rc, elapsed = _torchrun(config, cfg_path, nproc, nnodes, node_rank, rdzv_endpoint, timeout_s, log_path,
+                                    progress)
+            text = Path(log_path).read_text(errors="replace")
+            failures = _torchrun_failures(text)
         if rc is None:
             keep = True
             raise ExecutionError(f"the run did not finish within {timeout_s:.0f} s (log: {log_path})")
         if rc != 0:
             report = completed_report(out_json, config.world_size) if nnodes == 1 else None
             if report is None:
-                err, keep = _failure(out_json, text, rc, elapsed, log_path)
+                err, keep = _failure(out_json, text, failures, rc, elapsed, log_path)
                 raise err from None
             # every rank's record was gathered and written before this exit: the run itself completed,
             # and a process died tearing down (seen once: gloo, "terminate called without an active exception")
-            failed = ", ".join(f"rank {r} ({exit_text(int(c))})" for r, c in _torchrun_failures(text)) \
+            failed = ", ".join(f"rank {r} ({exit_text(int(c))})" for r, c in failures) \
                 or exit_text(rc)
             keep = True
             report.teardown_failure = f"{failed} after the run's report was written (log: {log_path})"
@@ -205,6 +216,78 @@ def run_plan(config: RunConfig, nproc: int, nnodes: int = 1, node_rank: int = 0,
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _rank_env(nproc: int, host: str, port: int) -> dict[str, str]:
+    """The environment every rank of a one-machine run gets (each adds its RANK and LOCAL_RANK):
+    torchrun's variables, the rendezvous store hosted by this process (``TORCHELASTIC_USE_AGENT_STORE``:
+    the ranks connect to it as clients), gloo on loopback, and each rank's share of the cores."""
+    env = dict(os.environ)
+    env.pop(STORE_FD_ENV, None)
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
+    env.update(WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), GROUP_RANK="0", GROUP_WORLD_SIZE="1",
+               ROLE_NAME="default", ROLE_WORLD_SIZE=str(nproc), MASTER_ADDR=host, MASTER_PORT=str(port),
+               TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0",
+               TORCHELASTIC_MAX_RESTARTS="0", TORCHELASTIC_RUN_ID="memflow", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    lo = _loopback_interface()
+    if lo and "GLOO_SOCKET_IFNAME" not in env:
+        env["GLOO_SOCKET_IFNAME"] = lo  # the ranks' gloo pairs listen on loopback only
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    return env
+
+
+def _direct(config: RunConfig, cfg_path: str, nproc: int, rdzv_endpoint: str | None, timeout_s: float,
+            log_path: str, progress: Callable[[str], None] | None) -> tuple[int | None, float, list[tuple[int, str]]]:
+    """One machine: start the ``nproc`` ranks here, without torchrun's agent process (a Python and a torch
+    import less before any rank starts, ~1.5 s of every run). This process hosts the rendezvous store on a
+    socket bound to 127.0.0.1 (or ``rdzv_endpoint``) before any rank starts; the ranks die with it; when
+    one fails the others are stopped (SIGTERM, then SIGKILL after 10 s), as torchrun does. Returns (return
+    code or None on timeout, seconds, the failed ranks' (rank, exit code), the first to fail first)."""
+    import torch.distributed as dist
+
+    host, port = rdzv_endpoint.rsplit(":", 1) if rdzv_endpoint else ("127.0.0.1", "0")
+    try:
+        sock = listening_socket(host, int(port))
+    except (OSError, ValueError) as e:
+        raise ExecutionError(f"cannot listen on {host}:{port} for the run's rendezvous: {e}") from None
+    tail = ProgressTail(config.progress_file, progress)
+    t0 = time.perf_counter()
+    procs: list[subprocess.Popen] = []
+    failures: list[tuple[int, str]] = []
+    rc: int | None = 0
+    store = None
+    try:
+        port_n = sock.getsockname()[1]
+        store = dist.TCPStore(host, port_n, nproc, True, timedelta(seconds=max(60.0, timeout_s)),
+                              wait_for_workers=False, master_listen_fd=sock.fileno())
+        sock.detach()  # the store owns the listening socket now (and closes it)
+        env = _rank_env(nproc, host, port_n)
+        if progress:
+            progress(f"launching {nproc} rank(s)")
+        cmd = [sys.executable, "-u", "-m", "memflow.executor.worker", cfg_path]
+        with open(log_path, "w") as log, sigterm_raises():
+            try:
+                for r in range(nproc):
+                    procs.append(popen(cmd, death_signal=signal.SIGKILL, stdout=log, stderr=subprocess.STDOUT,
+                                       env={**env, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)}))
+                try:
+                    first = watch(procs, timeout_s, poll_s=0.05, tick=tail)
+                except TimeoutError:
+                    rc, first = None, None
+                if first is not None:  # (the ranks that failed by then; those stopped below are not failures)
+                    rc = first[1]
+                    failures.append((first[0], str(first[1])))
+                    failures += [(r, str(p.returncode)) for r, p in enumerate(procs)
+                                 if r != first[0] and p.returncode not in (None, 0)]
+                tail()
+            finally:
+                stop(procs, grace_s=10.0)
+    finally:
+        del store
+        if sock.fileno() >= 0:
+            sock.close()
+    return rc, time.perf_counter() - t0, failures
 
 
 def _torchrun(config: RunConfig, cfg_path: str, nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str | None,

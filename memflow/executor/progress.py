@@ -1,10 +1,10 @@
 """A run's progress, as it happens: ranks append events to a file that the launcher tails.
 
-The workers' output goes to torchrun's log, not the terminal; so rank 0 notes
+The workers' output goes to the run's log, not the terminal; so rank 0 notes
 when every rank is ready, and the first rank of the last stage (the one that
 sees the loss) notes every step, each as one JSON line appended to the run's
 progress file (``RunConfig.progress_file``). The launcher reads new lines
-while it waits for torchrun (every 0.1 s) and hands each to its ``progress``
+while it waits for the ranks (every 0.1 s) and hands each to its ``progress``
 callback as text: ``rank 1: step 3/5, loss 4.61, 0.21 s``.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""One rank of a planned run: ``python -m memflow.executor.worker CONFIG.json`` (under torchrun).
+"""One rank of a planned run: ``python -m memflow.executor.worker CONFIG.json`` (started by
+:mod:`.launch`, or by torchrun on several machines).
 
 Each rank joins the process group (gloo on CPU, NCCL on CUDA), builds the
 real model with the configured seed (identical on every rank), captures it
@@ -9,7 +10,7 @@ writes the report JSON. On any exception a rank writes
 ``OUT_JSON.rankR.error.json`` (type, one-line message) and exits 1. A loss
 that does not require grad stops the run at the first forward; a loss that
 is not finite stops it at the step where it appears. Progress events go to
-``progress_file`` (:mod:`.progress`). A rank dies with its torchrun agent.
+``progress_file`` (:mod:`.progress`). A rank dies with the process that started it.
 """
 from __future__ import annotations
 
@@ -272,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m memflow.executor.worker CONFIG.json", file=sys.stderr)
         return 2
-    die_with_parent(signal.SIGKILL)  # torchrun's agent stops the ranks; if it is killed, they go with it
+    die_with_parent(signal.SIGKILL)  # the launcher (or torchrun's agent) stops the ranks; if it is killed, they go with it
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

@@ -102,6 +102,33 @@ def test_block_paths_outermost_only():
     assert block_paths(M()) == {"blocks.0", "blocks.1"}
 
 
+def test_a_sequential_of_repeated_blocks_is_opened_up_to_the_cap():
+    """A ResNet-like stage (an ``nn.Sequential`` of residual blocks, itself one of several stages) is
+    opened into its blocks; a stage of one block stays whole; past the cap every stage stays whole; a
+    ``ModuleList`` inside a block (experts) is never opened."""
+    class Res(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.f = torch.nn.Linear(2, 2)
+
+    class Experts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.experts = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(3)])
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stages = torch.nn.ModuleList([torch.nn.Sequential(Res()), torch.nn.Sequential(Res(), Res(), Res()),
+                                               torch.nn.Sequential(Res(), Res())])
+            self.moe = torch.nn.ModuleList([Experts(), Experts()])
+
+    opened = {"stages.0", "stages.1.0", "stages.1.1", "stages.1.2", "stages.2.0", "stages.2.1", "moe.0", "moe.1"}
+    assert block_paths(M()) == opened
+    assert block_paths(M(), max_blocks=len(opened)) == opened
+    assert block_paths(M(), max_blocks=len(opened) - 1) == {"stages.0", "stages.1", "stages.2", "moe.0", "moe.1"}
+
+
 def test_fingerprint_stable_and_sensitive():
     spec = load_model_file(ROOT / "examples" / "lstm.py")
     a = capture_graph(spec, 4)

@@ -144,26 +144,47 @@ def size_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     return out
 
 
-def block_paths(model: torch.nn.Module) -> set[str]:
-    """Paths (relative to ``model``) of the outermost repeated blocks.
+#: the most blocks :func:`block_paths` opens nested sequential blocks up to (a model with more stays coarse)
+MAX_BLOCKS = 64
+
+
+def _repeated_children(mod: torch.nn.Module, path: str) -> list[str]:
+    """Paths of ``mod``'s children that share their class with a sibling and hold parameters."""
+    by_cls: dict[type, list[str]] = {}
+    for name, ch in mod.named_children():
+        if any(True for _ in ch.parameters()):
+            by_cls.setdefault(type(ch), []).append(name)
+    return [f"{path}.{nm}" if path else nm for names in by_cls.values() if len(names) >= 2 for nm in names]
+
+
+def block_paths(model: torch.nn.Module, max_blocks: int = MAX_BLOCKS) -> set[str]:
+    """Paths (relative to ``model``) of the repeated blocks that become nodes.
 
     A block is a child of an ``nn.ModuleList``/``nn.Sequential`` that shares
     its class with a sibling and holds parameters; blocks inside blocks are
-    not counted (a block is one node).
+    not counted (a block is one node), except where an outer block is itself an
+    ``nn.Sequential`` of repeated blocks (a ResNet stage of residual blocks: a
+    node that is a large share of the step, so a pipeline could cut only between
+    stages). Such blocks are opened, their blocks becoming the nodes, when the
+    blocks number at most ``max_blocks`` after it (all or none: a very deep model
+    keeps its coarse nodes, and the search its size). An ``nn.ModuleList`` inside
+    a block is never opened: nothing says its children run one after another
+    (a mixture of experts' experts do not).
     """
     blocks: set[str] = set()
-    for path, mod in model.named_modules():
+    mods = dict(model.named_modules())
+    for path, mod in mods.items():
         if not isinstance(mod, (torch.nn.ModuleList, torch.nn.Sequential)):
             continue
         if any(path == b or path.startswith(b + ".") for b in blocks):
             continue
-        by_cls: dict[type, list[str]] = {}
-        for name, ch in mod.named_children():
-            if any(True for _ in ch.parameters()):
-                by_cls.setdefault(type(ch), []).append(name)
-        for names in by_cls.values():
-            if len(names) >= 2:
-                blocks.update(f"{path}.{nm}" if path else nm for nm in names)
+        blocks.update(_repeated_children(mod, path))
+    inner = {b: _repeated_children(mods[b], b) for b in blocks if isinstance(mods[b], torch.nn.Sequential)}
+    inner = {b: ch for b, ch in inner.items() if ch}
+    if inner and len(blocks) - len(inner) + sum(len(ch) for ch in inner.values()) <= max_blocks:
+        for b, ch in inner.items():
+            blocks.discard(b)
+            blocks.update(ch)
     return blocks
 
 

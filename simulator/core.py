@@ -507,9 +507,6 @@ class Simulator:
         """Raise StrategyError (with the arithmetic) for an invalid strategy, or one at a sharding
         level not modelled yet."""
         st.validate(self.n, self.cluster.num_devices)
-        if st.dp > 1 and SHARD_PARAMETERS in st.sharding:
-            raise StrategyError(f"sharding level {SHARD_PARAMETERS!r} (ZeRO-3/FSDP) is not modelled yet: use "
-                                f"{SHARD_GRADIENTS!r} or less")
 
     # -------------------------------------------------------------- evaluate
     def evaluate(self, strategy: Strategy, detail: bool = False):

@@ -48,7 +48,7 @@ class StageOptimizer:
             opt_params = params
         base = spec.make_optimizer(opt_params) if opt_params else None
         if sliced is not None and base is not None:
-            check_elementwise(base, SHARD_GRADIENTS)
+            check_elementwise(base, getattr(sliced, "level", SHARD_GRADIENTS))
         if shard and sliced is None and base is not None:
             from torch.distributed.optim import ZeroRedundancyOptimizer
 

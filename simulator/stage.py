@@ -26,9 +26,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import accumulate
 
-from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SHARD_GRADIENTS, SHARD_NONE, SWAP
+from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS, SWAP
 
 from .layout import StageLayout
+from .zero3 import Zero3Facts, comm_times, phase_terms, timeline, unit_split
 
 __all__ = ["StageModel", "StageEval", "stage_peak", "PEAK_PHASES"]
 
@@ -455,14 +456,17 @@ class StageModel:
     :mod:`memflow.buckets`), and what ZeRO-1 shares out among data-parallel ranks (``zero_params``:
     per parameter the optimizer steps, ``(bytes, optimizer-state bytes, step temporaries)``; the
     temporaries of a rank's step are its parameters' most, or with ``zero_sum`` their sum). The
-    all-keep figures it corrects are built on its first evaluation and kept."""
+    all-keep figures it corrects are built on its first evaluation and kept. ``z3``: its ZeRO-3
+    units (:mod:`simulator.zero3`; None: one per node, no parameter kept whole)."""
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
-                 "zero_params", "zero_sum", "buckets", "zero_whole", "_keep", "_syncs", "_sync_keep", "_zero", "_zero_eval", "_z2")
+                 "zero_params", "zero_sum", "buckets", "zero_whole", "z3", "_keep", "_syncs", "_sync_keep", "_zero",
+                 "_zero_eval", "_z2", "_z3")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
                  host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
-                 zero_params: tuple = (), zero_sum: bool = False, buckets: tuple = (), zero_whole: tuple = ()):
+                 zero_params: tuple = (), zero_sum: bool = False, buckets: tuple = (), zero_whole: tuple = (),
+                 z3: Zero3Facts | None = None):
         self.layout = layout
         self.input_bytes = input_bytes
         self.opt_trans = opt_trans
@@ -482,6 +486,13 @@ class StageModel:
         self._sync_keep: dict = {}  # per copy set: the all-keep (sync1, syncN)
         self._zero: dict = {}  # dp -> ZeRO-1's (optimizer state, step's bytes above the state) per rank
         self._zero_eval: dict = {}  # dp -> the worst rank's (optimizer state, opt_mem) and StageEval.ranks
+        if z3 is None:
+            z3 = Zero3Facts(tuple((p, g, o) if g > 0 else (0, 0, 0) for p, g, o in
+                                  zip(layout.param_bytes, layout.grad_bytes, layout.opt_bytes)),
+                            tuple(() for _ in range(layout.m)), ())
+        self.z3 = z3
+        self._syncs["z3"] = _sync_copies([(x, nb) for x, nb, flat in z3.buckets if flat], layout.m)
+        self._z3: dict = {}  # dp -> ZeRO-3's phase terms and (params, gradients in the step, state, temporaries)
 
     def zero_shares(self, dp: int) -> tuple:
         """ZeRO-1 over ``dp`` ranks: per rank ``(optimizer state, optimizer step's bytes above it)``.
@@ -540,11 +551,78 @@ class StageModel:
             z = self._z2[dp] = (grads, -(-(self.layout.O_sum - wo) // dp) + wo, temps)
         return z
 
+    def zero3(self, dp: int) -> tuple:
+        """ZeRO-3 over ``dp`` ranks (:mod:`simulator.zero3`), alike on every rank: ``(terms, params,
+        gradients in the optimizer step, optimizer state, the step's temporaries)``, ``terms`` its
+        :func:`~simulator.zero3.phase_terms`. Each unit's parameters, gradient and state are a
+        ``1/dp`` slice (padded), the parameters kept whole are whole; the step's temporaries as
+        :meth:`zero2`'s, of the slices and the whole parameters."""
+        z = self._z3.get(dp)
+        if z is None:
+            L = self.layout
+            m = L.m
+            K = self._keep or _KeepTables(L)
+            units = self.z3.units
+            terms = phase_terms(units, dp, m)
+            shards = [unit_split(pb, dp)[1] for pb, _, _ in units if pb > 0]
+            params = L.P_sum - sum(pb for pb, _, _ in units) + sum(shards)
+            grads = K.step[2 * m] + self.opt_grads - terms[3]
+            state = L.O_sum - sum(ob for _, _, ob in units) + sum(-(-ob * sh // pb) for (pb, _, ob), sh in
+                                                                  zip([u for u in units if u[0] > 0], shards))
+            rest = self.z3.rest_params
+            if self.zero_params and not self.zero_sum:
+                rate = max(t / pb for pb, _, t in self.zero_params if pb)
+                temps = int(rate * max(shards + [pb for pb, _, _ in rest], default=0))
+            elif self.zero_params:
+                wt = sum(t for _, _, t in rest)
+                temps = int((sum(t for _, _, t in self.zero_params) - wt) / dp + wt)
+            else:
+                temps = max(0, self.opt_trans - self.opt_grads) // dp
+            z = self._z3[dp] = (terms, params, grads, state, temps)
+        return z
+
+    def _z3_values(self, dp: int, K: _KeepTables, d: list) -> tuple:
+        """The per-phase bytes (without, with the per-step buffers) of the stage under ZeRO-3 with the
+        actions' changes ``d`` (differences), and its per-step buffers after a backward: the traced
+        figures plus :func:`~simulator.zero3.phase_terms`' gathers and reduce-scatters in flight, the
+        sync point after each unit's backward put in the phase it starts (its flat copy beside the
+        unit's gradient, on what the phases either side hold: the smaller)."""
+        m = self.layout.m
+        (add, step, syncs, shed, _, gfull, gshard), _, _, _, _ = self.zero3(dp)
+        units = self.z3.units
+        run = list(accumulate(d[:2 * m]))
+        kv, kv0 = K.kv, K.kv0
+        v = [kv[p] + run[p] + add[p] for p in range(2 * m)]
+        v0 = [kv0[p] + run[p] + add[p] + step[p] for p in range(2 * m)]
+        S_after = K.S_after - shed
+        inp = self.input_bytes
+        for y, resident, prev in syncs:
+            g = units[y][1]
+            j = 2 * m - 1 - y
+            if y > 0:
+                a, b = kv[j] + run[j], kv[j + 1] + run[j + 1]
+                a0, b0 = kv0[j] + step[j] + run[j], kv0[j + 1] + step[j + 1] + run[j + 1]
+                w = min(a, b + g) + resident
+                if w > v[j + 1]:
+                    v[j + 1] = w
+                w = min(a0 + prev, b0 + g) + resident
+                if w > v0[j + 1]:
+                    v0[j + 1] = w
+            else:  # after the whole backward: the gradient whole, its flat copy, the inputs gone
+                w = g - gshard[0] + gfull[0] - inp
+                if w > v[j]:
+                    v[j] = w
+                if S_after + w > v0[j]:
+                    v0[j] = S_after + w
+        return v, v0, S_after
+
     def evaluate(self, actions: tuple, dp: int, shard: str, opt_host: bool, host_bw: float,
-                 detail: bool = False) -> StageEval:
+                 detail: bool = False, comm: tuple | None = None) -> StageEval:
         """The stage's :class:`StageEval` under per-node ``actions``, on ``dp`` data-parallel replicas,
         with its state sharded to level ``shard`` (:data:`memflow.kinds.Sharding`) or its optimizer on the host (``opt_host``) and ``host_bw``
-        bytes/s of host link. ``detail`` adds the per-phase split and the swap copies' timeline."""
+        bytes/s of host link. ``detail`` adds the per-phase split and the swap copies' timeline.
+        ``comm``: ``(bandwidth, latency, gloo)`` of the stage's data-parallel ring, for ZeRO-3's
+        per-node collectives (None: not timed)."""
         L = self.layout
         input_bytes = self.input_bytes
         opt_trans = self.opt_grads if opt_host else self.opt_trans
@@ -563,9 +641,11 @@ class StageModel:
         copy_out = prefetch = None
         sync1 = syncN = 0
         z2 = dp > 1 and shard == SHARD_GRADIENTS
-        copies, sync_fl, sync_end = self.sync_copies(dp if z2 else 0)
+        z3 = dp > 1 and shard == SHARD_PARAMETERS
+        copies, sync_fl, sync_end = self._syncs["z3"] if z3 else self.sync_copies(dp if z2 else 0)
         sync = dp > 1 and copies
-        if not (has_swap or has_rec or detail):
+        S_after = K.S_after
+        if not (has_swap or has_rec or detail or z3):
             R = K.R
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
             node_end = list(K.keep_node_end)
@@ -727,25 +807,39 @@ class StageModel:
                        actions, has_rec, gap, m, cpu, dc, dt, dsw)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
             fl = sync_fl if sync else None
-            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, K.kv, K.kv0, d, fl)
+            kv, kv0 = K.kv, K.kv0
+            if z3:  # (the gathers, reduce-scatters and sync points in the phases' figures)
+                kv, kv0, S_after = self._z3_values(dp, K, d)
+                d = [0] * len(d)
+            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             if detail and sync:
-                pts = _sync_points(copies, m, K.kv, K.kv0, list(accumulate(d)), K.S_after, input_bytes)
+                pts = _sync_points(copies, m, kv, kv0, list(accumulate(d)), S_after, input_bytes)
                 sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
             elif sync:
                 if fl is not None:
-                    syncN += K.S_after
+                    syncN += S_after
                 if sync_end:
-                    v = K.S_after + sync_end - input_bytes
+                    v = S_after + sync_end - input_bytes
                     if v > sync1:
                         sync1 = v
                     if v > syncN:
                         syncN = v
+        if z3 and comm is not None:  # each unit's gathers and reduce-scatter on the comm stream
+            ag, rs = comm_times(self.z3.units, dp, *comm)
+            fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
+            bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
+            fwd_s, tb, node_end = timeline(fdur, bdur, ag, rs)
+            stall = tb - bwd_s
         params = L.P_sum
         opt = L.O_sum
         opt_mem = K.step[twom] + opt_trans  # (for a host step: the gradients alone)
         step_opt = K.step[twom]
         ranks = ()
-        if z2:  # ZeRO-2: each rank holds and steps 1/dp of every bucket (its gradients, state, temporaries)
+        if z3:  # ZeRO-3: each rank holds 1/dp of every unit (parameters, gradients, state, temporaries)
+            _, params, g3, opt, temps = self.zero3(dp)
+            opt_mem = g3 + (0 if opt_host else temps)
+            step_opt = min(step_opt, g3)
+        elif z2:  # ZeRO-2: each rank holds and steps 1/dp of every bucket (its gradients, state, temporaries)
             g2, opt, temps = self.zero2(dp)
             opt_mem = g2 + (0 if opt_host else temps)
             step_opt = min(step_opt, g2)
@@ -767,12 +861,16 @@ class StageModel:
             fwd_s, bwd_s + stall, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
             R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
-            K.S_fwd, K.S_after, opt_mem, sync1, syncN, ranks,
+            K.S_fwd, S_after, opt_mem, sync1, syncN, ranks,
         )
         if detail:
             ev.carried = _running(K.carried, dc, twom) + [0]
             ev.step = list(K.step)
             ev.trans = _running(K.trans, dt, twom + 1)
+            if z3:  # (the phases' figures as counted: what is not carried is transient)
+                for p in range(twom):
+                    ev.trans[p] = kv[p] - ev.carried[p]
+                    ev.step[p] = kv0[p] - kv[p]
             ev.step[twom] = step_opt
             ev.trans[twom] = opt_mem - step_opt
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)

@@ -1,0 +1,211 @@
+"""ZeRO-3 / FSDP (sharding level ``parameters``) in the stage model: what it adds per phase, and its
+collectives on the comm stream. :meth:`simulator.stage.StageModel.evaluate` applies these to the
+stage's figures under the nodes' actions (one evaluator; these are its ZeRO-3 terms).
+
+The rules are the executor's (:mod:`memflow.executor.zero3`). Each local node ``x`` is an FSDP
+*unit*: the trainable parameters only ``x`` reads (``u_x`` bytes; a parameter read by several
+nodes, or by another stage, stays whole on every rank and its gradient is all-reduced in buckets
+during the last micro-batch, as without sharding). With ``dp`` ranks a unit is padded to a
+multiple of ``dp`` elements (``full_x``) and a rank holds ``shard_x = full_x / dp`` of it, and
+``1/dp`` of its gradient and optimizer state. Per micro-batch op, with ``q`` / ``r`` the stage's
+unit before / after ``y`` in node order:
+
+* forward: ``y``'s full parameters are gathered from the start of F_q (the prefetch one unit ahead,
+  started when F_q starts; from F_y for the stage's first unit) until F_y ends;
+* backward: from the start of B_r (B_y for the stage's last unit) until B_y ends (a recomputed
+  node's replay inside B_y reads them);
+* after B_y its gradient (made in B_y, as the traced backward makes it) is copied into one flat
+  padded tensor (``full_y`` bytes, beside the gradient: the sync point), dropped, and
+  reduce-scattered into a new ``shard_y`` slice; both stay in flight until the reduce-scatter of
+  the next unit starts (after B_q) or the backward op ends, when the slice is added to the
+  rank's sharded gradient (carried as a per-step buffer from then on in place of the whole one).
+
+Times, on the stage's data-parallel ring (bandwidth ``bw``, latency ``lat``): a gather is a ring
+all-gather of ``full_x`` (``(dp-1)/dp · full_x / bw + (dp-1) lat``; on gloo ``dp`` in-place
+broadcasts of a slice each: ``full_x / bw + dp · lat``), a reduce-scatter half a ring all-reduce
+(``(dp-1)/dp · full_x / bw + (dp-1) lat``). One comm stream runs them in the order they are
+started; a node's compute waits for its gather (a stall where the node before it did not hide
+it), and a reduce-scatter is waited for when the next one starts (a stall where the backward
+between them did not hide it) and at the end of the backward op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Zero3Facts", "zero3_facts", "unit_split", "phase_terms", "comm_times", "timeline"]
+
+ELEMENT = 4  # bytes per element a unit is padded in (fp32 parameters and gradients)
+
+
+@dataclass(frozen=True)
+class Zero3Facts:
+    """A stage's ZeRO-3 units: per local node ``(parameter, gradient, optimizer-state bytes)`` of its
+    unit (zeros: none), and per local node the gradient bytes of the parameters kept whole that the
+    all-reduce buckets hold (as :attr:`simulator.layout.StageLayout.dp_grads`), per parameter
+    kept whole ``(bytes, state bytes, step temporaries)`` (as ``StageModel.zero_params``), and the
+    buckets those gradients are all-reduced in (``Simulator._bucket_plan``)."""
+
+    units: tuple
+    rest_grads: tuple
+    rest_params: tuple
+    buckets: tuple = ()  # the all-reduce buckets of the whole parameters' gradients: (x, bytes, flat copy bytes)
+
+    @property
+    def any(self) -> bool:
+        return any(u[0] for u in self.units)
+
+
+def zero3_facts(graph, a: int, b: int, dp_grads: list, zero_params) -> Zero3Facts:
+    """The units of stage ``[a, b)`` of ``graph`` (the executor's rule: a trainable parameter that
+    only its owner node reads). Without a parameter table (synthetic graphs) each node's
+    parameters are its unit. ``zero_params(names)``: the ``(bytes, state, temporaries)`` rows of
+    the named parameters."""
+    m = b - a
+    if not graph.params:
+        units = tuple((int(nd.param_bytes), int(nd.grad_bytes), int(nd.optimizer_bytes)) if nd.grad_bytes > 0
+                      else (0, 0, 0) for nd in graph.nodes[a:b])
+        return Zero3Facts(units, tuple(() for _ in range(m)), ())
+    readers: dict[str, set] = {}
+    for nd in graph.nodes:
+        for k in nd.read_params:
+            readers.setdefault(k, set()).add(nd.index)
+    units, rest_grads, rest_names = [], [], []
+    for x, nd in enumerate(graph.nodes[a:b]):
+        u = [0, 0, 0]
+        rg = []
+        for k in nd.param_names:
+            v = graph.params.get(k)
+            if v is None or int(v[1]) <= 0:
+                continue
+            if readers.get(k, set()) <= {nd.index}:
+                u[0] += int(v[0])
+                u[1] += int(v[1])
+                u[2] += int(v[2])
+            else:
+                rest_names.append(k)
+                if all(a <= r < b for r in readers.get(k, ())):
+                    rg.append(int(v[1]))
+        units.append(tuple(u))
+        rest_grads.append(tuple(rg))
+    return Zero3Facts(tuple(units), tuple(rest_grads), tuple(zero_params(set(rest_names))))
+
+
+def unit_split(nbytes: int, dp: int) -> tuple[int, int]:
+    """``(full, shard)`` bytes of a unit of ``nbytes`` over ``dp`` ranks, padded to ``dp`` elements."""
+    if nbytes <= 0:
+        return 0, 0
+    shard = -(-nbytes // (dp * ELEMENT)) * ELEMENT
+    return shard * dp, shard
+
+
+def phase_terms(units: tuple, dp: int, m: int) -> tuple:
+    """ZeRO-3's memory terms of one stage's phases ``0 .. 2m-1`` (see the module's docstring):
+    ``(add, step, syncs, shed, full, gfull, gshard)``. ``add[p]``: bytes alive in phase p beside its
+    traced figures (gathered parameters, reduce-scatters in flight); ``step[p]``: the change of the
+    per-step buffers (whole gradients out from after their backward, sharded ones in from their
+    first reduce-scatter's wait); ``syncs``: per unit ``(y, resident, prev_slice)``, what the sync
+    point after B_y holds besides the phases' carried bytes (flat copy, prefetched gather) and the
+    slice added just before it; ``shed``: what the per-step buffers lose in all
+    (whole gradients less their slices); per local node its unit's padded ``full`` and ``shard``
+    bytes of parameters and of gradients."""
+    order = [x for x in range(m) if units[x][0] > 0]
+    full, gfull, gshard = [0] * m, [0] * m, [0] * m
+    for x in order:
+        full[x] = unit_split(units[x][0], dp)[0]
+        gfull[x], gshard[x] = unit_split(units[x][1], dp)
+    add = [0] * (2 * m + 1)
+    step = [0] * (2 * m + 1)
+    syncs = []
+    shed = 0
+    for i, y in enumerate(order):
+        q = order[i - 1] if i > 0 else None
+        r = order[i + 1] if i + 1 < len(order) else None
+        # forward: from F_q (its prefetch) through F_y
+        add[q if q is not None else y] += full[y]
+        add[y + 1] -= full[y]
+        # backward: from B_r through B_y
+        add[2 * m - 1 - (r if r is not None else y)] += full[y]
+        add[2 * m - y] -= full[y]
+        # reduce-scatter in flight: B_{y-1} .. B_q (or the end of the op)
+        end = 2 * m - q if q is not None else 2 * m
+        if 2 * m - y < end:
+            add[2 * m - y] += gfull[y] + gshard[y]
+            add[end] -= gfull[y] + gshard[y]
+        # per-step buffers: the whole gradient out after B_y, its slice in after the wait
+        g = units[y][1]
+        step[2 * m - y] -= g
+        step[end] += gshard[y]
+        shed += g - gshard[y]
+        resident = gfull[y] + (full[q] if q is not None else 0)
+        syncs.append((y, resident, gshard[r] if r is not None else 0))
+    return _run(add, 2 * m), _run(step, 2 * m), syncs, shed, full, gfull, gshard
+
+
+def _run(d: list, n: int) -> list:
+    out, acc = [], 0
+    for p in range(n):
+        acc += d[p]
+        out.append(acc)
+    return out
+
+
+def comm_times(units: tuple, dp: int, bw: float, lat: float, gloo: bool) -> tuple[list, list]:
+    """Per local node ``(gather seconds, reduce-scatter seconds)`` of its unit (0: none)."""
+    ag, rs = [], []
+    for pb, gb, _ in units:
+        if pb <= 0:
+            ag.append(0.0)
+            rs.append(0.0)
+            continue
+        full = unit_split(pb, dp)[0]
+        gfull = unit_split(gb, dp)[0]
+        ag.append(full / bw + dp * lat if gloo else (dp - 1) / dp * full / bw + (dp - 1) * lat)
+        rs.append((dp - 1) / dp * gfull / bw + (dp - 1) * lat)
+    return ag, rs
+
+
+def timeline(fwd: list, bwd: list, ag: list, rs: list) -> tuple[float, float, list]:
+    """One micro-batch's forward and backward op under ZeRO-3's collectives: ``(forward seconds,
+    backward seconds, per local node the offset at which B_x ends)``, from the nodes' compute
+    seconds ``fwd`` / ``bwd`` (a backward's replay and swap stalls included) and each unit's
+    gather / reduce-scatter seconds (see the module's docstring)."""
+    m = len(fwd)
+    order = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
+    nxt = {x: order[i + 1] for i, x in enumerate(order[:-1])}
+    prv = {x: order[i - 1] for i, x in enumerate(order) if i > 0}
+    t = comm = 0.0
+    land: dict = {}
+    units = set(order)
+    for x in range(m):
+        if x in units:
+            if x not in land:
+                comm = land[x] = max(t, comm) + ag[x]
+            if land[x] > t:
+                t = land[x]
+            y = nxt.get(x)
+            if y is not None:
+                comm = land[y] = max(t, comm) + ag[y]
+        t += fwd[x]
+    f = t
+    t = comm = 0.0
+    land = {}
+    pending = None
+    node_end = [0.0] * m
+    for x in range(m - 1, -1, -1):
+        if x in units:
+            if x not in land:
+                comm = land[x] = max(t, comm) + ag[x]
+            if land[x] > t:
+                t = land[x]
+            y = prv.get(x)
+            if y is not None:
+                comm = land[y] = max(t, comm) + ag[y]
+        t += bwd[x]
+        if x in units:
+            if pending is not None and pending > t:
+                t = pending
+            comm = pending = max(t, comm) + rs[x]
+        node_end[x] = t
+    if pending is not None and pending > t:  # (the last reduce-scatter, waited at the op's end)
+        t = pending
+    return f, t, node_end

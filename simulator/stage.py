@@ -586,7 +586,8 @@ class StageModel:
         actions' changes ``d`` (differences), and its per-step buffers after a backward: the traced
         figures plus :func:`~simulator.zero3.phase_terms`' gathers and reduce-scatters in flight, the
         sync point after each unit's backward put in the phase it starts (its flat copy beside the
-        unit's gradient, on what the phases either side hold: the smaller)."""
+        unit's gradient, the reduce-scatter waited for there: its flat copy and the slice copied out
+        of it; on what the phases either side hold: the smaller)."""
         m = self.layout.m
         (add, step, syncs, shed, _, gfull, gshard), _, _, _, _ = self.zero3(dp)
         units = self.z3.units
@@ -596,24 +597,32 @@ class StageModel:
         v0 = [kv0[p] + run[p] + add[p] + step[p] for p in range(2 * m)]
         S_after = K.S_after - shed
         inp = self.input_bytes
-        for y, resident, prev in syncs:
+        for y, gathered, flat_r, slice_r in syncs:
             g = units[y][1]
-            j = 2 * m - 1 - y
+            flat = max(flat_r, gfull[y])  # (the one waited for dies before y's is made)
             if y > 0:
+                j = 2 * m - 1 - y
                 a, b = kv[j] + run[j], kv[j + 1] + run[j + 1]
                 a0, b0 = kv0[j] + step[j] + run[j], kv0[j + 1] + step[j + 1] + run[j + 1]
-                w = min(a, b + g) + resident
+                w = min(a, b + g) + gathered + flat
                 if w > v[j + 1]:
                     v[j + 1] = w
-                w = min(a0 + prev, b0 + g) + resident
+                w = min(a0 + slice_r, b0 + g) + gathered + flat
                 if w > v0[j + 1]:
                     v0[j + 1] = w
-            else:  # after the whole backward: the gradient whole, its flat copy, the inputs gone
-                w = g - gshard[0] + gfull[0] - inp
+            else:  # after the whole backward: the gradient whole, the flat copies, the inputs gone
+                j = 2 * m - 1
+                w = g - gshard[0] + flat - inp
                 if w > v[j]:
                     v[j] = w
                 if S_after + w > v0[j]:
                     v0[j] = S_after + w
+        if syncs and syncs[0][0] > 0:  # the lowest unit's copy, waited for at the op's end
+            w = gfull[syncs[0][0]] - inp
+            if w > v[2 * m - 1]:
+                v[2 * m - 1] = w
+            if S_after + w > v0[2 * m - 1]:
+                v0[2 * m - 1] = S_after + w
         return v, v0, S_after
 
     def evaluate(self, actions: tuple, dp: int, shard: str, opt_host: bool, host_bw: float,

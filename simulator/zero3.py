@@ -16,14 +16,16 @@ unit before / after ``y`` in node order:
   node's replay inside B_y reads them);
 * after B_y its gradient (made in B_y, as the traced backward makes it) is copied into one flat
   padded tensor (``full_y`` bytes, beside the gradient: the sync point), dropped, and
-  reduce-scattered into a new ``shard_y`` slice; both stay in flight until the reduce-scatter of
-  the next unit starts (after B_q) or the backward op ends, when the slice is added to the
-  rank's sharded gradient (carried as a per-step buffer from then on in place of the whole one).
+  reduce-scattered in place; the copy stays in flight until the reduce-scatter of the next unit
+  starts (after B_q) or the backward op ends, when this rank's chunk of it is copied out (the
+  first micro-batch: ``shard_y`` beside the copy for a moment) or added to the rank's sharded
+  gradient, carried as a per-step buffer from then on in place of the whole one.
 
 Times, on the stage's data-parallel ring (bandwidth ``bw``, latency ``lat``): a gather is a ring
 all-gather of ``full_x`` (``(dp-1)/dp · full_x / bw + (dp-1) lat``; on gloo ``dp`` in-place
 broadcasts of a slice each: ``full_x / bw + dp · lat``), a reduce-scatter half a ring all-reduce
-(``(dp-1)/dp · full_x / bw + (dp-1) lat``). One comm stream runs them in the order they are
+(``(dp-1)/dp · full_x / bw + (dp-1) lat``; on gloo ``dp`` in-place reduces of a chunk each:
+``full_x / bw + dp · lat``). One comm stream runs them in the order they are
 started; a node's compute waits for its gather (a stall where the node before it did not hide
 it), and a reduce-scatter is waited for when the next one starts (a stall where the backward
 between them did not hide it) and at the end of the backward op.
@@ -101,13 +103,13 @@ def unit_split(nbytes: int, dp: int) -> tuple[int, int]:
 def phase_terms(units: tuple, dp: int, m: int) -> tuple:
     """ZeRO-3's memory terms of one stage's phases ``0 .. 2m-1`` (see the module's docstring):
     ``(add, step, syncs, shed, full, gfull, gshard)``. ``add[p]``: bytes alive in phase p beside its
-    traced figures (gathered parameters, reduce-scatters in flight); ``step[p]``: the change of the
-    per-step buffers (whole gradients out from after their backward, sharded ones in from their
-    first reduce-scatter's wait); ``syncs``: per unit ``(y, resident, prev_slice)``, what the sync
-    point after B_y holds besides the phases' carried bytes (flat copy, prefetched gather) and the
-    slice added just before it; ``shed``: what the per-step buffers lose in all
-    (whole gradients less their slices); per local node its unit's padded ``full`` and ``shard``
-    bytes of parameters and of gradients."""
+    traced figures (gathered parameters, reduce-scatters' flat copies in flight); ``step[p]``: the
+    change of the per-step buffers (whole gradients out from after their backward, sharded ones in
+    from their first reduce-scatter's wait); ``syncs``: per unit ``(y, gathered, flat_before,
+    slice_before)`` for the sync point after B_y: the prefetched gather beside it, and the flat
+    copy and the slice of the reduce-scatter waited for there (the unit after y's; 0, 0: none);
+    ``shed``: what the per-step buffers lose in all (whole gradients less their slices); per local
+    node its unit's padded ``full`` bytes of parameters and ``full`` and ``shard`` of gradients."""
     order = [x for x in range(m) if units[x][0] > 0]
     full, gfull, gshard = [0] * m, [0] * m, [0] * m
     for x in order:
@@ -126,18 +128,18 @@ def phase_terms(units: tuple, dp: int, m: int) -> tuple:
         # backward: from B_r through B_y
         add[2 * m - 1 - (r if r is not None else y)] += full[y]
         add[2 * m - y] -= full[y]
-        # reduce-scatter in flight: B_{y-1} .. B_q (or the end of the op)
+        # reduce-scatter's flat copy in flight: B_{y-1} .. B_q (or the end of the op)
         end = 2 * m - q if q is not None else 2 * m
         if 2 * m - y < end:
-            add[2 * m - y] += gfull[y] + gshard[y]
-            add[end] -= gfull[y] + gshard[y]
+            add[2 * m - y] += gfull[y]
+            add[end] -= gfull[y]
         # per-step buffers: the whole gradient out after B_y, its slice in after the wait
         g = units[y][1]
         step[2 * m - y] -= g
         step[end] += gshard[y]
         shed += g - gshard[y]
-        resident = gfull[y] + (full[q] if q is not None else 0)
-        syncs.append((y, resident, gshard[r] if r is not None else 0))
+        syncs.append((y, full[q] if q is not None else 0, gfull[r] if r is not None else 0,
+                      gshard[r] if r is not None else 0))
     return _run(add, 2 * m), _run(step, 2 * m), syncs, shed, full, gfull, gshard
 
 
@@ -160,7 +162,7 @@ def comm_times(units: tuple, dp: int, bw: float, lat: float, gloo: bool) -> tupl
         full = unit_split(pb, dp)[0]
         gfull = unit_split(gb, dp)[0]
         ag.append(full / bw + dp * lat if gloo else (dp - 1) / dp * full / bw + (dp - 1) * lat)
-        rs.append((dp - 1) / dp * gfull / bw + (dp - 1) * lat)
+        rs.append(gfull / bw + dp * lat if gloo else (dp - 1) / dp * gfull / bw + (dp - 1) * lat)
     return ag, rs
 
 

@@ -110,7 +110,7 @@ def test_zero3_peaks_by_hand():
     are 1/dp per rank; a unit's full parameters are gathered from the start of the node before it
     (the prefetch one unit ahead) through its own forward, and again from the backward of the node
     after it through its own backward; after B_x its gradient is flattened (a copy beside it) and
-    reduce-scattered, the copy and the slice in flight until the next unit's reduce-scatter."""
+    reduce-scattered in place, the copy in flight until the next unit's reduce-scatter starts."""
     from memflow.simulator import Simulator
     from memflow.simulator.synthetic import chain_graph
     from tests.test_simulator import MS, make_cluster
@@ -122,9 +122,9 @@ def test_zero3_peaks_by_hand():
     base = 3 * P // 2 + 6 * P // 2  # half of every parameter and of AdamW's state
     # B1 (phases F0 F1 F2 B2 B1 B0): saved_0 carried (S); B1's traced transient: g1 (P), dx1, out0 and
     # dx2 freed (3A), saved_1 freed (S); gathered: x1 and x0 (its prefetch), 2P; x2's reduce-scatter in
-    # flight: its flat copy P and its slice P/2; g2 whole is gone (its slice is not yet added)
+    # flight: its flat copy P; g2 whole is gone (its slice is not yet copied out)
     r = Simulator(g, cl).evaluate(st, detail=True)
-    assert r.peak_bytes == [base + 2 * P + 3 * P // 2 + P + 3 * A + 2 * S] * 2
+    assert r.peak_bytes == [base + 2 * P + P + P + 3 * A + 2 * S] * 2
     assert r.breakdown[0]["phase"] == "B0" and r.breakdown[0]["params"] == 3 * P // 2
     assert r.breakdown[0]["optimizer"] == 3 * P and sum(v for k, v in r.breakdown[0].items() if k != "phase") \
         == r.peak_bytes[0]
@@ -177,8 +177,8 @@ def test_zero3_times_by_hand():
     for alpha, kind in ((1e-5, "gpu"), (2e-3, "gpu"), (1e-5, "cpu")):
         sim = Simulator(g, make_cluster(2, intra=Link(beta, alpha), kind=kind))
         opt = sim.stage(0, 2).opt_s / 2
-        c = 0.5 * P / beta + alpha  # a gather or a reduce-scatter of one unit
-        ag = c if kind == "gpu" else P / beta + 2 * alpha
+        # a gather or a reduce-scatter of one unit (gloo: two broadcasts or reduces of a slice each)
+        ag = c = 0.5 * P / beta + alpha if kind == "gpu" else P / beta + 2 * alpha
         # forward: x0's gather exposed, x1's prefetched beside F0 (exposed only past it)
         fwd = ag + max(1 * MS, ag) + 1 * MS
         # backward: x1's gather exposed, x0's beside B1; x1's reduce-scatter starts after B1 and

@@ -38,8 +38,8 @@ torch's ``fully_shard`` (FSDP2) is not used: it wraps modules and runs its colle
 module hooks, while a stage here is a list of graph nodes, not a module, and the collectives
 must sit exactly at the node boundaries the simulator prices (:mod:`simulator.zero3`). So the
 collectives are called directly: on NCCL ``all_gather_into_tensor`` and
-``reduce_scatter_tensor``; on gloo the list forms that make no temporary of a whole unit on the
-calling thread (as :mod:`memflow.executor.zero`): ``dp`` in-place ``broadcast``\\ s of the slices
+``reduce_scatter_tensor`` (the in-place form: the output is this rank's chunk of the input); on
+gloo, forms that make no temporary on any thread: ``dp`` in-place ``broadcast``\\ s of the slices
 into the flat buffer, and ``dp`` in-place ``reduce``\\ s of the flat copy's chunks, each to its
 owner. gloo's list-form ``reduce_scatter`` (ZeRO-2's) makes a temporary of ``1/dp`` of the flat
 copy on gloo's own thread, where :class:`~memflow.memory.LiveBytes` (a dispatch mode of the

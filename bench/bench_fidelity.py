@@ -102,6 +102,9 @@ CASES = [
     (str(ROOT / "tests" / "models" / "gru.py"), {}, 8, "pp2-m4-swap"),
     ("gpt2", {}, 64, "dp2-zero2"),
     (str(ROOT / "tests" / "models" / "tied.py"), {}, 2, "dp2-zero2"),
+    # ZeRO-3: every block's parameters gathered around its passes (the tied embedding kept whole)
+    ("gpt2", {}, 64, "dp2-fsdp"),
+    ("gpt2", {}, 64, "dp2-fsdp-rec-m2"),
 ]
 QUICK = [CASES[1], CASES[2]]
 RUNS = 2  # executor runs per case

@@ -735,7 +735,7 @@ class Simulator:
             pts.append((stage_end[s], ev.base))
             curves_s.append([curve_arrays([(t, v + (r[0] - ev.base if r else 0)) for t, v in pts]
                                           + [(t_opt, r[0] + r[2] if r else ev.base + ev.opt_mem)]) for r in ranks])
-            comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0)) + ar_busy + ag[s]
+            comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0) + ev.comm_s) + ar_busy + ag[s]
             host_busy = m * ev.host_s + (opt_s[s] if st.optimizer_on_host[s] else 0.0)
             comp_busy = m * (ev.fwd_s + ev.bwd_compute_s) + (0.0 if st.optimizer_on_host[s] else opt_s[s])
             busy_s.append({"compute": comp_busy, "comm": comm_busy, "host": host_busy})
@@ -769,6 +769,9 @@ class Simulator:
         if ar_end[s] > end[s] + 1e-12 and ar_end[s] - end[s] > 0.05 * step:
             return f"data-parallel all-reduce: stage {s} ({(ar_end[s] - end[s]) * 1e3:.2f} ms exposed)"
         ev = stg.evals[s]
+        if ev.comm_stall_s * st.microbatches > 0.05 * step:
+            return (f"ZeRO-3 gathers and reduce-scatters: stage {s} "
+                    f"({ev.comm_stall_s * st.microbatches * 1e3:.2f} ms exposed)")
         if st.microbatches * ev.host_s >= end[s] * 0.999 or ev.stall_s * st.microbatches > 0.05 * step:
             return f"host link: stage {s} (swap traffic {st.microbatches * ev.host_s * 1e3:.2f} ms)"
         if st.optimizer_on_host[s] and opt_s[s] > 0.3 * step:

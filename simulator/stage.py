@@ -90,6 +90,10 @@ class StageEval:
     # sits on with 1, with more, its bytes); x: the node after whose backward it is made, phase 2m:
     # after the whole backward
     sync_points: list = ()
+    # ZeRO-3, per micro-batch: seconds the forward and backward wait for gathers and reduce-scatters
+    # (in fwd_s and bwd_s, not in stall_s: the host link's), and the comm stream's busy seconds
+    comm_stall_s: float = 0.0
+    comm_s: float = 0.0
 
 
 def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | None = None) -> tuple[int, str]:
@@ -833,12 +837,16 @@ class StageModel:
                         sync1 = v
                     if v > syncN:
                         syncN = v
+        zb = zstall = zcomm = 0.0  # ZeRO-3: the backward's waits for its collectives; all waits; comm busy
         if z3 and comm is not None:  # each unit's gathers and reduce-scatter on the comm stream
             ag, rs = comm_times(self.z3.units, dp, *comm)
             fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
             bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
-            fwd_s, tb, node_end = timeline(fdur, bdur, ag, rs)
-            stall = tb - bwd_s
+            f, tb, node_end = timeline(fdur, bdur, ag, rs)
+            zb = tb - bwd_s - stall
+            zstall = f - fwd_s + zb
+            zcomm = 2 * sum(ag) + sum(rs)
+            fwd_s = f
         params = L.P_sum
         opt = L.O_sum
         opt_mem = K.step[twom] + opt_trans  # (for a host step: the gradients alone)
@@ -867,11 +875,13 @@ class StageModel:
             opt = 0
         base = params + opt + input_bytes
         ev = StageEval(  # (positional, in field order: the search makes many)
-            fwd_s, bwd_s + stall, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
+            fwd_s, bwd_s + stall + zb, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
             R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
             K.S_fwd, S_after, opt_mem, sync1, syncN, ranks,
         )
+        if z3:
+            ev.comm_stall_s, ev.comm_s = zstall, zcomm
         if detail:
             ev.carried = _running(K.carried, dc, twom) + [0]
             ev.step = list(K.step)

@@ -189,6 +189,10 @@ def test_zero3_times_by_hand():
         b0_end = max(b0_start + 2 * MS, rs1)
         bwd = max(b0_end, rs1) + c
         assert sim.evaluate(st).step_time_s == pytest.approx(fwd + bwd + opt), (alpha, kind)
+        r = sim.evaluate(st, detail=True)
+        stalls = fwd + bwd - 2 * MS - 4 * MS  # past the nodes' compute
+        assert r.step_time_s == pytest.approx(fwd + bwd + opt)
+        assert r.binding.startswith("ZeRO-3") == (stalls > 0.05 * r.step_time_s), (r.binding, stalls)
 
 
 # ------------------------------------------------------------------ executor (cpu-2, gloo)

@@ -29,7 +29,7 @@ from itertools import accumulate
 from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS, SWAP
 
 from .layout import StageLayout
-from .zero3 import Zero3Facts, comm_times, phase_terms, timeline, unit_split
+from .zero3 import Zero3Facts, comm_times, phase_values, state_terms, timeline
 
 __all__ = ["StageModel", "StageEval", "stage_peak", "PEAK_PHASES"]
 
@@ -556,78 +556,15 @@ class StageModel:
         return z
 
     def zero3(self, dp: int) -> tuple:
-        """ZeRO-3 over ``dp`` ranks (:mod:`simulator.zero3`), alike on every rank: ``(terms, params,
-        gradients in the optimizer step, optimizer state, the step's temporaries)``, ``terms`` its
-        :func:`~simulator.zero3.phase_terms`. Each unit's parameters, gradient and state are a
-        ``1/dp`` slice (padded), the parameters kept whole are whole; the step's temporaries as
-        :meth:`zero2`'s, of the slices and the whole parameters."""
+        """ZeRO-3 over ``dp`` ranks, alike on every rank: ``(terms, params, gradients in the optimizer
+        step, optimizer state, the step's temporaries)`` (:func:`simulator.zero3.state_terms`)."""
         z = self._z3.get(dp)
         if z is None:
             L = self.layout
-            m = L.m
             K = self._keep or _KeepTables(L)
-            units = self.z3.units
-            terms = phase_terms(units, dp, m)
-            shards = [unit_split(pb, dp)[1] for pb, _, _ in units if pb > 0]
-            params = L.P_sum - sum(pb for pb, _, _ in units) + sum(shards)
-            grads = K.step[2 * m] + self.opt_grads - terms[3]
-            state = L.O_sum - sum(ob for _, _, ob in units) + sum(-(-ob * sh // pb) for (pb, _, ob), sh in
-                                                                  zip([u for u in units if u[0] > 0], shards))
-            rest = self.z3.rest_params
-            if self.zero_params and not self.zero_sum:
-                rate = max(t / pb for pb, _, t in self.zero_params if pb)
-                temps = int(rate * max(shards + [pb for pb, _, _ in rest], default=0))
-            elif self.zero_params:
-                wt = sum(t for _, _, t in rest)
-                temps = int((sum(t for _, _, t in self.zero_params) - wt) / dp + wt)
-            else:
-                temps = max(0, self.opt_trans - self.opt_grads) // dp
-            z = self._z3[dp] = (terms, params, grads, state, temps)
+            z = self._z3[dp] = state_terms(self.z3, dp, L.m, L.P_sum, L.O_sum, K.step[2 * L.m], self.opt_grads,
+                                           self.opt_trans, self.zero_params, self.zero_sum)
         return z
-
-    def _z3_values(self, dp: int, K: _KeepTables, d: list) -> tuple:
-        """The per-phase bytes (without, with the per-step buffers) of the stage under ZeRO-3 with the
-        actions' changes ``d`` (differences), and its per-step buffers after a backward: the traced
-        figures plus :func:`~simulator.zero3.phase_terms`' gathers and reduce-scatters in flight, the
-        sync point after each unit's backward put in the phase it starts (its flat copy beside the
-        unit's gradient, the reduce-scatter waited for there: its flat copy and the slice copied out
-        of it; on what the phases either side hold: the smaller)."""
-        m = self.layout.m
-        (add, step, syncs, shed, _, gfull, gshard), _, _, _, _ = self.zero3(dp)
-        units = self.z3.units
-        run = list(accumulate(d[:2 * m]))
-        kv, kv0 = K.kv, K.kv0
-        v = [kv[p] + run[p] + add[p] for p in range(2 * m)]
-        v0 = [kv0[p] + run[p] + add[p] + step[p] for p in range(2 * m)]
-        S_after = K.S_after - shed
-        inp = self.input_bytes
-        for y, gathered, flat_r, slice_r in syncs:
-            g = units[y][1]
-            flat = max(flat_r, gfull[y])  # (the one waited for dies before y's is made)
-            if y > 0:
-                j = 2 * m - 1 - y
-                a, b = kv[j] + run[j], kv[j + 1] + run[j + 1]
-                a0, b0 = kv0[j] + step[j] + run[j], kv0[j + 1] + step[j + 1] + run[j + 1]
-                w = min(a, b + g) + gathered + flat
-                if w > v[j + 1]:
-                    v[j + 1] = w
-                w = min(a0 + slice_r, b0 + g) + gathered + flat
-                if w > v0[j + 1]:
-                    v0[j + 1] = w
-            else:  # after the whole backward: the gradient whole, the flat copies, the inputs gone
-                j = 2 * m - 1
-                w = g - gshard[0] + flat - inp
-                if w > v[j]:
-                    v[j] = w
-                if S_after + w > v0[j]:
-                    v0[j] = S_after + w
-        if syncs and syncs[0][0] > 0:  # the lowest unit's copy, waited for at the op's end
-            w = gfull[syncs[0][0]] - inp
-            if w > v[2 * m - 1]:
-                v[2 * m - 1] = w
-            if S_after + w > v0[2 * m - 1]:
-                v0[2 * m - 1] = S_after + w
-        return v, v0, S_after
 
     def evaluate(self, actions: tuple, dp: int, shard: str, opt_host: bool, host_bw: float,
                  detail: bool = False, comm: tuple | None = None) -> StageEval:
@@ -822,7 +759,8 @@ class StageModel:
             fl = sync_fl if sync else None
             kv, kv0 = K.kv, K.kv0
             if z3:  # (the gathers, reduce-scatters and sync points in the phases' figures)
-                kv, kv0, S_after = self._z3_values(dp, K, d)
+                kv, kv0, S_after = phase_values(self.zero3(dp)[0], self.z3.units, m, K.kv, K.kv0, K.S_after,
+                                                list(accumulate(d[:twom])), input_bytes)
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             if detail and sync:

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Zero3Facts", "zero3_facts", "unit_split", "phase_terms", "comm_times", "timeline"]
+__all__ = ["Zero3Facts", "zero3_facts", "unit_split", "phase_terms", "state_terms", "phase_values", "comm_times",
+           "timeline"]
 
 ELEMENT = 4  # bytes per element a unit is padded in (fp32 parameters and gradients)
 
@@ -141,6 +142,77 @@ def phase_terms(units: tuple, dp: int, m: int) -> tuple:
         syncs.append((y, full[q] if q is not None else 0, gfull[r] if r is not None else 0,
                       gshard[r] if r is not None else 0))
     return _run(add, 2 * m), _run(step, 2 * m), syncs, shed, full, gfull, gshard
+
+
+def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step_opt: int, opt_grads: int,
+                opt_trans: int, zero_params: tuple, zero_sum: bool) -> tuple:
+    """A stage's ZeRO-3 figures over ``dp`` ranks, alike on every rank: ``(terms, params, gradients
+    in the optimizer step, optimizer state, the step's temporaries)``, ``terms`` its
+    :func:`phase_terms`. Each unit's parameters, gradient and state are a ``1/dp`` slice (padded),
+    the parameters kept whole are whole; the step's temporaries as ZeRO-2's
+    (``StageModel.zero2``), of the slices and the whole parameters. The stage's all-keep figures:
+    ``P_sum`` / ``O_sum`` its parameters and state, ``step_opt`` its per-step buffers in the
+    optimizer phase, ``opt_grads`` / ``opt_trans`` its step's gradients / bytes above the state,
+    ``zero_params`` / ``zero_sum`` its parameter table (as ``StageModel``'s)."""
+    units = facts.units
+    terms = phase_terms(units, dp, m)
+    shards = [unit_split(pb, dp)[1] for pb, _, _ in units if pb > 0]
+    params = P_sum - sum(pb for pb, _, _ in units) + sum(shards)
+    grads = step_opt + opt_grads - terms[3]
+    state = O_sum - sum(ob for _, _, ob in units) + sum(-(-ob * sh // pb) for (pb, _, ob), sh in
+                                                        zip([u for u in units if u[0] > 0], shards))
+    rest = facts.rest_params
+    if zero_params and not zero_sum:
+        rate = max(t / pb for pb, _, t in zero_params if pb)
+        temps = int(rate * max(shards + [pb for pb, _, _ in rest], default=0))
+    elif zero_params:
+        wt = sum(t for _, _, t in rest)
+        temps = int((sum(t for _, _, t in zero_params) - wt) / dp + wt)
+    else:
+        temps = max(0, opt_trans - opt_grads) // dp
+    return terms, params, grads, state, temps
+
+
+def phase_values(terms: tuple, units: tuple, m: int, kv: list, kv0: list, S_after: int, run: list,
+                 inp: int) -> tuple:
+    """The per-phase bytes (without, with the per-step buffers) of a stage under ZeRO-3 and its
+    per-step buffers after a backward: the all-keep figures ``kv`` / ``kv0`` / ``S_after`` with the
+    actions' changes ``run`` (per phase), plus :func:`phase_terms`' gathers and copies in flight and
+    the sync point after each unit's backward put in the phase it starts: the unit's gradient and
+    flat copy, the reduce-scatter waited for there (its copy, the slice copied out of it), the
+    prefetched gather, on what the phases either side hold (the smaller). ``inp``: the
+    micro-batch's input bytes (gone after its backward)."""
+    add, step, syncs, shed, _, gfull, gshard = terms
+    v = [kv[p] + run[p] + add[p] for p in range(2 * m)]
+    v0 = [kv0[p] + run[p] + add[p] + step[p] for p in range(2 * m)]
+    S_after = S_after - shed
+    for y, gathered, flat_r, slice_r in syncs:
+        g = units[y][1]
+        flat = max(flat_r, gfull[y])  # (the one waited for dies before y's is made)
+        if y > 0:
+            j = 2 * m - 1 - y
+            a, b = kv[j] + run[j], kv[j + 1] + run[j + 1]
+            a0, b0 = kv0[j] + step[j] + run[j], kv0[j + 1] + step[j + 1] + run[j + 1]
+            w = min(a, b + g) + gathered + flat
+            if w > v[j + 1]:
+                v[j + 1] = w
+            w = min(a0 + slice_r, b0 + g) + gathered + flat
+            if w > v0[j + 1]:
+                v0[j + 1] = w
+        else:  # after the whole backward: the gradient whole, the flat copies, the inputs gone
+            j = 2 * m - 1
+            w = g - gshard[0] + flat - inp
+            if w > v[j]:
+                v[j] = w
+            if S_after + w > v0[j]:
+                v0[j] = S_after + w
+    if syncs and syncs[0][0] > 0:  # the lowest unit's copy, waited for at the op's end
+        w = gfull[syncs[0][0]] - inp
+        if w > v[2 * m - 1]:
+            v[2 * m - 1] = w
+        if S_after + w > v0[2 * m - 1]:
+            v0[2 * m - 1] = S_after + w
+    return v, v0, S_after
 
 
 def _run(d: list, n: int) -> list:

@@ -274,6 +274,32 @@ def test_search_and_exact_choose_zero2_where_only_it_fits_on_the_device():
     assert r1.best is None or (r1.best.sharding == ["optimizer"] and r1.best.optimizer_on_host == [True])
 
 
+def test_search_and_exact_choose_zero3_where_only_it_fits_on_the_device():
+    """A parameter-heavy chain on two GPUs whose whole parameters (ZeRO-2 keeps them) overflow a
+    device: ZeRO-3 shards them too, its gathers hidden behind the nodes' compute. The exact solver
+    and the MCMC both choose it over a host optimizer (slower), and the FSDP baselines are listed."""
+    from memflow.cluster import Cluster
+    from memflow.search import MeshLimits, SearchContext, search, solve_exact
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+
+    P = 64 << 20
+    g = chain_graph(4, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P, fwd_s=20e-3, bwd_s=40e-3)
+    cl = Cluster.for_gpus(2, "v100-16gb")
+    peak = {lv: Simulator(g, cl).evaluate(Strategy(2, 1, [0] * 4, ["keep"] * 4, sharding=[lv])).peak_bytes[0]
+            for lv in ("gradients", "parameters")}
+    assert peak["parameters"] < peak["gradients"]
+    cl = cl.with_memory((peak["gradients"] + peak["parameters"]) // 2)
+    lim = MeshLimits(dp=2)
+    ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
+    r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
+    assert ex.best.sharding == ["parameters"] and not ex.best.optimizer_on_host[0]
+    assert r.best.sharding == ["parameters"]
+    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+    assert any(name.startswith("fsdp/") for name in r.baselines)
+    assert any(name.startswith("fsdp+recompute/") for name in r.baselines)
+
+
 def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():
     """A parameter read on several stages (a tied embedding) is summed over its own group, outside
     the buckets, and stepped whole by every rank under ZeRO-2 (memflow.executor.zero): its state

@@ -694,6 +694,9 @@ class Simulator:
                     fdone += 1
                     pts.append((t1, ev.base + (others + 1) * ev.R - inp + stepc))
                     name = f"F{op}"
+                    for half, x, what, c0, du in ev.comm_ops:  # ZeRO-3's gathers beside the forward
+                        if half == "F":
+                            events.append((s, "comm", f"{what} {self.graph.nodes[a + x].name} mb{op}", t0 + c0, du))
                     for x, c0, c1 in ev.copy_out:
                         events.append((s, "host", f"swap-out {self.graph.nodes[a + x].name} mb{op}", t0 + c0, c1 - c0))
                     if s < pp - 1 and cf[s] > 0:
@@ -714,6 +717,9 @@ class Simulator:
                         for x, v1, vN, _, _, _ in ev.sync_points:
                             pts.append((t0 + ev.bwd_node_end[x] if x else t1, ev.base + (v1 if m == 1 else vN)))
                     name = f"B{j}"
+                    for half, x, what, c0, du in ev.comm_ops:
+                        if half == "B":
+                            events.append((s, "comm", f"{what} {self.graph.nodes[a + x].name} mb{j}", t0 + c0, du))
                     for x, c0, c1 in ev.prefetch:
                         events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))
                     if s > 0 and cb[s - 1] > 0:

@@ -94,6 +94,7 @@ class StageEval:
     # (in fwd_s and bwd_s, not in stall_s: the host link's), and the comm stream's busy seconds
     comm_stall_s: float = 0.0
     comm_s: float = 0.0
+    comm_ops: list = ()  # detail only: its collectives, (half, x, kind, start, seconds) (simulator.zero3.timeline)
 
 
 def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | None = None) -> tuple[int, str]:
@@ -780,7 +781,8 @@ class StageModel:
             ag, rs = comm_times(self.z3.units, dp, *comm)
             fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
             bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
-            f, tb, node_end = timeline(fdur, bdur, ag, rs)
+            zops = [] if detail else None
+            f, tb, node_end = timeline(fdur, bdur, ag, rs, zops)
             zb = tb - bwd_s - stall
             zstall = f - fwd_s + zb
             zcomm = 2 * sum(ag) + sum(rs)
@@ -820,6 +822,8 @@ class StageModel:
         )
         if z3:
             ev.comm_stall_s, ev.comm_s = zstall, zcomm
+            if detail and comm is not None:
+                ev.comm_ops = zops
         if detail:
             ev.carried = _running(K.carried, dc, twom) + [0]
             ev.step = list(K.step)

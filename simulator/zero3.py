@@ -238,27 +238,35 @@ def comm_times(units: tuple, dp: int, bw: float, lat: float, gloo: bool) -> tupl
     return ag, rs
 
 
-def timeline(fwd: list, bwd: list, ag: list, rs: list) -> tuple[float, float, list]:
+def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = None) -> tuple[float, float, list]:
     """One micro-batch's forward and backward op under ZeRO-3's collectives: ``(forward seconds,
     backward seconds, per local node the offset at which B_x ends)``, from the nodes' compute
     seconds ``fwd`` / ``bwd`` (a backward's replay and swap stalls included) and each unit's
-    gather / reduce-scatter seconds (see the module's docstring)."""
+    gather / reduce-scatter seconds (see the module's docstring). ``record``: a list to append
+    each collective to, ``(half, x, kind, start, seconds)`` (half ``"F"`` or ``"B"``, offsets from its
+    op's start; kind ``"all-gather"`` or ``"reduce-scatter"``)."""
     m = len(fwd)
     order = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
     nxt = {x: order[i + 1] for i, x in enumerate(order[:-1])}
     prv = {x: order[i - 1] for i, x in enumerate(order) if i > 0}
+    units = set(order)
+
+    def start(half: str, x: int, kind: str, t0: float, du: float) -> float:
+        if record is not None:
+            record.append((half, x, kind, t0, du))
+        return t0 + du
+
     t = comm = 0.0
     land: dict = {}
-    units = set(order)
     for x in range(m):
         if x in units:
             if x not in land:
-                comm = land[x] = max(t, comm) + ag[x]
+                comm = land[x] = start("F", x, "all-gather", max(t, comm), ag[x])
             if land[x] > t:
                 t = land[x]
             y = nxt.get(x)
             if y is not None:
-                comm = land[y] = max(t, comm) + ag[y]
+                comm = land[y] = start("F", y, "all-gather", max(t, comm), ag[y])
         t += fwd[x]
     f = t
     t = comm = 0.0
@@ -268,17 +276,17 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list) -> tuple[float, float, li
     for x in range(m - 1, -1, -1):
         if x in units:
             if x not in land:
-                comm = land[x] = max(t, comm) + ag[x]
+                comm = land[x] = start("B", x, "all-gather", max(t, comm), ag[x])
             if land[x] > t:
                 t = land[x]
             y = prv.get(x)
             if y is not None:
-                comm = land[y] = max(t, comm) + ag[y]
+                comm = land[y] = start("B", y, "all-gather", max(t, comm), ag[y])
         t += bwd[x]
         if x in units:
             if pending is not None and pending > t:
                 t = pending
-            comm = pending = max(t, comm) + rs[x]
+            comm = pending = start("B", x, "reduce-scatter", max(t, comm), rs[x])
         node_end[x] = t
     if pending is not None and pending > t:  # (the last reduce-scatter, waited at the op's end)
         t = pending

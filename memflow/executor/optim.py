@@ -39,12 +39,13 @@ class StageOptimizer:
         self.cuda_host = on_host and device.type == "cuda"
         self.zero = None
         self.live = None
+        if self.cuda_host and sliced is not None:  # pragma: no cover - needs a GPU
+            raise ConfigError(f"sharding {getattr(sliced, 'level', SHARD_GRADIENTS)!r} with the optimizer on the "
+                              "host runs on the CPU only")
         if self.cuda_host:  # pragma: no cover - needs a GPU
             self.host_params = [torch.nn.Parameter(p.detach().to("cpu").clone()) for p in params]
             opt_params = self.host_params
         elif sliced is not None:
-            if self.cuda_host:  # pragma: no cover - needs a GPU
-                raise ConfigError("sharding 'gradients' with the optimizer on the host runs on the CPU only")
             inside = {id(p) for b in sliced.buckets for p in b.params}
             if getattr(sliced, "level", SHARD_GRADIENTS) == SHARD_PARAMETERS:
                 # each unit's shard where its first parameter was, in the model's order: a one-tensor-at-a-

@@ -195,6 +195,34 @@ def test_zero3_times_by_hand():
         assert r.binding.startswith("ZeRO-3") == (stalls > 0.05 * r.step_time_s), (r.binding, stalls)
 
 
+def test_live_bytes_count_storage_resizes():
+    """ZeRO-3's gathered parameters live in a storage resized in place (not an op: dispatch does not
+    see it); LiveBytes.resized counts it at its new size, a growth against the cap."""
+    import torch
+
+    from memflow.errors import DeviceOutOfMemoryError
+    from memflow.memory import LiveBytes
+
+    live = LiveBytes(cap_bytes=10_000)
+    t = torch.zeros(1000)  # 4000 bytes
+    live.track([t])
+    assert live.live == 4000
+    t.untyped_storage().resize_(0)
+    live.resized(t)
+    assert live.live == 0 and live.peak == 4000
+    t.untyped_storage().resize_(8000)
+    live.resized(t)
+    assert live.live == 8000 and live.peak == 8000
+    t.untyped_storage().resize_(12_000)
+    with pytest.raises(DeviceOutOfMemoryError):
+        live.resized(t)
+    u = torch.zeros(10)  # not tracked yet: counted at its size
+    live.resized(u)
+    assert live.live == 8040
+    del u
+    assert live.live == 8000  # (freed as any counted storage)
+
+
 # ------------------------------------------------------------------ executor (cpu-2, gloo)
 # GPT-2's plain ZeRO-2 case is the recompute + 2 micro-batch one less its options
 @pytest.mark.parametrize("model,batch,kind", [pytest.param("gpt2", 8, "dp2-zero2", marks=pytest.mark.full),

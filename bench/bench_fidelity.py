@@ -42,6 +42,10 @@ def _strategy(kind: str, n: int) -> Strategy:
                         optimizer_on_host=[True])
     if kind == "dp2-fsdp":  # ZeRO-3/FSDP: parameters gathered per node for its forward and backward
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["parameters"])
+    if kind == "dp2-fsdp-rec-m2":  # ZeRO-3 + recompute every other node (its replay reads B_x's gather), two
+        # micro-batches (every one reduce-scatters its gradients)
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)],
+                        microbatches=2, sharding=["parameters"])
     if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, optimizer_on_host=[True])
     if kind == "pp2":
@@ -98,6 +102,9 @@ CASES = [
     (str(ROOT / "tests" / "models" / "gru.py"), {}, 8, "pp2-m4-swap"),
     ("gpt2", {}, 64, "dp2-zero2"),
     (str(ROOT / "tests" / "models" / "tied.py"), {}, 2, "dp2-zero2"),
+    # ZeRO-3: every block's parameters gathered around its passes (the tied embedding kept whole)
+    ("gpt2", {}, 64, "dp2-fsdp"),
+    ("gpt2", {}, 64, "dp2-fsdp-rec-m2"),
 ]
 QUICK = [CASES[1], CASES[2]]
 RUNS = 2  # executor runs per case

@@ -42,8 +42,8 @@ SHARD_OPTIMIZER: Final = "optimizer"
 SHARD_GRADIENTS: Final = "gradients"
 SHARD_PARAMETERS: Final = "parameters"
 SHARDINGS: tuple[Sharding, ...] = get_args(Sharding)
-#: the levels the simulator and the executor run today (ZeRO-3/FSDP is a record value only)
-SEARCHABLE_SHARDINGS: tuple[Sharding, ...] = (SHARD_NONE, SHARD_OPTIMIZER, SHARD_GRADIENTS)
+#: the levels the simulator and the executor run, and the search gives stages (all of them)
+SEARCHABLE_SHARDINGS: tuple[Sharding, ...] = (SHARD_NONE, SHARD_OPTIMIZER, SHARD_GRADIENTS, SHARD_PARAMETERS)
 
 #: The precision a plan trains in: fp32, or bf16 autocast with fp32 master weights.
 TrainDtype = Literal["fp32", "bf16"]

@@ -188,6 +188,37 @@ class LiveBytes(TorchDispatchMode):
                 for st in storages(t):
                     self._add(st, kind, check=False, record=False)
 
+    def resized(self, t: torch.Tensor) -> None:
+        """Count the storage behind ``t`` at its size now, after ``untyped_storage().resize_``: a
+        storage method, not an op, so dispatch does not see it (ZeRO-3's gathered parameters:
+        :mod:`memflow.executor.zero3`). Growing it is an allocation (checked against the cap)."""
+        st = t.untyped_storage()
+        key = id(st)
+        ent = self._refs.get(key)
+        if ent is None or ent[0]() is not st:
+            self._add(st, "state", record=False)
+            return
+        ref, old, ev, on_host = ent
+        new = st.nbytes()
+        if on_host:
+            self.host_live += new - old
+            self.host_peak = max(self.host_peak, self.host_live)
+        else:
+            if new > old and self.cap_bytes is not None and self.live + new - old > self.cap_bytes:
+                ctx = self.describe() if self.describe else ""
+                raise DeviceOutOfMemoryError(
+                    f"out of memory{(' on ' + ctx) if ctx else ''}: tried to allocate {new - old} bytes with "
+                    f"{self.live} live, capacity {self.cap_bytes} bytes"
+                )
+            self.live += new - old
+            if self.live > self.peak:
+                self.peak = self.live
+                if self.locate is not None:
+                    self.peak_at = self.locate()
+            if self.live > self.phase_peak.get(self.phase, 0):
+                self.phase_peak[self.phase] = self.live
+        self._refs[key] = (ref, new, ev, on_host)
+
     def event_of(self, t: torch.Tensor) -> BufferEvent | None:
         """The recorded event of the storage behind ``t`` (None if untracked)."""
         for st in storages(t):

@@ -5,6 +5,8 @@
   except every ⌈√n⌉-th, for a few micro-batch counts;
 * ZeRO-2 with full recompute (``zero2+recompute``): every node recomputed, gradients and
   optimizer state sharded over the data-parallel ranks (what a DeepSpeed stage-2 user runs);
+* FSDP (ZeRO-3: parameters too), every node kept (``fsdp``) or recomputed (``fsdp+recompute``):
+  what a ``fully_shard`` user runs, with or without activation checkpointing;
 * a memory-unaware search: the same MCMC optimising time only, ignoring
   capacity (its best often does not fit: that is the point of MemFlow).
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from memflow.kinds import KEEP, RECOMPUTE, SHARD_GRADIENTS
+from memflow.kinds import KEEP, RECOMPUTE, SHARD_GRADIENTS, SHARD_PARAMETERS
 from memflow.strategy import Strategy
 
 from .context import SearchContext
@@ -36,22 +38,28 @@ def chen_sqrt_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
 
 
 def sharded_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
-    """ZeRO-2 with every node recomputed, on the most data-parallel mesh, for a few micro-batch
-    counts (none without data parallelism or with ZeRO-2 out of the search's levels)."""
+    """ZeRO-2 with every node recomputed, and FSDP (ZeRO-3) with every node kept or recomputed, on
+    the most data-parallel mesh, for a few micro-batch counts (none without data parallelism; a
+    level out of the search's levels is left out)."""
     dp = max(ctx.dps)
-    if dp < 2 or SHARD_GRADIENTS not in ctx.shard_levels or not ctx.allow_shard:
+    if dp < 2 or not ctx.allow_shard:
         return []
     pp = ctx.N // dp
+    kinds = [(name, lv, act) for name, lv, act in (("zero2+recompute", SHARD_GRADIENTS, RECOMPUTE),
+                                                    ("fsdp", SHARD_PARAMETERS, KEEP),
+                                                    ("fsdp+recompute", SHARD_PARAMETERS, RECOMPUTE))
+             if lv in ctx.shard_levels]
     out = []
     for m in few_microbatches(ctx, dp, pp):
         so = ctx.partition(pp, ctx.global_batch // (dp * m))
-        out.append((f"zero2+recompute/m{m}", Strategy(dp=dp, pp=pp, stage_of=so, actions=[RECOMPUTE] * ctx.n,
-                                                      microbatches=m, sharding=[SHARD_GRADIENTS] * pp)))
+        for name, lv, act in kinds:
+            out.append((f"{name}/m{m}", Strategy(dp=dp, pp=pp, stage_of=so, actions=[act] * ctx.n,
+                                                 microbatches=m, sharding=[lv] * pp)))
     return out
 
 
 def fixed_baselines(ctx: SearchContext, evaluator: Evaluator | None = None) -> dict:
-    """name → (Strategy, Evaluation) for the seeds, Chen's √n checkpointing and ZeRO-2 + recompute."""
+    """name → (Strategy, Evaluation) for the seeds, Chen's √n checkpointing, ZeRO-2 + recompute and FSDP."""
     evaluator = evaluator or Evaluator(ctx)
     out = {}
     for name, st in seed_strategies(ctx) + chen_sqrt_strategies(ctx) + sharded_strategies(ctx):

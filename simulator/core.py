@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from memflow.graph.record import TaskGraph
 from memflow.schedule import inflight
-from memflow.errors import StrategyError
 from memflow.kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.units import format_bytes
@@ -26,6 +25,7 @@ from .result import Evaluation, SimResult, curve_arrays
 from .layout import StageLayout, build_layout
 from .stage import StageEval, StageModel, stage_peak
 from .window import BufferWindow
+from .zero3 import zero3_facts
 
 __all__ = ["Simulator", "simulate", "StageSpec", "StrategyShape", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 
@@ -75,6 +75,7 @@ class StrategyShape:
     buckets: list  # per stage: (local node completing it, bytes-term seconds, bytes) per all-reduce bucket
     host_opt: list  # per stage: host bytes per device of an optimizer state kept on the host
     host_share: tuple  # per stage: ((machine, devices of the stage on it), ...)
+    comm: list  # per stage: ZeRO-3's dp ring (bandwidth, latency, gloo) for its per-node collectives, else None
 
 
 @dataclass
@@ -221,13 +222,15 @@ class Simulator:
             params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
             opt_trans, opt_grads = self._opt_trans(a, b)
             buckets = self._bucket_plan(L)
+            z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names))
+            z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params, tuple(self._bucket_plan(L, list(z3.rest_grads))))
             model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                                opt_grads=opt_grads, host_lat=self.host_link.latency,
                                prefetch_ahead=self.prefetch_ahead,
                                sync_flats=[(x, nb) for x, nb, flat in buckets if flat],
                                zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step(),
                                buckets=tuple((x, nb) for x, nb, _ in buckets),
-                               zero_whole=self._zero_params(a, b, shared=True))
+                               zero_whole=self._zero_params(a, b, shared=True), z3=z3)
             sp = self._layouts[(a, b)] = StageSpec(
                 layout=L, model=model, params=params, grads=grads, optimizer=opt,
                 buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
@@ -243,13 +246,15 @@ class Simulator:
             return g.opt_time_s * state / total if total else 0.0
         return state / self.mem_bw
 
-    def _bucket_plan(self, L: StageLayout) -> list:
+    def _bucket_plan(self, L: StageLayout, dp_grads: list | None = None) -> list:
         """The stage's data-parallel gradient buckets as the executor all-reduces them
         (:func:`memflow.buckets.grad_buckets`), in order: (local node after whose backward it is
-        reduced, bytes, bytes of its flat copy: 0 for a bucket of one gradient, reduced in place)."""
+        reduced, bytes, bytes of its flat copy: 0 for a bucket of one gradient, reduced in place).
+        ``dp_grads``: per local node the gradients bucketed (default: ``L.dp_grads``, all of them)."""
         out = []
-        for x, members in grad_buckets([[(nb, 0) for nb in xs] for xs in L.dp_grads], self.bucket_bytes):
-            nb = sum(L.dp_grads[o][i] for o, i in members)
+        dg = L.dp_grads if dp_grads is None else dp_grads
+        for x, members in grad_buckets([[(nb, 0) for nb in xs] for xs in dg], self.bucket_bytes):
+            nb = sum(dg[o][i] for o, i in members)
             out.append((x, nb, nb if len(members) > 1 else 0))
         return out
 
@@ -294,11 +299,12 @@ class Simulator:
         impl = self.graph.meta.get("optimizer_impl", "default")
         return impl == "single" or (impl == "default" and self.cluster.device.kind == "cpu")
 
-    def _zero_params(self, a: int, b: int, shared: bool | None = None) -> tuple:
+    def _zero_params(self, a: int, b: int, shared: bool | None = None, names: set | None = None) -> tuple:
         """Per parameter stage ``[a, b)``'s optimizer steps, ``(bytes, state bytes, temporaries its step
         adds)``: what ZeRO-1 shares out among data-parallel ranks (StageModel.zero_shares). The
         temporaries are the traced step's, scaled as :meth:`_opt_trans` scales a stage's. ``shared``
-        True: only the parameters other stages read too (their replicas stay whole under ZeRO-2)."""
+        True: only the parameters other stages read too (their replicas stay whole under ZeRO-2);
+        ``names``: only those (ZeRO-3's parameters kept whole)."""
         g = self.graph
         if not g.params:
             return ()
@@ -312,6 +318,8 @@ class Simulator:
             outside |= {k for k, v in g.params.items() if not a <= v[3] < b}
         for k in sorted(self._stage_params(a, b)):
             if shared is not None and (k in outside) != shared:
+                continue
+            if names is not None and k not in names:
                 continue
             pb, gb, ob = (int(v) for v in g.params[k][:3])
             if gb > 0:
@@ -378,11 +386,15 @@ class Simulator:
         return out
 
     def stage_eval(self, a: int, b: int, actions, *, shard: str, opt_host: bool, dp: int, host_bw: float,
-                   detail: bool = False) -> StageEval:
+                   detail: bool = False, stage: int = 0) -> StageEval:
         """The :class:`StageEval` of node range ``[a, b)`` under per-node ``actions`` and the stage's
-        options (``shard``: its sharding level; ``host_bw``: the host-link bandwidth it gets), cached
-        as the simulator's own."""
-        return self._stage_eval((a, b, tuple(actions), shard if dp > 1 else SHARD_NONE, bool(opt_host), dp, host_bw), detail)
+        options (``shard``: its sharding level; ``host_bw``: the host-link bandwidth it gets; ``stage``:
+        its index, whose dp ring times ZeRO-3's collectives), cached as the simulator's own."""
+        shard = shard if dp > 1 else SHARD_NONE
+        comm = None
+        if shard == SHARD_PARAMETERS:
+            comm = (*self._ring(stage, dp), self.cluster.device.kind == "cpu")
+        return self._stage_eval((a, b, tuple(actions), shard, bool(opt_host), dp, host_bw, comm), detail)
 
     def _stage_eval(self, key: tuple, detail: bool = False) -> StageEval:
         if not detail:
@@ -390,9 +402,9 @@ class Simulator:
             if ev is not None:
                 self.stats["stage_hits"] += 1
                 return ev
-        a, b, acts, shard, ohost, dp, bw = key
+        a, b, acts, shard, ohost, dp, bw, comm = key
         sp = self._layouts.get((a, b)) or self.stage(a, b)
-        ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail)
+        ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail, comm)
         self.stats["stage_evals"] += 1
         if not detail:
             if len(self._stage_cache) >= self.cache_size:
@@ -423,10 +435,17 @@ class Simulator:
         ag = [0.0] * pp  # ZeRO-1: broadcast of the updated parameter shards after the step
         lfac = [0.0] * pp
         buckets = [()] * pp
+        comm = [None] * pp
         if dp > 1:
             for s in range(pp):
                 bw, lat = self._ring(s, dp)
                 nb = len(specs[s].buckets)
+                if shard[s] == SHARD_PARAMETERS:  # ZeRO-3: its gathers and reduce-scatters are in the stage's
+                    # figures (simulator.zero3); the parameters kept whole are all-reduced in buckets
+                    comm[s] = (bw, lat, self.cluster.device.kind == "cpu")
+                    fac, lfac[s] = 2 * (dp - 1) / dp / bw, 2 * (dp - 1) * lat
+                    buckets[s] = tuple((x, acc * fac, acc) for x, acc, _ in specs[s].model.z3.buckets)
+                    continue
                 if shard[s] == SHARD_GRADIENTS:  # ZeRO-2: a bucket's reduce-scatter is half an all-reduce (ring);
                     # after the step each bucket's slices are all-gathered in place (gloo: dp broadcasts of a
                     # slice each, the form that makes no temporary: memflow.executor.zero)
@@ -453,7 +472,7 @@ class Simulator:
                 share[mch] = share.get(mch, 0) + 1
             host_share.append(tuple(share.items()))
         sh = StrategyShape(pp, dp, m, sched, ranges, specs, shard, ohost, ks, cf, cb, (tuple(cf), tuple(cb), m, sched),
-                           ag, lfac, buckets, host_opt, tuple(host_share))
+                           ag, lfac, buckets, host_opt, tuple(host_share), comm)
         if len(self._shapes) >= SHAPE_CACHE_SIZE:
             self._shapes.clear()
         self._shapes[key] = sh
@@ -480,7 +499,7 @@ class Simulator:
         acts, dp = st.actions, st.dp
         stg = _Stages(sh, [], [], bw, [], [], [])
         for s, (a, b) in enumerate(sh.ranges):
-            key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s])
+            key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s], sh.comm[s])
             ev = self._stage_eval(key, detail)
             peak, opt_s, host_b = self.stage_figures(sh, s, ev, bw[s])
             stg.keys.append(key)
@@ -504,12 +523,8 @@ class Simulator:
         return other
 
     def validate(self, st: Strategy) -> None:
-        """Raise StrategyError (with the arithmetic) for an invalid strategy, or one at a sharding
-        level not modelled yet."""
+        """Raise :class:`~memflow.errors.StrategyError` (with the arithmetic) for an invalid strategy."""
         st.validate(self.n, self.cluster.num_devices)
-        if st.dp > 1 and SHARD_PARAMETERS in st.sharding:
-            raise StrategyError(f"sharding level {SHARD_PARAMETERS!r} (ZeRO-3/FSDP) is not modelled yet: use "
-                                f"{SHARD_GRADIENTS!r} or less")
 
     # -------------------------------------------------------------- evaluate
     def evaluate(self, strategy: Strategy, detail: bool = False):
@@ -542,7 +557,7 @@ class Simulator:
         for s, (a, b) in enumerate(sh.ranges):
             if bw[s] == base_stages.bw[s] and na[a:b] == ba[a:b]:
                 continue
-            key = (a, b, tuple(na[a:b]), sh.shard[s], sh.ohost[s], sh.dp, bw[s])
+            key = (a, b, tuple(na[a:b]), sh.shard[s], sh.ohost[s], sh.dp, bw[s], sh.comm[s])
             ev = self._stage_eval(key)
             stg.keys[s] = key
             stg.evals[s] = ev
@@ -679,6 +694,9 @@ class Simulator:
                     fdone += 1
                     pts.append((t1, ev.base + (others + 1) * ev.R - inp + stepc))
                     name = f"F{op}"
+                    for half, x, what, c0, du in ev.comm_ops:  # ZeRO-3's gathers beside the forward
+                        if half == "F":
+                            events.append((s, "comm", f"{what} {self.graph.nodes[a + x].name} mb{op}", t0 + c0, du))
                     for x, c0, c1 in ev.copy_out:
                         events.append((s, "host", f"swap-out {self.graph.nodes[a + x].name} mb{op}", t0 + c0, c1 - c0))
                     if s < pp - 1 and cf[s] > 0:
@@ -699,6 +717,9 @@ class Simulator:
                         for x, v1, vN, _, _, _ in ev.sync_points:
                             pts.append((t0 + ev.bwd_node_end[x] if x else t1, ev.base + (v1 if m == 1 else vN)))
                     name = f"B{j}"
+                    for half, x, what, c0, du in ev.comm_ops:
+                        if half == "B":
+                            events.append((s, "comm", f"{what} {self.graph.nodes[a + x].name} mb{j}", t0 + c0, du))
                     for x, c0, c1 in ev.prefetch:
                         events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))
                     if s > 0 and cb[s - 1] > 0:
@@ -720,7 +741,7 @@ class Simulator:
             pts.append((stage_end[s], ev.base))
             curves_s.append([curve_arrays([(t, v + (r[0] - ev.base if r else 0)) for t, v in pts]
                                           + [(t_opt, r[0] + r[2] if r else ev.base + ev.opt_mem)]) for r in ranks])
-            comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0)) + ar_busy + ag[s]
+            comm_busy = m * ((cf[s] if s < pp - 1 else 0.0) + (cb[s - 1] if s > 0 else 0.0) + ev.comm_s) + ar_busy + ag[s]
             host_busy = m * ev.host_s + (opt_s[s] if st.optimizer_on_host[s] else 0.0)
             comp_busy = m * (ev.fwd_s + ev.bwd_compute_s) + (0.0 if st.optimizer_on_host[s] else opt_s[s])
             busy_s.append({"compute": comp_busy, "comm": comm_busy, "host": host_busy})
@@ -754,6 +775,9 @@ class Simulator:
         if ar_end[s] > end[s] + 1e-12 and ar_end[s] - end[s] > 0.05 * step:
             return f"data-parallel all-reduce: stage {s} ({(ar_end[s] - end[s]) * 1e3:.2f} ms exposed)"
         ev = stg.evals[s]
+        if ev.comm_stall_s * st.microbatches > 0.05 * step:
+            return (f"ZeRO-3 gathers and reduce-scatters: stage {s} "
+                    f"({ev.comm_stall_s * st.microbatches * 1e3:.2f} ms exposed)")
         if st.microbatches * ev.host_s >= end[s] * 0.999 or ev.stall_s * st.microbatches > 0.05 * step:
             return f"host link: stage {s} (swap traffic {st.microbatches * ev.host_s * 1e3:.2f} ms)"
         if st.optimizer_on_host[s] and opt_s[s] > 0.3 * step:

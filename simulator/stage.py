@@ -26,9 +26,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import accumulate
 
-from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SHARD_GRADIENTS, SHARD_NONE, SWAP
+from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS, SWAP
 
 from .layout import StageLayout
+from .zero3 import Zero3Facts, comm_times, phase_values, state_terms, timeline
 
 __all__ = ["StageModel", "StageEval", "stage_peak", "PEAK_PHASES"]
 
@@ -89,6 +90,11 @@ class StageEval:
     # sits on with 1, with more, its bytes); x: the node after whose backward it is made, phase 2m:
     # after the whole backward
     sync_points: list = ()
+    # ZeRO-3, per micro-batch: seconds the forward and backward wait for gathers and reduce-scatters
+    # (in fwd_s and bwd_s, not in stall_s: the host link's), and the comm stream's busy seconds
+    comm_stall_s: float = 0.0
+    comm_s: float = 0.0
+    comm_ops: list = ()  # detail only: its collectives, (half, x, kind, start, seconds) (simulator.zero3.timeline)
 
 
 def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | None = None) -> tuple[int, str]:
@@ -455,14 +461,17 @@ class StageModel:
     :mod:`memflow.buckets`), and what ZeRO-1 shares out among data-parallel ranks (``zero_params``:
     per parameter the optimizer steps, ``(bytes, optimizer-state bytes, step temporaries)``; the
     temporaries of a rank's step are its parameters' most, or with ``zero_sum`` their sum). The
-    all-keep figures it corrects are built on its first evaluation and kept."""
+    all-keep figures it corrects are built on its first evaluation and kept. ``z3``: its ZeRO-3
+    units (:mod:`simulator.zero3`; None: one per node, no parameter kept whole)."""
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
-                 "zero_params", "zero_sum", "buckets", "zero_whole", "_keep", "_syncs", "_sync_keep", "_zero", "_zero_eval", "_z2")
+                 "zero_params", "zero_sum", "buckets", "zero_whole", "z3", "_keep", "_syncs", "_sync_keep", "_zero",
+                 "_zero_eval", "_z2", "_z3")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
                  host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
-                 zero_params: tuple = (), zero_sum: bool = False, buckets: tuple = (), zero_whole: tuple = ()):
+                 zero_params: tuple = (), zero_sum: bool = False, buckets: tuple = (), zero_whole: tuple = (),
+                 z3: Zero3Facts | None = None):
         self.layout = layout
         self.input_bytes = input_bytes
         self.opt_trans = opt_trans
@@ -482,6 +491,13 @@ class StageModel:
         self._sync_keep: dict = {}  # per copy set: the all-keep (sync1, syncN)
         self._zero: dict = {}  # dp -> ZeRO-1's (optimizer state, step's bytes above the state) per rank
         self._zero_eval: dict = {}  # dp -> the worst rank's (optimizer state, opt_mem) and StageEval.ranks
+        if z3 is None:
+            z3 = Zero3Facts(tuple((p, g, o) if g > 0 else (0, 0, 0) for p, g, o in
+                                  zip(layout.param_bytes, layout.grad_bytes, layout.opt_bytes)),
+                            tuple(() for _ in range(layout.m)), ())
+        self.z3 = z3
+        self._syncs["z3"] = _sync_copies([(x, nb) for x, nb, flat in z3.buckets if flat], layout.m)
+        self._z3: dict = {}  # dp -> ZeRO-3's phase terms and (params, gradients in the step, state, temporaries)
 
     def zero_shares(self, dp: int) -> tuple:
         """ZeRO-1 over ``dp`` ranks: per rank ``(optimizer state, optimizer step's bytes above it)``.
@@ -540,11 +556,24 @@ class StageModel:
             z = self._z2[dp] = (grads, -(-(self.layout.O_sum - wo) // dp) + wo, temps)
         return z
 
+    def zero3(self, dp: int) -> tuple:
+        """ZeRO-3 over ``dp`` ranks, alike on every rank: ``(terms, params, gradients in the optimizer
+        step, optimizer state, the step's temporaries)`` (:func:`simulator.zero3.state_terms`)."""
+        z = self._z3.get(dp)
+        if z is None:
+            L = self.layout
+            K = self._keep or _KeepTables(L)
+            z = self._z3[dp] = state_terms(self.z3, dp, L.m, L.P_sum, L.O_sum, K.step[2 * L.m], self.opt_grads,
+                                           self.opt_trans, self.zero_params, self.zero_sum)
+        return z
+
     def evaluate(self, actions: tuple, dp: int, shard: str, opt_host: bool, host_bw: float,
-                 detail: bool = False) -> StageEval:
+                 detail: bool = False, comm: tuple | None = None) -> StageEval:
         """The stage's :class:`StageEval` under per-node ``actions``, on ``dp`` data-parallel replicas,
         with its state sharded to level ``shard`` (:data:`memflow.kinds.Sharding`) or its optimizer on the host (``opt_host``) and ``host_bw``
-        bytes/s of host link. ``detail`` adds the per-phase split and the swap copies' timeline."""
+        bytes/s of host link. ``detail`` adds the per-phase split and the swap copies' timeline.
+        ``comm``: ``(bandwidth, latency, gloo)`` of the stage's data-parallel ring, for ZeRO-3's
+        per-node collectives (None: not timed)."""
         L = self.layout
         input_bytes = self.input_bytes
         opt_trans = self.opt_grads if opt_host else self.opt_trans
@@ -563,9 +592,11 @@ class StageModel:
         copy_out = prefetch = None
         sync1 = syncN = 0
         z2 = dp > 1 and shard == SHARD_GRADIENTS
-        copies, sync_fl, sync_end = self.sync_copies(dp if z2 else 0)
+        z3 = dp > 1 and shard == SHARD_PARAMETERS
+        copies, sync_fl, sync_end = self._syncs["z3"] if z3 else self.sync_copies(dp if z2 else 0)
         sync = dp > 1 and copies
-        if not (has_swap or has_rec or detail):
+        S_after = K.S_after
+        if not (has_swap or has_rec or detail or z3):
             R = K.R
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
             node_end = list(K.keep_node_end)
@@ -727,25 +758,45 @@ class StageModel:
                        actions, has_rec, gap, m, cpu, dc, dt, dsw)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
             fl = sync_fl if sync else None
-            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, K.kv, K.kv0, d, fl)
+            kv, kv0 = K.kv, K.kv0
+            if z3:  # (the gathers, reduce-scatters and sync points in the phases' figures)
+                kv, kv0, S_after = phase_values(self.zero3(dp)[0], self.z3.units, m, K.kv, K.kv0, K.S_after,
+                                                list(accumulate(d[:twom])), input_bytes)
+                d = [0] * len(d)
+            maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             if detail and sync:
-                pts = _sync_points(copies, m, K.kv, K.kv0, list(accumulate(d)), K.S_after, input_bytes)
+                pts = _sync_points(copies, m, kv, kv0, list(accumulate(d)), S_after, input_bytes)
                 sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
             elif sync:
                 if fl is not None:
-                    syncN += K.S_after
+                    syncN += S_after
                 if sync_end:
-                    v = K.S_after + sync_end - input_bytes
+                    v = S_after + sync_end - input_bytes
                     if v > sync1:
                         sync1 = v
                     if v > syncN:
                         syncN = v
+        zb = zstall = zcomm = 0.0  # ZeRO-3: the backward's waits for its collectives; all waits; comm busy
+        if z3 and comm is not None:  # each unit's gathers and reduce-scatter on the comm stream
+            ag, rs = comm_times(self.z3.units, dp, *comm)
+            fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
+            bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
+            zops = [] if detail else None
+            f, tb, node_end = timeline(fdur, bdur, ag, rs, zops)
+            zb = tb - bwd_s - stall
+            zstall = f - fwd_s + zb
+            zcomm = 2 * sum(ag) + sum(rs)
+            fwd_s = f
         params = L.P_sum
         opt = L.O_sum
         opt_mem = K.step[twom] + opt_trans  # (for a host step: the gradients alone)
         step_opt = K.step[twom]
         ranks = ()
-        if z2:  # ZeRO-2: each rank holds and steps 1/dp of every bucket (its gradients, state, temporaries)
+        if z3:  # ZeRO-3: each rank holds 1/dp of every unit (parameters, gradients, state, temporaries)
+            _, params, g3, opt, temps = self.zero3(dp)
+            opt_mem = g3 + (0 if opt_host else temps)
+            step_opt = min(step_opt, g3)
+        elif z2:  # ZeRO-2: each rank holds and steps 1/dp of every bucket (its gradients, state, temporaries)
             g2, opt, temps = self.zero2(dp)
             opt_mem = g2 + (0 if opt_host else temps)
             step_opt = min(step_opt, g2)
@@ -764,15 +815,23 @@ class StageModel:
             opt = 0
         base = params + opt + input_bytes
         ev = StageEval(  # (positional, in field order: the search makes many)
-            fwd_s, bwd_s + stall, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
+            fwd_s, bwd_s + stall + zb, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
             R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
-            K.S_fwd, K.S_after, opt_mem, sync1, syncN, ranks,
+            K.S_fwd, S_after, opt_mem, sync1, syncN, ranks,
         )
+        if z3:
+            ev.comm_stall_s, ev.comm_s = zstall, zcomm
+            if detail and comm is not None:
+                ev.comm_ops = zops
         if detail:
             ev.carried = _running(K.carried, dc, twom) + [0]
             ev.step = list(K.step)
             ev.trans = _running(K.trans, dt, twom + 1)
+            if z3:  # (the phases' figures as counted: what is not carried is transient)
+                for p in range(twom):
+                    ev.trans[p] = kv[p] - ev.carried[p]
+                    ev.step[p] = kv0[p] - kv[p]
             ev.step[twom] = step_opt
             ev.trans[twom] = opt_mem - step_opt
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)

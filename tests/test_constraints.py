@@ -88,7 +88,11 @@ def test_cli_fixes_the_sharding_level(tmp_path, capsys, monkeypatch):
     assert rc == 0 and obj["strategy"]["sharding"] == ["gradients", "gradients"]
     assert obj["settings"]["sharding"] == "gradients" and load_plan(out).strategy.sharding == ["gradients"] * 2
     assert any(name.startswith("zero2+recompute/") for name in obj["baselines"])
-    assert main(["plan", LSTM, "--gpus", "2", "--sharding", "parameters", "-o", str(tmp_path / "q.yaml")]) == 2
-    err = capsys.readouterr().err.strip().split("\n")  # not built yet: refused before any work, in one line
+    rc, obj = _plan_json(capsys, out, "--dp", "2", "--sharding", "parameters")  # ZeRO-3 / FSDP
+    assert rc == 0 and obj["strategy"]["sharding"] == ["parameters", "parameters"]
+    assert load_plan(out).strategy.sharding == ["parameters"] * 2
+    assert any(name.startswith("fsdp/") for name in obj["baselines"])
+    assert main(["plan", LSTM, "--gpus", "2", "--sharding", "everything", "-o", str(tmp_path / "q.yaml")]) == 2
+    err = capsys.readouterr().err.strip().split("\n")  # an unknown level: refused before any work, in one line
     assert len(err) == 1 and err[0].startswith("memflow: error: --sharding must be one of") and "parameters" in err[0]
     assert not (tmp_path / "q.yaml").exists()

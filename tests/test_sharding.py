@@ -105,6 +105,124 @@ def test_zero2_times_by_hand():
         assert sim.evaluate(st).step_time_s == pytest.approx(6 * MS + rs + opt + ag), kind
 
 
+def test_zero3_peaks_by_hand():
+    """ZeRO-3 ("parameters"): each node is a unit whose parameters, gradient and optimizer state
+    are 1/dp per rank; a unit's full parameters are gathered from the start of the node before it
+    (the prefetch one unit ahead) through its own forward, and again from the backward of the node
+    after it through its own backward; after B_x its gradient is flattened (a copy beside it) and
+    reduce-scattered in place, the copy in flight until the next unit's reduce-scatter starts."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    P, A, S = 10**6, 1000, 1000
+    g = chain_graph(3, act_bytes=A, saved_bytes=S, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    cl = make_cluster(2)
+    st = Strategy(2, 1, [0] * 3, ["keep"] * 3, sharding=["parameters"])
+    base = 3 * P // 2 + 6 * P // 2  # half of every parameter and of AdamW's state
+    # B1 (phases F0 F1 F2 B2 B1 B0): saved_0 carried (S); B1's traced transient: g1 (P), dx1, out0 and
+    # dx2 freed (3A), saved_1 freed (S); gathered: x1 and x0 (its prefetch), 2P; x2's reduce-scatter in
+    # flight: its flat copy P; g2 whole is gone (its slice is not yet copied out)
+    r = Simulator(g, cl).evaluate(st, detail=True)
+    assert r.peak_bytes == [base + 2 * P + P + P + 3 * A + 2 * S] * 2
+    assert r.breakdown[0]["phase"] == "B0" and r.breakdown[0]["params"] == 3 * P // 2
+    assert r.breakdown[0]["optimizer"] == 3 * P and sum(v for k, v in r.breakdown[0].items() if k != "phase") \
+        == r.peak_bytes[0]
+    assert Simulator(g, cl).evaluate(st).peak_bytes == r.peak_bytes  # the search's path agrees
+    # ZeRO-2 holds every parameter whole and its gradient bucket's copy: more
+    assert Simulator(g, cl).evaluate(st.copy(sharding=["gradients"])).peak_bytes[0] > r.peak_bytes[0] + P
+    # the optimizer step: the gradients' slices (3P/2) beside half the parameters and state
+    sm = Simulator(g, cl).stage(0, 3).model
+    _, params, grads, state, temps = sm.zero3(2)
+    assert (params, grads, state, temps) == (3 * P // 2, 3 * P // 2, 3 * P, 0)
+    # odd sizes pad to dp elements: 10 bytes over 4 ranks -> 4 slices of one element
+    from memflow.simulator.zero3 import unit_split
+    assert unit_split(10, 4) == (16, 4) and unit_split(0, 4) == (0, 0)
+
+
+def test_zero3_keeps_parameters_several_nodes_read_whole():
+    """A parameter read by two nodes (a tied embedding) is no node's unit: every rank holds it whole,
+    and its gradient is all-reduced (as without sharding); the others are sharded."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    Q = 10**6
+    g = chain_graph(3, act_bytes=1000, saved_bytes=1000, param_bytes=Q, fwd_s=1 * MS, bwd_s=2 * MS)
+    for k, nd in enumerate(g.nodes):
+        nd.param_names = nd.read_params = [f"w{k}"]
+    g.nodes[2].read_params = ["w2", "w0"]  # w0 tied: read by the last node too
+    g.params = {f"w{k}": [Q, Q, 2 * Q, k] for k in range(3)}
+    sim = Simulator(g, make_cluster(2))
+    z = sim.stage(0, 3).model
+    assert [u[0] for u in z.z3.units] == [0, Q, Q] and z.z3.rest_grads == ((Q,), (), ())
+    _, params, _, state, _ = z.zero3(2)
+    assert params == Q + 2 * Q // 2 and state == 2 * Q + 2 * (2 * Q) // 2
+
+
+def test_zero3_times_by_hand():
+    """ZeRO-3's collectives on the dp ring, one comm stream: a unit's gather ((dp-1)/dp of its
+    bytes and (dp-1) latencies; on gloo dp broadcasts of a slice each) is hidden by the node before
+    it where that node's compute is longer, else the node waits; a reduce-scatter after each
+    backward, waited for when the next starts and at the end of the backward op."""
+    from memflow.cluster import Link
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    P = 10**6
+    g = chain_graph(2, act_bytes=1000, saved_bytes=1000, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    st = Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"])
+    beta = 1e9
+    for alpha, kind in ((1e-5, "gpu"), (2e-3, "gpu"), (1e-5, "cpu")):
+        sim = Simulator(g, make_cluster(2, intra=Link(beta, alpha), kind=kind))
+        opt = sim.stage(0, 2).opt_s / 2
+        # a gather or a reduce-scatter of one unit (gloo: two broadcasts or reduces of a slice each)
+        ag = c = 0.5 * P / beta + alpha if kind == "gpu" else P / beta + 2 * alpha
+        # forward: x0's gather exposed, x1's prefetched beside F0 (exposed only past it)
+        fwd = ag + max(1 * MS, ag) + 1 * MS
+        # backward: x1's gather exposed, x0's beside B1; x1's reduce-scatter starts after B1 and
+        # after x0's gather on the stream; x0's after B0 (and after x1's)
+        b1 = ag + 2 * MS
+        b0_start = max(b1, 2 * ag)
+        rs1 = max(b1, 2 * ag) + c
+        b0_end = max(b0_start + 2 * MS, rs1)
+        bwd = max(b0_end, rs1) + c
+        assert sim.evaluate(st).step_time_s == pytest.approx(fwd + bwd + opt), (alpha, kind)
+        r = sim.evaluate(st, detail=True)
+        stalls = fwd + bwd - 2 * MS - 4 * MS  # past the nodes' compute
+        assert r.step_time_s == pytest.approx(fwd + bwd + opt)
+        assert r.binding.startswith("ZeRO-3") == (stalls > 0.05 * r.step_time_s), (r.binding, stalls)
+
+
+def test_live_bytes_count_storage_resizes():
+    """ZeRO-3's gathered parameters live in a storage resized in place (not an op: dispatch does not
+    see it); LiveBytes.resized counts it at its new size, a growth against the cap."""
+    import torch
+
+    from memflow.errors import DeviceOutOfMemoryError
+    from memflow.memory import LiveBytes
+
+    live = LiveBytes(cap_bytes=10_000)
+    t = torch.zeros(1000)  # 4000 bytes
+    live.track([t])
+    assert live.live == 4000
+    t.untyped_storage().resize_(0)
+    live.resized(t)
+    assert live.live == 0 and live.peak == 4000
+    t.untyped_storage().resize_(8000)
+    live.resized(t)
+    assert live.live == 8000 and live.peak == 8000
+    t.untyped_storage().resize_(12_000)
+    with pytest.raises(DeviceOutOfMemoryError):
+        live.resized(t)
+    u = torch.zeros(10)  # not tracked yet: counted at its size
+    live.resized(u)
+    assert live.live == 8040
+    del u
+    assert live.live == 8000  # (freed as any counted storage)
+
+
 # ------------------------------------------------------------------ executor (cpu-2, gloo)
 # GPT-2's plain ZeRO-2 case is the recompute + 2 micro-batch one less its options
 @pytest.mark.parametrize("model,batch,kind", [pytest.param("gpt2", 8, "dp2-zero2", marks=pytest.mark.full),
@@ -129,6 +247,29 @@ def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, kind, monke
     ref = plain_losses(path, batch, 3, seed=0)
     got = rows[0]["losses"]
     assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
+
+
+@pytest.mark.parametrize("kind", ["dp2-fsdp", "dp2-fsdp-rec-m2"])
+def test_zero3_runs_as_plain_training_and_as_predicted(kind, monkeypatch):
+    """ZeRO-3 on two gloo ranks, GPT-2 tiny (its tied embedding kept whole; every block's parameters
+    sharded, gathered around its forward and backward), also with every other node recomputed (the
+    replay reads the backward's gather) and two micro-batches (each reduce-scatters): the losses of
+    plain single-process training, every rank's peak as predicted."""
+    from pathlib import Path
+
+    from bench.bench_fidelity import run_case
+    from memflow.executor import plain_losses
+
+    root = Path(__file__).resolve().parents[1]
+    path = str(root / "examples" / "gpt2.py")
+    rows = run_case(path, {}, 8, kind, steps=3, runs=1, warmup=1)
+    assert len(rows) == 2
+    for r in rows:
+        assert abs(r["pp"] / r["mp"] - 1) <= 0.05, r
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    ref = plain_losses(path, 8, 3, seed=0)
+    got = rows[0]["losses"]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(got, ref)), (got, ref)
 
 
 # ------------------------------------------------------------------ search
@@ -159,6 +300,32 @@ def test_search_and_exact_choose_zero2_where_only_it_fits_on_the_device():
     # the same search with the level fixed to ZeRO-1 finds nothing without the optimizer on the host
     r1 = search(lambda mb: g, 8, cl, seed=1, limits=MeshLimits(dp=2, sharding="optimizer"))
     assert r1.best is None or (r1.best.sharding == ["optimizer"] and r1.best.optimizer_on_host == [True])
+
+
+def test_search_and_exact_choose_zero3_where_only_it_fits_on_the_device():
+    """A parameter-heavy chain on two GPUs whose whole parameters (ZeRO-2 keeps them) overflow a
+    device: ZeRO-3 shards them too, its gathers hidden behind the nodes' compute. The exact solver
+    and the MCMC both choose it over a host optimizer (slower), and the FSDP baselines are listed."""
+    from memflow.cluster import Cluster
+    from memflow.search import MeshLimits, SearchContext, search, solve_exact
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+
+    P = 64 << 20
+    g = chain_graph(4, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P, fwd_s=20e-3, bwd_s=40e-3)
+    cl = Cluster.for_gpus(2, "v100-16gb")
+    peak = {lv: Simulator(g, cl).evaluate(Strategy(2, 1, [0] * 4, ["keep"] * 4, sharding=[lv])).peak_bytes[0]
+            for lv in ("gradients", "parameters")}
+    assert peak["parameters"] < peak["gradients"]
+    cl = cl.with_memory((peak["gradients"] + peak["parameters"]) // 2)
+    lim = MeshLimits(dp=2)
+    ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
+    r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
+    assert ex.best.sharding == ["parameters"] and not ex.best.optimizer_on_host[0]
+    assert r.best.sharding == ["parameters"]
+    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+    assert any(name.startswith("fsdp/") for name in r.baselines)
+    assert any(name.startswith("fsdp+recompute/") for name in r.baselines)
 
 
 def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():

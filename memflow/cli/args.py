@@ -97,7 +97,7 @@ def _plan_options(p: ArgParser) -> None:
                    help="at most N micro-batches per step (default 32)")
     g.add_argument("--sharding", default=None, metavar="LEVEL",
                    help="every stage's sharding level over its data-parallel ranks: none, optimizer (ZeRO-1), "
-                        "gradients (ZeRO-2)")
+                        "gradients (ZeRO-2), parameters (ZeRO-3/FSDP)")
 
 
 def build_parser(cmd: str) -> ArgParser:

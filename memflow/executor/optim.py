@@ -7,6 +7,9 @@
 * sharding ``gradients``: the stage's gradient sync is a
   :class:`~memflow.executor.zero.ReduceScatterSync`; the optimizer steps this rank's slice of
   every bucket (and whole any parameter outside the buckets), then the slices are all-gathered.
+* sharding ``parameters``: the stage's sync is a :class:`~memflow.executor.zero3.Zero3Sync`;
+  the optimizer steps this rank's shard of every node's unit (and whole the parameters several
+  nodes read); nothing is gathered after the step.
 * ``optimizer_on_host``: on the CPU the optimizer's state is created and its
   step runs inside :meth:`LiveBytes.host` (host bytes, not device bytes); on
   CUDA a host copy of the parameters is stepped and copied back (guarded,
@@ -20,7 +23,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..kinds import SHARD_GRADIENTS
+from ..kinds import SHARD_GRADIENTS, SHARD_PARAMETERS
 from .stage import optimizer_kwargs
 from .zero import check_elementwise
 
@@ -36,19 +39,33 @@ class StageOptimizer:
         self.cuda_host = on_host and device.type == "cuda"
         self.zero = None
         self.live = None
+        if self.cuda_host and sliced is not None:  # pragma: no cover - needs a GPU
+            raise ConfigError(f"sharding {getattr(sliced, 'level', SHARD_GRADIENTS)!r} with the optimizer on the "
+                              "host runs on the CPU only")
         if self.cuda_host:  # pragma: no cover - needs a GPU
             self.host_params = [torch.nn.Parameter(p.detach().to("cpu").clone()) for p in params]
             opt_params = self.host_params
         elif sliced is not None:
-            if self.cuda_host:  # pragma: no cover - needs a GPU
-                raise ConfigError("sharding 'gradients' with the optimizer on the host runs on the CPU only")
             inside = {id(p) for b in sliced.buckets for p in b.params}
-            opt_params = sliced.pieces() + [p for p in params if id(p) not in inside]
+            if getattr(sliced, "level", SHARD_GRADIENTS) == SHARD_PARAMETERS:
+                # each unit's shard where its first parameter was, in the model's order: a one-tensor-at-a-
+                # time step leaves a tensor's temporaries beside the next one's, as the traced step did
+                unit = {id(p): b for b in sliced.buckets for p in b.params}
+                opt_params, done = [], set()
+                for p in params:
+                    b = unit.get(id(p))
+                    if b is None:
+                        opt_params.append(p)
+                    elif id(b) not in done:
+                        done.add(id(b))
+                        opt_params.append(b.shard)
+            else:
+                opt_params = sliced.pieces() + [p for p in params if id(p) not in inside]
         else:
             opt_params = params
         base = spec.make_optimizer(opt_params) if opt_params else None
         if sliced is not None and base is not None:
-            check_elementwise(base, SHARD_GRADIENTS)
+            check_elementwise(base, getattr(sliced, "level", SHARD_GRADIENTS))
         if shard and sliced is None and base is not None:
             from torch.distributed.optim import ZeroRedundancyOptimizer
 

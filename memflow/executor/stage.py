@@ -20,12 +20,13 @@ import torch
 import torch.distributed as dist
 
 from ..errors import ExecutionError
-from ..kinds import SHARD_GRADIENTS, SHARD_NONE
+from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from ..graph.actions import HostSwap, make_wrap
 from ..graph.program import StepProgram
 from .comm import StageLink
 from .grads import BucketedAllReduce, sync_shared
 from .zero import ReduceScatterSync
+from .zero3 import Zero3Sync, unit_params
 
 __all__ = ["Stage", "build_groups", "optimizer_kwargs"]
 
@@ -129,8 +130,23 @@ class Stage:
             if id(p) not in shared_ids:
                 owned[first[id(p)] - self.lo].append(p)
         self.sharding = sharding if dp > 1 else SHARD_NONE
+        self.z3: Zero3Sync | None = None
         if self.sharding == SHARD_GRADIENTS:  # ZeRO-2: each rank keeps its slice of every bucket
             self.sync = ReduceScatterSync(owned, self.dp_group, dp, self.dp_rank, bucket_cap)
+        elif self.sharding == SHARD_PARAMETERS:  # ZeRO-3: each node's parameters sharded, gathered per pass
+            readers: dict[int, set] = {}
+            for k, c in enumerate(program.calls):
+                for a in c.arg_names:
+                    if a in program.attrs:
+                        readers.setdefault(id(program.attr_value(a)), set()).add(k)
+                for t in c.module.parameters():
+                    readers.setdefault(id(t), set()).add(k)
+            units, rest = unit_params(owned, readers)
+            self.sync = self.z3 = Zero3Sync(units, rest, self.dp_group, dp, self.dp_rank, bucket_cap)
+            sharded = {id(p) for ps in units for p in ps}
+            # the model state this rank holds: its shards in place of the units' parameters (whose
+            # flat buffers are counted as they are gathered and freed)
+            self.tensors = self.z3.pieces() + [t for t in self.tensors if id(t) not in sharded]
         else:
             self.sync = BucketedAllReduce(owned, self.dp_group, dp, bucket_cap)
 
@@ -151,6 +167,9 @@ class Stage:
         self.live = live
         self.swapper.live = live
         self.swapper.param_ptrs = {t.untyped_storage().data_ptr() for t in self.tensors}
+        if self.z3 is not None:
+            self.z3.live = live
+            self.z3.param_ptrs = self.swapper.param_ptrs
 
     # ------------------------------------------------------------ passes
     def forward(self, i: int, inputs: list[torch.Tensor]) -> None:
@@ -168,7 +187,11 @@ class Stage:
             self.current.update(phase="forward", node=k)
             self.swapper.key = (i, k)
             self.swapper.reap()
+            if self.z3 is not None:
+                self.z3.before_forward(k - self.lo)
             sts.append(prog.forward_node(k, env, wrap=self.wrap))
+            if self.z3 is not None:
+                self.z3.after_forward(k - self.lo)
             prog.drop_dead(env, k, self.keep)
         loss = None
         if self.next is not None:
@@ -202,8 +225,15 @@ class Stage:
             self.current.update(phase="backward", node=k)
             if k > self.lo:
                 self.swapper.prefetch(i, k - 1)  # overlaps node k's backward (CUDA)
+            if self.z3 is not None:
+                self.z3.before_backward(k - self.lo)
             prog.backward_node(k, sts[k - self.lo], grads)
-            self.sync.node_done(k - self.lo)  # (last micro-batch: start the buckets node k completes)
+            if self.z3 is not None:  # (every micro-batch: its unit's reduce-scatter; the last: buckets)
+                self.z3.after_backward(k - self.lo)
+            else:
+                self.sync.node_done(k - self.lo)  # (last micro-batch: start the buckets node k completes)
+        if self.z3 is not None:
+            self.z3.end_backward()
         sts.clear()
         self.swapper.drop(i)
         if self.prev is not None:

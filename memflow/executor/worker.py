@@ -110,9 +110,6 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
                                                    seed=cfg.seed, device=device, dtype=cfg.dtype)
     _check_names(cfg.node_names, captured.names, cfg.model_file)
     strat.validate(program.n, world, cfg.batch_size)
-    if strat.sharded(rank // strat.dp) == SHARD_PARAMETERS:
-        raise ConfigError(f"sharding level {SHARD_PARAMETERS!r} (ZeRO-3/FSDP) does not run yet: use "
-                          f"{SHARD_GRADIENTS!r} or less")
 
     stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
                   device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(rank // strat.dp))
@@ -120,7 +117,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     opt = StageOptimizer(spec, in_model_order(model, stage.params),
                          shard=strat.sharded(stage.stage) != SHARD_NONE,
                          on_host=strat.optimizer_on_host[stage.stage], dp_group=stage.dp_group, device=device,
-                         sliced=stage.sync if stage.sharding == SHARD_GRADIENTS else None)
+                         sliced=stage.sync if stage.sharding in (SHARD_GRADIENTS, SHARD_PARAMETERS) else None)
 
     pred_peak = cfg.predicted.peak(rank)
 

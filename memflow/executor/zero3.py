@@ -1,0 +1,265 @@
+"""ZeRO-3 / FSDP on the node program: each graph node's parameters sharded, gathered around its passes.
+
+A stage at sharding level ``parameters`` (dp > 1) makes every local node an FSDP *unit*: the
+trainable parameters only that node reads (:func:`unit_params`). Before the first step each
+unit's parameters become views of one flat buffer of the unit's elements padded to a multiple
+of ``dp`` (``full``); rank ``r`` copies slice ``r`` of it into a tensor of its own (``shard``:
+what its optimizer steps, with its own gradient and state), and the flat buffer's storage is
+resized to zero bytes. The node program runs unchanged around it:
+
+* forward of a micro-batch: before node ``x``'s forward its unit is gathered (the storage
+  resized back, every rank's slice put into it) and the gather of the *next* unit of the stage
+  is started, asynchronously, so it runs beside ``x``'s compute (one unit ahead: during F_x the
+  full parameters of ``x`` and of the next unit are alive); after F_x the storage is resized to
+  zero again. The first unit of an op is gathered when the op starts (nothing hides it);
+* backward: the same in reverse (before B_x the unit is gathered, the gather of the next unit
+  below started; after B_x freed). A recomputed or selective node's forward, replayed inside
+  B_x, reads the parameters B_x's gather brought back;
+* after B_x, on *every* micro-batch (FSDP2's default), the unit's gradients are copied into one
+  flat padded tensor, dropped, and reduce-scattered in place (this rank's ``1/dp`` chunk of the
+  flat copy receives the sum), asynchronously; the reduce-scatter in flight before it is waited
+  for first: its chunk becomes the unit's sharded gradient (a copy, the first micro-batch) or is
+  added to it, and the flat copy dies. The one in flight at the end of a backward op is waited
+  for there. :meth:`Zero3Sync.finish` divides the sharded gradients by ``dp``: they are the
+  shards' gradients. After the step nothing is gathered: the next forward's gathers read the
+  updated shards.
+
+Resizing the storage (as FSDP2 does) rather than making a new tensor keeps every tensor autograd
+saved that aliases a parameter (the parameter itself, a transposed view of it) pointing at the
+storage the backward's gather fills again. The storage resizes are not ops, so
+:meth:`memflow.memory.LiveBytes.resized` counts them.
+
+Parameters read by more than one node (a tied embedding read by the first and the last node), or
+by another stage too, are not sharded: every rank holds them whole, their gradients are
+all-reduced in buckets by a :class:`~memflow.executor.grads.BucketedAllReduce` during the last
+micro-batch's backward (as without sharding), and every rank steps them whole.
+
+torch's ``fully_shard`` (FSDP2) is not used: it wraps modules and runs its collectives from
+module hooks, while a stage here is a list of graph nodes, not a module, and the collectives
+must sit exactly at the node boundaries the simulator prices (:mod:`simulator.zero3`). So the
+collectives are called directly: on NCCL ``all_gather_into_tensor`` and
+``reduce_scatter_tensor`` (the in-place form: the output is this rank's chunk of the input); on
+gloo, forms that make no temporary on any thread: ``dp`` in-place ``broadcast``\\ s of the slices
+into the flat buffer, and ``dp`` in-place ``reduce``\\ s of the flat copy's chunks, each to its
+owner. gloo's list-form ``reduce_scatter`` (ZeRO-2's) makes a temporary of ``1/dp`` of the flat
+copy on gloo's own thread, where :class:`~memflow.memory.LiveBytes` (a dispatch mode of the
+calling thread) does not see it: measured as peak RSS on two processes, a 100 MiB flat copy's
+``reduce_scatter`` grew it by 55.6 MiB (``reduce_scatter_tensor`` by 102.6 MiB,
+``all_gather_into_tensor`` by 102.0 MiB), its two ``reduce``\\ s by 5.0 MiB and the two
+``broadcast``\\ s by 1.0 MiB (noise).
+
+Slicing flat buffers is exact only for an elementwise optimizer (:data:`memflow.executor.zero.ELEMENTWISE`).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import torch
+import torch.distributed as dist
+
+from ..kinds import SHARD_PARAMETERS
+from .grads import BucketedAllReduce
+
+__all__ = ["Zero3Sync", "unit_params"]
+
+
+def unit_params(owned: list[list[torch.nn.Parameter]], readers: dict[int, set]) -> tuple[list, list]:
+    """Split ``owned[x]`` (the parameters local node ``x`` makes final, in its order) into the
+    sharded unit of each node (parameters only ``x`` reads, all of one dtype) and the rest (read by
+    several nodes: kept whole). ``readers``: id(parameter) -> the nodes reading it."""
+    units, rest = [], []
+    for ps in owned:
+        mine = [p for p in ps if len(readers.get(id(p), ())) <= 1]
+        if mine and len({p.dtype for p in mine}) > 1:  # (one flat buffer per unit: one dtype)
+            mine = []
+        ids = {id(p) for p in mine}
+        units.append(mine)
+        rest.append([p for p in ps if id(p) not in ids])
+    return units, rest
+
+
+class _Unit:
+    __slots__ = ("x", "params", "numel", "padded", "k", "full", "shard", "acc", "nbytes")
+
+    def __init__(self, x: int, params: list[torch.nn.Parameter], dp: int, rank: int):
+        self.x = x
+        self.params = params
+        self.numel = sum(p.numel() for p in params)
+        self.padded = -(-self.numel // dp) * dp
+        self.k = self.padded // dp
+        p0 = params[0]
+        full = torch.zeros(self.padded, dtype=p0.dtype, device=p0.device)
+        off = 0
+        with torch.no_grad():
+            for p in params:
+                n = p.numel()
+                full[off:off + n].copy_(p.detach().reshape(-1))
+                p.data = full[off:off + n].view(p.shape)  # (the old storage dies)
+                off += n
+            # what this rank keeps and steps: a leaf tensor of its own
+            self.shard = torch.nn.Parameter(full[rank * self.k:(rank + 1) * self.k].clone())
+        self.full = full
+        self.nbytes = self.padded * full.element_size()
+        full.untyped_storage().resize_(0)
+        self.acc: torch.Tensor | None = None  # this rank's slice of the gradient, summed over micro-batches
+
+
+class Zero3Sync:
+    """ZeRO-3's gathers and gradient sync of one stage (see the module's docstring); the interface of
+    :class:`~memflow.executor.grads.BucketedAllReduce` plus the node hooks the stage calls."""
+
+    level = SHARD_PARAMETERS
+
+    def __init__(self, units: list[list[torch.nn.Parameter]], rest: list[list[torch.nn.Parameter]], group: Any,
+                 dp: int, rank: int, cap_bytes: int):
+        self.group = group
+        self.dp = dp
+        self.rank = rank
+        self.gloo = dist.get_backend(group) == "gloo"
+        self.ranks = dist.get_process_group_ranks(group)  # global rank of each dp rank (broadcast sources)
+        self.units: dict[int, _Unit] = {x: _Unit(x, ps, dp, rank) for x, ps in enumerate(units) if ps}
+        self.order = sorted(self.units)  # local nodes with a unit
+        self.rest = BucketedAllReduce(rest, group, dp, cap_bytes)
+        self.buckets = [self.units[x] for x in self.order]  # (StageOptimizer: what is stepped sliced)
+        self.live = None
+        self.param_ptrs: set | None = None  # the swapper's: gathered storages are parameters, never swapped
+        self.pending: dict[int, list] = {}  # unit -> works of its gather in flight
+        self.inflight: tuple | None = None  # (works, flat copy, unit) of the reduce-scatter in flight
+
+    # -------------------------------------------------------------- state
+    def pieces(self) -> list[torch.Tensor]:
+        """The tensors this rank's optimizer steps for the units: its shard of each."""
+        return [u.shard for u in self.buckets]
+
+    def fulls(self) -> list[torch.Tensor]:
+        """The units' flat buffers (zero bytes between gathers)."""
+        return [u.full for u in self.buckets]
+
+    def _resize(self, u: _Unit, nbytes: int) -> None:
+        st = u.full.untyped_storage()
+        if self.param_ptrs is not None and st.nbytes():
+            self.param_ptrs.discard(st.data_ptr())
+        st.resize_(nbytes)
+        if self.param_ptrs is not None and nbytes:
+            self.param_ptrs.add(st.data_ptr())
+        if self.live is not None:
+            self.live.resized(u.full)
+
+    # ------------------------------------------------------------ gathers
+    def _start_gather(self, x: int) -> None:
+        u = self.units[x]
+        if x in self.pending or u.full.untyped_storage().nbytes():
+            return
+        self._resize(u, u.nbytes)
+        k = u.k
+        with torch.no_grad():
+            if self.gloo:
+                u.full[self.rank * k:(self.rank + 1) * k].copy_(u.shard.detach())
+                works = [dist.broadcast(u.full[r * k:(r + 1) * k], src=self.ranks[r], group=self.group, async_op=True)
+                         for r in range(self.dp)]
+            else:  # pragma: no cover - needs GPUs
+                works = [dist.all_gather_into_tensor(u.full, u.shard.detach(), group=self.group, async_op=True)]
+        self.pending[x] = works
+
+    def _gathered(self, x: int) -> None:
+        self._start_gather(x)
+        for w in self.pending.pop(x, ()):
+            w.wait()
+
+    def _free(self, x: int) -> None:
+        self._resize(self.units[x], 0)
+
+    def _next(self, x: int, step: int) -> int | None:
+        i = self.order.index(x) + step
+        return self.order[i] if 0 <= i < len(self.order) else None
+
+    def before_forward(self, x: int) -> None:
+        if x in self.units:
+            self._gathered(x)
+            nxt = self._next(x, 1)
+            if nxt is not None:  # the next unit's gather runs beside this node's forward
+                self._start_gather(nxt)
+
+    def after_forward(self, x: int) -> None:
+        if x in self.units:
+            self._free(x)
+
+    def before_backward(self, x: int) -> None:
+        if x in self.units:
+            self._gathered(x)
+            nxt = self._next(x, -1)
+            if nxt is not None:
+                self._start_gather(nxt)
+
+    def after_backward(self, x: int) -> None:
+        """B_x has run: free the unit's parameters, reduce-scatter its gradients."""
+        if x in self.units:
+            self._free(x)
+            self._launch(self.units[x])
+        self.rest.node_done(x)
+
+    def end_backward(self) -> None:
+        """A backward op has ended: wait for the reduce-scatter still in flight."""
+        self._wait()
+
+    # ------------------------------------------------------ reduce-scatter
+    def _wait(self) -> None:
+        if self.inflight is None:
+            return
+        works, flat, u = self.inflight
+        self.inflight = None
+        for w in works:
+            w.wait()
+        mine = flat[self.rank * u.k:(self.rank + 1) * u.k]  # (the sum, in place)
+        if u.acc is None:
+            u.acc = mine.clone()
+        else:
+            u.acc.add_(mine)
+        del mine, flat  # (the flat copy dies)
+
+    def _launch(self, u: _Unit) -> None:
+        self._wait()
+        parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
+                 for p in u.params]
+        if u.padded > u.numel:
+            parts.append(torch.zeros(u.padded - u.numel, dtype=u.full.dtype, device=u.full.device))
+        flat = torch.cat(parts)
+        del parts
+        for p in u.params:
+            p.grad = None
+        k = u.k
+        if self.gloo:  # (a chunk of the other ranks' copies is left undefined: they die)
+            works = [dist.reduce(flat[r * k:(r + 1) * k], dst=self.ranks[r], group=self.group, async_op=True)
+                     for r in range(self.dp)]
+        else:  # pragma: no cover - needs GPUs (NCCL's in-place form: the output is the input's own chunk)
+            works = [dist.reduce_scatter_tensor(flat[self.rank * k:(self.rank + 1) * k], flat, group=self.group,
+                                                async_op=True)]
+        self.inflight = (works, flat, u)
+
+    # -------------------------------------------------------------- sync
+    def start_last_microbatch(self) -> None:
+        self.rest.start_last_microbatch()
+
+    def node_done(self, x: int) -> None:  # (the stage calls after_backward instead)
+        pass
+
+    def finish(self) -> None:
+        """The units' summed slices, averaged: the shards' gradients; the whole parameters' all-reduce."""
+        self._wait()
+        self.rest.finish()
+        for u in self.buckets:
+            if u.acc is not None:
+                u.acc.div_(self.dp)
+            u.shard.grad = u.acc
+            u.acc = None
+
+    def zero_grad(self) -> None:
+        for u in self.buckets:
+            u.shard.grad = None
+            u.acc = None
+
+    def gather(self) -> None:
+        """After the step: nothing (the next forward gathers the updated shards)."""
+
+    def tracked(self) -> Iterable[torch.Tensor]:
+        return self.fulls()

@@ -1,0 +1,293 @@
+"""ZeRO-3 / FSDP (sharding level ``parameters``) in the stage model: what it adds per phase, and its
+collectives on the comm stream. :meth:`simulator.stage.StageModel.evaluate` applies these to the
+stage's figures under the nodes' actions (one evaluator; these are its ZeRO-3 terms).
+
+The rules are the executor's (:mod:`memflow.executor.zero3`). Each local node ``x`` is an FSDP
+*unit*: the trainable parameters only ``x`` reads (``u_x`` bytes; a parameter read by several
+nodes, or by another stage, stays whole on every rank and its gradient is all-reduced in buckets
+during the last micro-batch, as without sharding). With ``dp`` ranks a unit is padded to a
+multiple of ``dp`` elements (``full_x``) and a rank holds ``shard_x = full_x / dp`` of it, and
+``1/dp`` of its gradient and optimizer state. Per micro-batch op, with ``q`` / ``r`` the stage's
+unit before / after ``y`` in node order:
+
+* forward: ``y``'s full parameters are gathered from the start of F_q (the prefetch one unit ahead,
+  started when F_q starts; from F_y for the stage's first unit) until F_y ends;
+* backward: from the start of B_r (B_y for the stage's last unit) until B_y ends (a recomputed
+  node's replay inside B_y reads them);
+* after B_y its gradient (made in B_y, as the traced backward makes it) is copied into one flat
+  padded tensor (``full_y`` bytes, beside the gradient: the sync point), dropped, and
+  reduce-scattered in place; the copy stays in flight until the reduce-scatter of the next unit
+  starts (after B_q) or the backward op ends, when this rank's chunk of it is copied out (the
+  first micro-batch: ``shard_y`` beside the copy for a moment) or added to the rank's sharded
+  gradient, carried as a per-step buffer from then on in place of the whole one.
+
+Times, on the stage's data-parallel ring (bandwidth ``bw``, latency ``lat``): a gather is a ring
+all-gather of ``full_x`` (``(dp-1)/dp · full_x / bw + (dp-1) lat``; on gloo ``dp`` in-place
+broadcasts of a slice each: ``full_x / bw + dp · lat``), a reduce-scatter half a ring all-reduce
+(``(dp-1)/dp · full_x / bw + (dp-1) lat``; on gloo ``dp`` in-place reduces of a chunk each:
+``full_x / bw + dp · lat``). One comm stream runs them in the order they are
+started; a node's compute waits for its gather (a stall where the node before it did not hide
+it), and a reduce-scatter is waited for when the next one starts (a stall where the backward
+between them did not hide it) and at the end of the backward op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Zero3Facts", "zero3_facts", "unit_split", "phase_terms", "state_terms", "phase_values", "comm_times",
+           "timeline"]
+
+ELEMENT = 4  # bytes per element a unit is padded in (fp32 parameters and gradients)
+
+
+@dataclass(frozen=True)
+class Zero3Facts:
+    """A stage's ZeRO-3 units: per local node ``(parameter, gradient, optimizer-state bytes)`` of its
+    unit (zeros: none), and per local node the gradient bytes of the parameters kept whole that the
+    all-reduce buckets hold (as :attr:`simulator.layout.StageLayout.dp_grads`), per parameter
+    kept whole ``(bytes, state bytes, step temporaries)`` (as ``StageModel.zero_params``), and the
+    buckets those gradients are all-reduced in (``Simulator._bucket_plan``)."""
+
+    units: tuple
+    rest_grads: tuple
+    rest_params: tuple
+    buckets: tuple = ()  # the all-reduce buckets of the whole parameters' gradients: (x, bytes, flat copy bytes)
+
+    @property
+    def any(self) -> bool:
+        return any(u[0] for u in self.units)
+
+
+def zero3_facts(graph, a: int, b: int, dp_grads: list, zero_params) -> Zero3Facts:
+    """The units of stage ``[a, b)`` of ``graph`` (the executor's rule: a trainable parameter that
+    only its owner node reads). Without a parameter table (synthetic graphs) each node's
+    parameters are its unit. ``zero_params(names)``: the ``(bytes, state, temporaries)`` rows of
+    the named parameters."""
+    m = b - a
+    if not graph.params:
+        units = tuple((int(nd.param_bytes), int(nd.grad_bytes), int(nd.optimizer_bytes)) if nd.grad_bytes > 0
+                      else (0, 0, 0) for nd in graph.nodes[a:b])
+        return Zero3Facts(units, tuple(() for _ in range(m)), ())
+    readers: dict[str, set] = {}
+    for nd in graph.nodes:
+        for k in nd.read_params:
+            readers.setdefault(k, set()).add(nd.index)
+    units, rest_grads, rest_names = [], [], []
+    for x, nd in enumerate(graph.nodes[a:b]):
+        u = [0, 0, 0]
+        rg = []
+        for k in nd.param_names:
+            v = graph.params.get(k)
+            if v is None or int(v[1]) <= 0:
+                continue
+            if readers.get(k, set()) <= {nd.index}:
+                u[0] += int(v[0])
+                u[1] += int(v[1])
+                u[2] += int(v[2])
+            else:
+                rest_names.append(k)
+                if all(a <= r < b for r in readers.get(k, ())):
+                    rg.append(int(v[1]))
+        units.append(tuple(u))
+        rest_grads.append(tuple(rg))
+    return Zero3Facts(tuple(units), tuple(rest_grads), tuple(zero_params(set(rest_names))))
+
+
+def unit_split(nbytes: int, dp: int) -> tuple[int, int]:
+    """``(full, shard)`` bytes of a unit of ``nbytes`` over ``dp`` ranks, padded to ``dp`` elements."""
+    if nbytes <= 0:
+        return 0, 0
+    shard = -(-nbytes // (dp * ELEMENT)) * ELEMENT
+    return shard * dp, shard
+
+
+def phase_terms(units: tuple, dp: int, m: int) -> tuple:
+    """ZeRO-3's memory terms of one stage's phases ``0 .. 2m-1`` (see the module's docstring):
+    ``(add, step, syncs, shed, full, gfull, gshard)``. ``add[p]``: bytes alive in phase p beside its
+    traced figures (gathered parameters, reduce-scatters' flat copies in flight); ``step[p]``: the
+    change of the per-step buffers (whole gradients out from after their backward, sharded ones in
+    from their first reduce-scatter's wait); ``syncs``: per unit ``(y, gathered, flat_before,
+    slice_before)`` for the sync point after B_y: the prefetched gather beside it, and the flat
+    copy and the slice of the reduce-scatter waited for there (the unit after y's; 0, 0: none);
+    ``shed``: what the per-step buffers lose in all (whole gradients less their slices); per local
+    node its unit's padded ``full`` bytes of parameters and ``full`` and ``shard`` of gradients."""
+    order = [x for x in range(m) if units[x][0] > 0]
+    full, gfull, gshard = [0] * m, [0] * m, [0] * m
+    for x in order:
+        full[x] = unit_split(units[x][0], dp)[0]
+        gfull[x], gshard[x] = unit_split(units[x][1], dp)
+    add = [0] * (2 * m + 1)
+    step = [0] * (2 * m + 1)
+    syncs = []
+    shed = 0
+    for i, y in enumerate(order):
+        q = order[i - 1] if i > 0 else None
+        r = order[i + 1] if i + 1 < len(order) else None
+        # forward: from F_q (its prefetch) through F_y
+        add[q if q is not None else y] += full[y]
+        add[y + 1] -= full[y]
+        # backward: from B_r through B_y
+        add[2 * m - 1 - (r if r is not None else y)] += full[y]
+        add[2 * m - y] -= full[y]
+        # reduce-scatter's flat copy in flight: B_{y-1} .. B_q (or the end of the op)
+        end = 2 * m - q if q is not None else 2 * m
+        if 2 * m - y < end:
+            add[2 * m - y] += gfull[y]
+            add[end] -= gfull[y]
+        # per-step buffers: the whole gradient out after B_y, its slice in after the wait
+        g = units[y][1]
+        step[2 * m - y] -= g
+        step[end] += gshard[y]
+        shed += g - gshard[y]
+        syncs.append((y, full[q] if q is not None else 0, gfull[r] if r is not None else 0,
+                      gshard[r] if r is not None else 0))
+    return _run(add, 2 * m), _run(step, 2 * m), syncs, shed, full, gfull, gshard
+
+
+def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step_opt: int, opt_grads: int,
+                opt_trans: int, zero_params: tuple, zero_sum: bool) -> tuple:
+    """A stage's ZeRO-3 figures over ``dp`` ranks, alike on every rank: ``(terms, params, gradients
+    in the optimizer step, optimizer state, the step's temporaries)``, ``terms`` its
+    :func:`phase_terms`. Each unit's parameters, gradient and state are a ``1/dp`` slice (padded),
+    the parameters kept whole are whole; the step's temporaries as ZeRO-2's
+    (``StageModel.zero2``), of the slices and the whole parameters. The stage's all-keep figures:
+    ``P_sum`` / ``O_sum`` its parameters and state, ``step_opt`` its per-step buffers in the
+    optimizer phase, ``opt_grads`` / ``opt_trans`` its step's gradients / bytes above the state,
+    ``zero_params`` / ``zero_sum`` its parameter table (as ``StageModel``'s)."""
+    units = facts.units
+    terms = phase_terms(units, dp, m)
+    shards = [unit_split(pb, dp)[1] for pb, _, _ in units if pb > 0]
+    params = P_sum - sum(pb for pb, _, _ in units) + sum(shards)
+    grads = step_opt + opt_grads - terms[3]
+    state = O_sum - sum(ob for _, _, ob in units) + sum(-(-ob * sh // pb) for (pb, _, ob), sh in
+                                                        zip([u for u in units if u[0] > 0], shards))
+    rest = facts.rest_params
+    if zero_params and not zero_sum:
+        rate = max(t / pb for pb, _, t in zero_params if pb)
+        temps = int(rate * max(shards + [pb for pb, _, _ in rest], default=0))
+    elif zero_params:
+        wt = sum(t for _, _, t in rest)
+        temps = int((sum(t for _, _, t in zero_params) - wt) / dp + wt)
+    else:
+        temps = max(0, opt_trans - opt_grads) // dp
+    return terms, params, grads, state, temps
+
+
+def phase_values(terms: tuple, units: tuple, m: int, kv: list, kv0: list, S_after: int, run: list,
+                 inp: int) -> tuple:
+    """The per-phase bytes (without, with the per-step buffers) of a stage under ZeRO-3 and its
+    per-step buffers after a backward: the all-keep figures ``kv`` / ``kv0`` / ``S_after`` with the
+    actions' changes ``run`` (per phase), plus :func:`phase_terms`' gathers and copies in flight and
+    the sync point after each unit's backward put in the phase it starts: the unit's gradient and
+    flat copy, the reduce-scatter waited for there (its copy, the slice copied out of it), the
+    prefetched gather, on what the phases either side hold (the smaller). ``inp``: the
+    micro-batch's input bytes (gone after its backward)."""
+    add, step, syncs, shed, _, gfull, gshard = terms
+    v = [kv[p] + run[p] + add[p] for p in range(2 * m)]
+    v0 = [kv0[p] + run[p] + add[p] + step[p] for p in range(2 * m)]
+    S_after = S_after - shed
+    for y, gathered, flat_r, slice_r in syncs:
+        g = units[y][1]
+        flat = max(flat_r, gfull[y])  # (the one waited for dies before y's is made)
+        if y > 0:
+            j = 2 * m - 1 - y
+            a, b = kv[j] + run[j], kv[j + 1] + run[j + 1]
+            a0, b0 = kv0[j] + step[j] + run[j], kv0[j + 1] + step[j + 1] + run[j + 1]
+            w = min(a, b + g) + gathered + flat
+            if w > v[j + 1]:
+                v[j + 1] = w
+            w = min(a0 + slice_r, b0 + g) + gathered + flat
+            if w > v0[j + 1]:
+                v0[j + 1] = w
+        else:  # after the whole backward: the gradient whole, the flat copies, the inputs gone
+            j = 2 * m - 1
+            w = g - gshard[0] + flat - inp
+            if w > v[j]:
+                v[j] = w
+            if S_after + w > v0[j]:
+                v0[j] = S_after + w
+    if syncs and syncs[0][0] > 0:  # the lowest unit's copy, waited for at the op's end
+        w = gfull[syncs[0][0]] - inp
+        if w > v[2 * m - 1]:
+            v[2 * m - 1] = w
+        if S_after + w > v0[2 * m - 1]:
+            v0[2 * m - 1] = S_after + w
+    return v, v0, S_after
+
+
+def _run(d: list, n: int) -> list:
+    out, acc = [], 0
+    for p in range(n):
+        acc += d[p]
+        out.append(acc)
+    return out
+
+
+def comm_times(units: tuple, dp: int, bw: float, lat: float, gloo: bool) -> tuple[list, list]:
+    """Per local node ``(gather seconds, reduce-scatter seconds)`` of its unit (0: none)."""
+    ag, rs = [], []
+    for pb, gb, _ in units:
+        if pb <= 0:
+            ag.append(0.0)
+            rs.append(0.0)
+            continue
+        full = unit_split(pb, dp)[0]
+        gfull = unit_split(gb, dp)[0]
+        ag.append(full / bw + dp * lat if gloo else (dp - 1) / dp * full / bw + (dp - 1) * lat)
+        rs.append(gfull / bw + dp * lat if gloo else (dp - 1) / dp * gfull / bw + (dp - 1) * lat)
+    return ag, rs
+
+
+def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = None) -> tuple[float, float, list]:
+    """One micro-batch's forward and backward op under ZeRO-3's collectives: ``(forward seconds,
+    backward seconds, per local node the offset at which B_x ends)``, from the nodes' compute
+    seconds ``fwd`` / ``bwd`` (a backward's replay and swap stalls included) and each unit's
+    gather / reduce-scatter seconds (see the module's docstring). ``record``: a list to append
+    each collective to, ``(half, x, kind, start, seconds)`` (half ``"F"`` or ``"B"``, offsets from its
+    op's start; kind ``"all-gather"`` or ``"reduce-scatter"``)."""
+    m = len(fwd)
+    order = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
+    nxt = {x: order[i + 1] for i, x in enumerate(order[:-1])}
+    prv = {x: order[i - 1] for i, x in enumerate(order) if i > 0}
+    units = set(order)
+
+    def start(half: str, x: int, kind: str, t0: float, du: float) -> float:
+        if record is not None:
+            record.append((half, x, kind, t0, du))
+        return t0 + du
+
+    t = comm = 0.0
+    land: dict = {}
+    for x in range(m):
+        if x in units:
+            if x not in land:
+                comm = land[x] = start("F", x, "all-gather", max(t, comm), ag[x])
+            if land[x] > t:
+                t = land[x]
+            y = nxt.get(x)
+            if y is not None:
+                comm = land[y] = start("F", y, "all-gather", max(t, comm), ag[y])
+        t += fwd[x]
+    f = t
+    t = comm = 0.0
+    land = {}
+    pending = None
+    node_end = [0.0] * m
+    for x in range(m - 1, -1, -1):
+        if x in units:
+            if x not in land:
+                comm = land[x] = start("B", x, "all-gather", max(t, comm), ag[x])
+            if land[x] > t:
+                t = land[x]
+            y = prv.get(x)
+            if y is not None:
+                comm = land[y] = start("B", y, "all-gather", max(t, comm), ag[y])
+        t += bwd[x]
+        if x in units:
+            if pending is not None and pending > t:
+                t = pending
+            comm = pending = start("B", x, "reduce-scatter", max(t, comm), rs[x])
+        node_end[x] = t
+    if pending is not None and pending > t:  # (the last reduce-scatter, waited at the op's end)
+        t = pending
+    return f, t, node_end

@@ -105,7 +105,7 @@ TARGET = 1.3
 EXACT_MAX_NODES = 8  # graphs this small are also solved exactly (ResNet 7, Llama 8, LSTM 4 nodes)
 # per point: with the selective action four choices per node make Llama's 8 nodes 4^8 action vectors per
 # stage range, hours of enumeration on some points; past this the cell says the solver stopped
-EXACT_TIME_LIMIT_S = 240.0
+EXACT_TIME_LIMIT_S = 120.0
 
 
 def _exact(path: str, cluster: str, batch: int, cap: int) -> dict:

@@ -350,3 +350,92 @@ def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():
     assert state == 2 * Q // 2 + 2 * Q  # w1's state halved, w0's whole
     assert temps == 2 * Q  # the whole w0 is the largest tensor stepped
     assert sim.stage(0, 3).model.zero_whole == ()  # one stage: nothing read elsewhere
+
+
+# ------------------------------------------------------------------ parameters on the host
+def test_offload_reads_writes_and_is_checked():
+    """Offload per stage: ``optimizer+parameters`` needs ZeRO-3 on dp > 1 ranks and the optimizer on
+    the host; the plain data show it as ``offload`` beside ``optimizer_on_host``, read back whole;
+    a record without ``offload`` (an older plan) reads as before."""
+    st = Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"])
+    assert st.offload == ["none"] and st.to_dict()["offload"] == ["none"]
+    off = st.copy(offload=["optimizer+parameters"])
+    assert off.optimizer_on_host == [True] and off.params_host(0) and off.to_dict()["offload"] == [
+        "optimizer+parameters"]
+    assert Strategy.from_dict(off.to_dict()) == off
+    old = {k: v for k, v in st.to_dict().items() if k != "offload"}
+    assert Strategy.from_dict(old) == st
+    for bad in (st.copy(sharding=["gradients"], offload=["optimizer+parameters"]),
+                Strategy(1, 1, [0, 0], ["keep"] * 2, sharding=["parameters"], optimizer_on_host=[True],
+                         params_on_host=[True]),
+                Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"], params_on_host=[True])):
+        with pytest.raises(StrategyError, match="needs sharding 'parameters'"):
+            bad.validate(2, bad.dp)
+    with pytest.raises(StrategyError, match="offload"):
+        Strategy.from_dict({**old, "offload": ["everything"]})
+    with pytest.raises(StrategyError, match="disagrees"):
+        Strategy.from_dict({**old, "offload": ["optimizer"], "optimizer_on_host": [False]})
+
+
+def test_offload_peaks_by_hand():
+    """Parameters on the host: ZeRO-3's peak less every unit's shard, its gradient's slice and the
+    optimizer state (all in host memory); the gathers and flat copies in flight are as ZeRO-3's (the
+    shard is copied straight into the gathered buffer: no device copy of it)."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    P, A, S = 10**6, 1000, 1000
+    g = chain_graph(3, act_bytes=A, saved_bytes=S, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    cl = make_cluster(2)
+    st = Strategy(2, 1, [0] * 3, ["keep"] * 3, sharding=["parameters"]).copy(offload=["optimizer+parameters"])
+    # B1, as in test_zero3_peaks_by_hand less its base: x1 and x0 gathered (2P), g1 (P), x2's flat
+    # copy (P), 3A + 2S traced
+    r = Simulator(g, cl).evaluate(st, detail=True)
+    assert r.peak_bytes == [2 * P + P + P + 3 * A + 2 * S] * 2
+    b = r.breakdown[0]
+    assert b["params"] == 0 and b["optimizer"] == 0 and b["grads"] == 0
+    assert Simulator(g, cl).evaluate(st).peak_bytes == r.peak_bytes  # the search's path agrees
+    z3 = Simulator(g, cl).evaluate(st.copy(offload=["optimizer"])).peak_bytes[0]
+    assert z3 - r.peak_bytes[0] == 3 * P // 2  # the host optimizer's ZeRO-3 holds the shards
+    # host bytes of the machine (both ranks): per rank half of every parameter, gradient and AdamW state
+    assert r.host_bytes[0] == 2 * (3 * P // 2 + 3 * P // 2 + 3 * P)
+    sm = Simulator(g, cl).stage(0, 3).model
+    _, params, grads, _, _ = sm.zero3(2, True)
+    assert (params, grads) == (0, 0)
+
+
+def test_offload_times_by_hand():
+    """Parameters on the host: before each gather its shard is copied in on the host link (one
+    stream, one unit ahead as the gathers are), after each reduce-scatter is waited for its
+    gradient's slice is copied out on the same stream; the backward op ends after the last copy.
+    The step runs on the host without copies."""
+    from memflow.cluster import Link
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    P = 10**6
+    g = chain_graph(2, act_bytes=1000, saved_bytes=1000, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    st = Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"]).copy(offload=["optimizer+parameters"])
+    beta = 1e9
+    for h, hl in ((1e9, 1e-5), (2e8, 1e-4), (1e12, 0.0)):
+        sim = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=h, host_lat=hl))
+        sp = sim.stage(0, 2)
+        opt = (sp.params + sp.grads + sp.optimizer) / 2 / sim.host_mem_bandwidth
+        ag = c = 0.5 * P / beta + 1e-5
+        cin = cout = 0.5 * P / h + hl
+        c1 = cin + ag
+        fwd = c1 + max(1 * MS, c1) + 1 * MS  # x0 copied in and gathered; x1's beside F0
+        b1 = c1 + 2 * MS
+        b0_start = max(b1, 2 * c1)
+        rs1 = max(b1, 2 * c1) + c  # x1's reduce-scatter after B1 and x0's gather on the comm stream
+        t = max(b0_start + 2 * MS, rs1)  # x1's reduce-scatter waited; its slice out from t
+        bwd = max(t + c, t + cout) + cout  # x0's reduce-scatter, then its slice out
+        assert sim.evaluate(st).step_time_s == pytest.approx(fwd + bwd + opt), (h, hl)
+        r = sim.evaluate(st, detail=True)
+        assert r.step_time_s == pytest.approx(fwd + bwd + opt)
+    # a slower host link costs time where it is not hidden
+    slow = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=1e7)).evaluate(st).step_time_s
+    fast = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=1e12)).evaluate(st).step_time_s
+    assert slow > fast + 0.1

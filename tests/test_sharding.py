@@ -249,12 +249,13 @@ def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, kind, monke
     assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
 
 
-@pytest.mark.parametrize("kind", ["dp2-fsdp", "dp2-fsdp-rec-m2"])
+@pytest.mark.parametrize("kind", ["dp2-fsdp", "dp2-fsdp-rec-m2", "dp2-fsdp-offload"])
 def test_zero3_runs_as_plain_training_and_as_predicted(kind, monkeypatch):
     """ZeRO-3 on two gloo ranks, GPT-2 tiny (its tied embedding kept whole; every block's parameters
     sharded, gathered around its forward and backward), also with every other node recomputed (the
-    replay reads the backward's gather) and two micro-batches (each reduce-scatters): the losses of
-    plain single-process training, every rank's peak as predicted."""
+    replay reads the backward's gather) and two micro-batches (each reduce-scatters), and with the
+    parameters' shards, gradients and optimizer on the host (offload ``optimizer+parameters``): the
+    losses of plain single-process training, every rank's peak as predicted."""
     from pathlib import Path
 
     from bench.bench_fidelity import run_case

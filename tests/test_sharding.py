@@ -440,3 +440,38 @@ def test_offload_times_by_hand():
     slow = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=1e7)).evaluate(st).step_time_s
     fast = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=1e12)).evaluate(st).step_time_s
     assert slow > fast + 0.1
+
+
+def test_search_and_exact_offload_parameters_where_only_it_fits_on_the_device():
+    """A parameter-heavy chain whose ZeRO-3 shards overflow a device even with the optimizer on the
+    host and every node recomputed: only the parameters on the host too fit. The exact solver, the
+    MCMC (its repair offloads the over-full stage) and the fixed ``offload`` constraint find it;
+    ``fsdp+offload`` is among the baselines."""
+    from memflow.cluster import Cluster
+    from memflow.errors import ConfigError
+    from memflow.request import PlanRequest
+    from memflow.search import MeshLimits, SearchContext, search, solve_exact
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+
+    P = 64 << 20
+    g = chain_graph(4, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P, fwd_s=20e-3, bwd_s=40e-3)
+    cl = Cluster.for_gpus(2, "v100-16gb")
+    z3 = Strategy(2, 1, [0] * 4, ["recompute"] * 4, sharding=["parameters"], optimizer_on_host=[True])
+    off = Strategy(2, 1, [0] * 4, ["keep"] * 4, sharding=["parameters"]).copy(offload=["optimizer+parameters"])
+    peak = {k: Simulator(g, cl).evaluate(s).peak_bytes[0] for k, s in (("z3", z3), ("off", off))}
+    assert peak["off"] < peak["z3"]
+    cl = cl.with_memory((peak["z3"] + peak["off"]) // 2)
+    lim = MeshLimits(dp=2)
+    ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
+    assert ex.best.offload == ["optimizer+parameters"] and ex.best.sharding == ["parameters"]
+    r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
+    assert r.best.offload == ["optimizer+parameters"]
+    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+    assert any(name.startswith("fsdp+offload/") for name in r.baselines)
+    # fixed by the user: every strategy the search returns offloads the parameters
+    r2 = search(lambda mb: g, 8, cl.with_memory(2 * peak["z3"]), seed=1,
+                limits=MeshLimits(offload="optimizer+parameters"))
+    assert r2.best.offload == ["optimizer+parameters"] and r2.best.dp == 2
+    with pytest.raises(ConfigError, match="offload"):
+        PlanRequest("m.py", sharding="gradients", offload="optimizer+parameters")

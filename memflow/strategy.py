@@ -226,6 +226,8 @@ class Strategy:
         d["offload"] = self.offload
         return d
 
+    plain_data = to_dict  # (memflow.typed.to_data: plan files and JSON show ``offload``)
+
     def sharded(self, s: int) -> Sharding:
         """Stage ``s``'s effective sharding level: ``none`` without data parallelism."""
         return self.sharding[s] if self.dp > 1 else SHARD_NONE

@@ -126,8 +126,11 @@ def from_data(cls: type, data: Any, where: str) -> Any:
 
 def to_data(x: Any) -> Any:
     """Plain containers and scalars (dataclasses, tuples, numpy scalars, str subclasses → builtins), for
-    safe YAML and JSON."""
+    safe YAML and JSON. A dataclass with a ``plain_data`` method gives its own (a strategy's ``offload``)."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        hook = getattr(type(x), "plain_data", None)
+        if hook is not None:
+            return to_data(hook(x))
         return {f.name: to_data(getattr(x, f.name)) for f in dataclasses.fields(x)}
     if isinstance(x, dict):
         return {str(k): to_data(v) for k, v in x.items()}

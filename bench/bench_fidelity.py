@@ -152,7 +152,7 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
         mt = min(run.ranks[i].measured_step_time_s for run in runs)
         rows.append(dict(model=spec.name, batch=batch, kind=kind, rank=r.rank, mp=r.measured_peak_bytes,
                          pp=r.predicted_peak_bytes, mt=mt, pt=r.predicted_step_time_s, losses=list(runs[0].losses),
-                         peak_at=r.peak_at))
+                         peak_at=r.peak_at, host_mp=r.host_peak_bytes, host_pp=ev.host_bytes))
     return rows
 
 

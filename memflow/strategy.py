@@ -227,6 +227,7 @@ class Strategy:
         return d
 
     plain_data = to_dict  # (memflow.typed.to_data: plan files and JSON show ``offload``)
+    upgrade_data = staticmethod(upgrade_dict)  # (memflow.typed.from_data: and read it back)
 
     def sharded(self, s: int) -> Sharding:
         """Stage ``s``'s effective sharding level: ``none`` without data parallelism."""

@@ -471,8 +471,10 @@ class Simulator:
             if ohost[s]:
                 o = specs[s].optimizer
                 host_opt[s] = -(-o // dp) if shard[s] != SHARD_NONE else o
-            if phost[s]:  # (and the units' shards and gradients' slices)
-                host_opt[s] += host_bytes(specs[s].model.z3.units, dp)
+            if phost[s]:  # ZeRO-3's state (the units' slices, the whole parameters' whole), the step's
+                # temporaries (it runs in host memory), the units' shards and gradients' slices
+                _, _, _, state, temps = specs[s].model.zero3(dp, True)
+                host_opt[s] = state + temps + host_bytes(specs[s].model.z3.units, dp)
             share: dict = {}
             for r in range(dp):
                 mch = self._node_of[s * dp + r]

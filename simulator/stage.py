@@ -790,7 +790,7 @@ class StageModel:
             fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
             bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
             zops = [] if detail else None
-            f, tb, node_end = timeline(fdur, bdur, ag, rs, zops, cin, cout)
+            f, tb, node_end = timeline(fdur, bdur, ag, rs, zops, cin, cout, not self.prefetch_ahead)
             zb = tb - bwd_s - stall
             zstall = f - fwd_s + zb
             zcomm = 2 * sum(ag) + sum(rs)

@@ -39,7 +39,9 @@ buffer, so no separate device copy of the shard exists. Time: before each gather
 copied host→device on the host link (``shard_x / host_bw + host_lat``), one host-link stream,
 started where the gather is (one unit ahead), the gather after it; a waited reduce-scatter's slice
 is copied device→host (``gshard_x / host_bw + host_lat``) on the same stream, and the backward op
-ends when its last copy has. The optimizer step runs on the host with no copies.
+ends when its last copy has. On the CPU (no side stream: the executor copies in the compute
+thread) each copy-in runs inline where its gather is started, and each copy-out where its
+reduce-scatter is waited for. The optimizer step runs on the host with no copies.
 """
 from __future__ import annotations
 
@@ -273,7 +275,7 @@ def host_bytes(units: tuple, dp: int) -> int:
 
 
 def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = None, cin: list | None = None,
-             cout: list | None = None) -> tuple[float, float, list]:
+             cout: list | None = None, inline: bool = False) -> tuple[float, float, list]:
     """One micro-batch's forward and backward op under ZeRO-3's collectives: ``(forward seconds,
     backward seconds, per local node the offset at which B_x ends)``, from the nodes' compute
     seconds ``fwd`` / ``bwd`` (a backward's replay and swap stalls included) and each unit's
@@ -282,7 +284,8 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = Non
     op's start; kind ``"all-gather"``, ``"reduce-scatter"``, ``"copy-in"`` or ``"copy-out"``).
     ``cin`` / ``cout``: parameters on the host, each unit's shard copy-in before its gather and its
     gradient slice's copy-out after its reduce-scatter is waited for, on one host-link stream
-    (:func:`host_times`; None: none)."""
+    (:func:`host_times`; None: none); ``inline``: those copies run in the compute thread instead
+    (the CPU), delaying what follows them."""
     m = len(fwd)
     order = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
     nxt = {x: order[i + 1] for i, x in enumerate(order[:-1])}
@@ -294,26 +297,32 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = Non
             record.append((half, x, kind, t0, du))
         return t0 + du
 
-    clk = [0.0, 0.0]  # the comm stream and the host-link stream: free from
+    clk = [0.0, 0.0, 0.0]  # the comm stream and the host-link stream: free from; the compute thread's
+    # time after an inline copy
 
     def gather(half: str, x: int, t0: float) -> float:
-        if cin is not None:  # the shard's copy-in first, on the host link
+        if cin is not None:  # the shard's copy-in first, on the host link (or inline)
             clk[1] = start(half, x, "copy-in", max(t0, clk[1]), cin[x])
             t0 = clk[1]
+        clk[2] = t0
         clk[0] = start(half, x, "all-gather", max(t0, clk[0]), ag[x])
         return clk[0]
+
+    def issue(half: str, x: int, t: float) -> float:  # x's gather started at t: (the compute thread's time)
+        land[x] = gather(half, x, t)
+        return clk[2] if inline else t
 
     t = 0.0
     land: dict = {}
     for x in range(m):
         if x in units:
             if x not in land:
-                land[x] = gather("F", x, t)
+                t = issue("F", x, t)
             if land[x] > t:
                 t = land[x]
             y = nxt.get(x)
             if y is not None:
-                land[y] = gather("F", y, t)
+                t = issue("F", y, t)
         t += fwd[x]
     f = t
     t = 0.0
@@ -327,17 +336,19 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = Non
             t = pending[1]
         if cout is not None:
             clk[1] = start("B", pending[0], "copy-out", max(t, clk[1]), cout[pending[0]])
+            if inline:
+                t = clk[1]
         return t
 
     for x in range(m - 1, -1, -1):
         if x in units:
             if x not in land:
-                land[x] = gather("B", x, t)
+                t = issue("B", x, t)
             if land[x] > t:
                 t = land[x]
             y = prv.get(x)
             if y is not None:
-                land[y] = gather("B", y, t)
+                t = issue("B", y, t)
         t += bwd[x]
         if x in units:
             if pending is not None:

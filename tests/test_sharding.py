@@ -436,6 +436,20 @@ def test_offload_times_by_hand():
         assert sim.evaluate(st).step_time_s == pytest.approx(fwd + bwd + opt), (h, hl)
         r = sim.evaluate(st, detail=True)
         assert r.step_time_s == pytest.approx(fwd + bwd + opt)
+    # on the CPU (gloo; no side stream) each copy runs inline: a copy-in where its gather is started,
+    # a copy-out where its reduce-scatter is waited for
+    alpha = 1e-5
+    for h, hl in ((1e9, 1e-5), (2e8, 1e-4)):
+        sim = Simulator(g, make_cluster(2, intra=Link(beta, alpha), host_bw=h, host_lat=hl, kind="cpu"))
+        opt = sim.stage(0, 2).opt_s / 2
+        ag = c = P / beta + 2 * alpha
+        cin = cout = 0.5 * P / h + hl
+        c1 = cin + ag
+        fwd = max(c1 + cin + 1 * MS, 2 * c1) + 1 * MS
+        b0_start = max(c1 + cin + 2 * MS, 2 * c1)
+        rs1 = b0_start + c
+        bwd = max(b0_start + 2 * MS, rs1) + cout + c + cout
+        assert sim.evaluate(st).step_time_s == pytest.approx(fwd + bwd + opt), (h, hl)
     # a slower host link costs time where it is not hidden
     slow = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=1e7)).evaluate(st).step_time_s
     fast = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=1e12)).evaluate(st).step_time_s

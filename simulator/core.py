@@ -707,8 +707,9 @@ class Simulator:
                     pts.append((t1, ev.base + (others + 1) * ev.R - inp + stepc))
                     name = f"F{op}"
                     for half, x, what, c0, du in ev.comm_ops:  # ZeRO-3's gathers beside the forward
-                        if half == "F":
-                            events.append((s, "comm", f"{what} {self.graph.nodes[a + x].name} mb{op}", t0 + c0, du))
+                        if half == "F":  # (parameter offload's copies on the host link's lane)
+                            events.append((s, "host" if what.startswith("copy") else "comm",
+                                           f"{what} {self.graph.nodes[a + x].name} mb{op}", t0 + c0, du))
                     for x, c0, c1 in ev.copy_out:
                         events.append((s, "host", f"swap-out {self.graph.nodes[a + x].name} mb{op}", t0 + c0, c1 - c0))
                     if s < pp - 1 and cf[s] > 0:
@@ -731,7 +732,8 @@ class Simulator:
                     name = f"B{j}"
                     for half, x, what, c0, du in ev.comm_ops:
                         if half == "B":
-                            events.append((s, "comm", f"{what} {self.graph.nodes[a + x].name} mb{j}", t0 + c0, du))
+                            events.append((s, "host" if what.startswith("copy") else "comm",
+                                           f"{what} {self.graph.nodes[a + x].name} mb{j}", t0 + c0, du))
                     for x, c0, c1 in ev.prefetch:
                         events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))
                     if s > 0 and cb[s - 1] > 0:
@@ -788,7 +790,7 @@ class Simulator:
             return f"data-parallel all-reduce: stage {s} ({(ar_end[s] - end[s]) * 1e3:.2f} ms exposed)"
         ev = stg.evals[s]
         if ev.comm_stall_s * st.microbatches > 0.05 * step:
-            return (f"ZeRO-3 gathers and reduce-scatters: stage {s} "
+            return (f"ZeRO-3 gathers and reduce-scatters{' (and parameter offload copies)' if st.params_host(s) else ''}: stage {s} "
                     f"({ev.comm_stall_s * st.microbatches * 1e3:.2f} ms exposed)")
         if st.microbatches * ev.host_s >= end[s] * 0.999 or ev.stall_s * st.microbatches > 0.05 * step:
             return f"host link: stage {s} (swap traffic {st.microbatches * ev.host_s * 1e3:.2f} ms)"

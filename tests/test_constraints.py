@@ -24,6 +24,7 @@ CASES = [  # (kind, n, devices, seed, memory fraction, limits)
     ("chain", 6, 2, 6, 0.6, MeshLimits(dp=2, max_microbatches=1)),
     ("random", 4, 4, 7, 0.5, MeshLimits(sharding="gradients")),
     ("chain", 5, 4, 8, 0.45, MeshLimits(dp=4, sharding="none")),
+    ("random", 4, 4, 9, 0.35, MeshLimits(offload="optimizer+parameters")),
 ]
 
 
@@ -41,6 +42,7 @@ def test_search_within_limits_matches_exact_within_them(kind, n, ndev, seed, fra
         assert limits.microbatches is None or st.microbatches == limits.microbatches
         assert limits.max_microbatches is None or st.microbatches <= limits.max_microbatches
         assert limits.sharding is None or st.dp == 1 or set(st.sharding) == {limits.sharding}
+        assert limits.offload is None or st.offload == [limits.offload] * st.pp
     if ex.best is None:
         assert r.best is None
         return

@@ -233,8 +233,10 @@ def unswaps(st: Strategy) -> list[Strategy]:
 
 
 def host_offs(st: Strategy, ctx: SearchContext) -> list[Strategy]:
-    """``st`` with one stage's optimizer back on the device, for each that has it on the host."""
-    out = (set_host(st, s, False, ctx) for s in range(st.pp))
+    """``st`` with one stage's parameters back on the device, for each that has them on the host,
+    then with one stage's optimizer back on the device (its parameters too), for each."""
+    out = [set_params_host(st, s, False, ctx) for s in range(st.pp)]
+    out += [set_host(st, s, False, ctx) for s in range(st.pp)]
     return [c for c in out if c is not None]
 
 

@@ -489,3 +489,28 @@ def test_search_and_exact_offload_parameters_where_only_it_fits_on_the_device():
     assert r2.best.offload == ["optimizer+parameters"] and r2.best.dp == 2
     with pytest.raises(ConfigError, match="offload"):
         PlanRequest("m.py", sharding="gradients", offload="optimizer+parameters")
+
+
+def test_offload_edits_keep_strategies_valid():
+    """The search's one-step edits: parameters go to the host only at ZeRO-3 (with the optimizer),
+    leave it when the stage leaves ZeRO-3 or the host optimizer, and an over-full host brings them
+    back before the optimizer."""
+    from memflow.cluster import Cluster
+    from memflow.simulator.synthetic import chain_graph
+    from search import fixes as fx
+    from search.context import SearchContext
+
+    g = chain_graph(4, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=1 << 20, fwd_s=1e-3, bwd_s=2e-3)
+    ctx = SearchContext(lambda mb: g, 8, Cluster.for_gpus(4, "v100-16gb"))
+    st = Strategy(2, 2, [0, 0, 1, 1], ["keep"] * 4, sharding=["parameters", "gradients"])
+    assert fx.set_params_host(st, 1, True, ctx) is None  # (ZeRO-2: no parameters to offload)
+    on = fx.set_params_host(st, 0, True, ctx)
+    assert on.offload == ["optimizer+parameters", "none"]
+    on.validate(4, 4)
+    assert fx.set_params_host(on, 0, True, ctx) is None
+    assert fx.set_shard(on, 0, "gradients", ctx).offload == ["optimizer", "none"]
+    assert fx.set_host(on, 0, False, ctx).offload == ["none", "none"]
+    relief = fx.host_offs(on, ctx)
+    assert [c.offload for c in relief] == [["optimizer", "none"], ["none", "none"]]
+    for c in relief + [fx.make(on, stage_of=[0, 1, 1, 1])]:
+        c.validate(4, 4)

@@ -270,7 +270,8 @@ def test_zero3_runs_as_plain_training_and_as_predicted(kind, monkeypatch):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
     ref = plain_losses(path, 8, 3, seed=0)
     got = rows[0]["losses"]
-    assert len(got) == 3 and all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(got, ref)), (got, ref)
+    tol = 1e-5 if kind == "dp2-fsdp-offload" else 1e-4  # (offload: measured equal to the bit)
+    assert len(got) == 3 and all(abs(a - b) <= tol * abs(b) for a, b in zip(got, ref)), (got, ref)
 
 
 # ------------------------------------------------------------------ search

@@ -196,7 +196,7 @@ class Strategy:
         bad = sorted({x for x in self.sharding if x not in SHARDINGS})
         if bad:
             raise StrategyError(f"unknown sharding level(s) {bad}; valid: {list(SHARDINGS)}")
-        if len(self.sharding) != self.pp or len(self.optimizer_on_host) != self.pp or len(self.params_on_host) != self.pp:
+        if any(len(x) != self.pp for x in (self.sharding, self.optimizer_on_host, self.params_on_host)):
             raise StrategyError(f"per-stage options must have {self.pp} entries")
         for s, on in enumerate(self.params_on_host):
             if on and (self.sharded(s) != SHARD_PARAMETERS or not self.optimizer_on_host[s]):

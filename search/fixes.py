@@ -7,7 +7,8 @@ The memory-freeing fixes are built of them, each a plain function of the strateg
 returns the fixed strategy, or None where it does not apply:
 
 * on a stage: its optimizer on the host (:func:`set_host`), its state sharded
-  (:func:`set_shard`), its parameters' shards on the host too (ZeRO-3 only: :func:`set_params_host`), one of its kept nodes with the most saved bytes recomputed or swapped
+  (:func:`set_shard`), its parameters' shards on the host too (ZeRO-3 only: :func:`set_params_host`),
+  one of its kept nodes with the most saved bytes recomputed or swapped
   (:func:`kept_by_saved`, :func:`with_action`), all of its kept nodes at once
   (:func:`free_stage`), a recomputed node swapped or the reverse (:func:`exchange`), a node
   moved off it towards another stage (:func:`move_node`);
@@ -27,7 +28,8 @@ from memflow.strategy import Strategy
 from .context import SearchContext
 
 __all__ = [
-    "make", "with_action", "can_shard", "shard_levels", "shard_up", "set_shard", "set_host", "set_params_host", "cuts", "boundary_shifts", "shifts",
+    "make", "with_action", "can_shard", "shard_levels", "shard_up", "set_shard", "set_host", "set_params_host",
+    "cuts", "boundary_shifts", "shifts",
     "cascade", "overfull_stages", "fullest_stage", "freeing_actions", "kept_by_saved", "free_stage", "deepen",
     "exchange", "move_node", "one_f_one_b", "more_microbatches", "unswaps", "host_offs", "host_relief",
     "stage_fixes", "fixes",

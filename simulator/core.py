@@ -790,7 +790,8 @@ class Simulator:
             return f"data-parallel all-reduce: stage {s} ({(ar_end[s] - end[s]) * 1e3:.2f} ms exposed)"
         ev = stg.evals[s]
         if ev.comm_stall_s * st.microbatches > 0.05 * step:
-            return (f"ZeRO-3 gathers and reduce-scatters{' (and parameter offload copies)' if st.params_host(s) else ''}: stage {s} "
+            also = " (and parameter offload copies)" if st.params_host(s) else ""
+            return (f"ZeRO-3 gathers and reduce-scatters{also}: stage {s} "
                     f"({ev.comm_stall_s * st.microbatches * 1e3:.2f} ms exposed)")
         if st.microbatches * ev.host_s >= end[s] * 0.999 or ev.stall_s * st.microbatches > 0.05 * step:
             return f"host link: stage {s} (swap traffic {st.microbatches * ev.host_s * 1e3:.2f} ms)"

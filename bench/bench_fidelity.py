@@ -46,6 +46,10 @@ def _strategy(kind: str, n: int) -> Strategy:
         # micro-batches (every one reduce-scatters its gradients)
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)],
                         microbatches=2, sharding=["parameters"])
+    if kind == "dp2-fsdp-offload":  # ZeRO-3 with the parameters' shards, their gradients and the optimizer on
+        # the host (each shard copied into the gathered buffer before its gather)
+        return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["parameters"],
+                        optimizer_on_host=[True], params_on_host=[True])
     if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, optimizer_on_host=[True])
     if kind == "pp2":
@@ -105,6 +109,7 @@ CASES = [
     # ZeRO-3: every block's parameters gathered around its passes (the tied embedding kept whole)
     ("gpt2", {}, 64, "dp2-fsdp"),
     ("gpt2", {}, 64, "dp2-fsdp-rec-m2"),
+    ("gpt2", {}, 64, "dp2-fsdp-offload"),
 ]
 QUICK = [CASES[1], CASES[2]]
 RUNS = 2  # executor runs per case
@@ -147,7 +152,7 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
         mt = min(run.ranks[i].measured_step_time_s for run in runs)
         rows.append(dict(model=spec.name, batch=batch, kind=kind, rank=r.rank, mp=r.measured_peak_bytes,
                          pp=r.predicted_peak_bytes, mt=mt, pt=r.predicted_step_time_s, losses=list(runs[0].losses),
-                         peak_at=r.peak_at))
+                         peak_at=r.peak_at, host_mp=r.host_peak_bytes, host_pp=ev.host_bytes))
     return rows
 
 

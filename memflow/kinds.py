@@ -13,6 +13,7 @@ __all__ = [
     "Schedule", "ONE_F_ONE_B", "GPIPE", "SCHEDULES",
     "Sharding", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS", "SHARDINGS",
     "SEARCHABLE_SHARDINGS",
+    "Offload", "OFFLOAD_NONE", "OFFLOAD_OPTIMIZER", "OFFLOAD_PARAMETERS", "OFFLOADS",
     "TrainDtype", "TRAIN_DTYPES", "FlopDtype", "FLOP_DTYPES",
 ]
 
@@ -44,6 +45,16 @@ SHARD_PARAMETERS: Final = "parameters"
 SHARDINGS: tuple[Sharding, ...] = get_args(Sharding)
 #: the levels the simulator and the executor run, and the search gives stages (all of them)
 SEARCHABLE_SHARDINGS: tuple[Sharding, ...] = (SHARD_NONE, SHARD_OPTIMIZER, SHARD_GRADIENTS, SHARD_PARAMETERS)
+
+#: What of a stage's model state lives in host memory: nothing, the optimizer's state and step
+#: (``Strategy.optimizer_on_host``), or also the parameters' shards (ZeRO-Infinity style: only with
+#: sharding ``parameters``; each unit's shard is copied to the device right before its gather, its
+#: gradient slice back to the host after its reduce-scatter).
+Offload = Literal["none", "optimizer", "optimizer+parameters"]
+OFFLOAD_NONE: Final = "none"
+OFFLOAD_OPTIMIZER: Final = "optimizer"
+OFFLOAD_PARAMETERS: Final = "optimizer+parameters"
+OFFLOADS: tuple[Offload, ...] = get_args(Offload)
 
 #: The precision a plan trains in: fp32, or bf16 autocast with fp32 master weights.
 TrainDtype = Literal["fp32", "bf16"]

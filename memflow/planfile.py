@@ -101,7 +101,7 @@ class Plan:
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{source}: invalid strategy: {e}") from None
         p = from_data(cls, d, f"{source}: plan")
-        if "shard_state" in old and p.predicted.strategy_digest == dict_digest(old):
+        if ("shard_state" in old or "offload" not in old) and p.predicted.strategy_digest == dict_digest(old):
             p.predicted.strategy_digest = p.strategy.digest()  # (the same strategy, in today's fields)
         try:
             cl = Cluster.from_dict(p.cluster)

@@ -93,7 +93,8 @@ def mesh_limits(limits: MeshLimits | None) -> MeshLimits:
 
 def request_limits(req: PlanRequest) -> MeshLimits:
     return mesh_limits(MeshLimits(dp=req.dp, pp=req.pp, microbatches=req.microbatches,
-                                  max_microbatches=req.max_microbatches, sharding=req.sharding))
+                                  max_microbatches=req.max_microbatches, sharding=req.sharding,
+                                  offload=req.offload))
 
 
 @contextlib.contextmanager
@@ -317,7 +318,7 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
             iterations=int(res.iterations), search_seconds=float(res.seconds),
             cost_source=graph.time_source, torch=torch.__version__,
             dp=req.dp, pp=req.pp, microbatches=req.microbatches, max_microbatches=req.max_microbatches,
-            sharding=req.sharding,
+            sharding=req.sharding, offload=req.offload,
         ),
     )
 

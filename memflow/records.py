@@ -101,3 +101,4 @@ class PlanSettings:
     microbatches: int | None = None
     max_microbatches: int | None = None
     sharding: str | None = None  # every stage's sharding level (memflow.kinds.Sharding)
+    offload: str | None = None  # what every stage keeps in host memory (memflow.kinds.Offload)

@@ -15,7 +15,7 @@ from dataclasses import InitVar, dataclass, fields
 from typing import Any, Callable
 
 from .errors import ConfigError
-from .kinds import SEARCHABLE_SHARDINGS, TRAIN_DTYPES
+from .kinds import OFFLOAD_PARAMETERS, OFFLOADS, SEARCHABLE_SHARDINGS, SHARD_PARAMETERS, TRAIN_DTYPES
 from .units import parse_bytes
 
 __all__ = ["PlanRequest", "check_batch_size", "check_positive_int", "DEFAULT_HEADROOM", "OPTION_FIELDS"]
@@ -64,6 +64,7 @@ class PlanRequest:
     microbatches: int | None = None  # micro-batches per step (1: one forward/backward pass per step)
     max_microbatches: int | None = None  # a bound on them (default 32)
     sharding: str | None = None  # every stage's sharding level (memflow.kinds.Sharding)
+    offload: str | None = None  # what every stage keeps in host memory (memflow.kinds.Offload)
     cli: InitVar[bool] = False  # name fields as the command line's flags in errors
 
     def __post_init__(self, cli: bool) -> None:
@@ -109,6 +110,12 @@ class PlanRequest:
                               f"{self.max_microbatches}")
         if self.sharding is not None and self.sharding not in SEARCHABLE_SHARDINGS:
             raise ConfigError(f"{name('sharding')} must be one of {list(SEARCHABLE_SHARDINGS)}, got {self.sharding!r}")
+        if self.offload is not None and self.offload not in OFFLOADS:
+            raise ConfigError(f"{name('offload')} must be one of {list(OFFLOADS)}, got {self.offload!r}")
+        if self.offload == OFFLOAD_PARAMETERS and (self.sharding not in (None, SHARD_PARAMETERS) or self.dp == 1):
+            raise ConfigError(f"{name('offload')} {OFFLOAD_PARAMETERS} needs {name('sharding')} parameters on more "
+                              f"than one data-parallel rank (got {name('sharding')} {self.sharding}, "
+                              f"{name('dp')} {self.dp})")
         h = self.headroom
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0.0 <= h < 1.0:
             raise ConfigError(f"{name('headroom')} must be a fraction in [0, 1), got {h!r}")

@@ -17,7 +17,11 @@ the parameters are broadcast); ``gradients`` (ZeRO-2: also the gradients, each
 rank keeping its reduce-scattered share of each bucket); ``parameters``
 (ZeRO-3/FSDP: also the parameters, gathered per node for its forward and its
 backward). Without data parallelism every level shards nothing.
-``optimizer_on_host[s]`` keeps that stage's optimizer state in host memory.
+``optimizer_on_host[s]`` keeps that stage's optimizer state in host memory;
+``params_on_host[s]`` also its parameters' shards (valid only with sharding ``parameters`` on dp > 1
+ranks, and with the optimizer on the host). The plain data show both as one per-stage
+``offload`` (:data:`memflow.kinds.Offload`: ``none`` / ``optimizer`` / ``optimizer+parameters``),
+read back into the two; a record without ``offload`` reads as before.
 Older plans' ``shard_state`` (a flag per stage, ZeRO-1) is read as
 ``optimizer`` / ``none``.
 The global batch is split into ``dp`` shards, each into ``microbatches``.
@@ -30,7 +34,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import ConfigError, StrategyError
-from .kinds import (ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SELECTIVE, SHARD_NONE, SHARD_OPTIMIZER, SHARDINGS, SWAP,
+from .kinds import (ACTIONS, KEEP, OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_PARAMETERS, OFFLOADS, ONE_F_ONE_B,
+                    RECOMPUTE, SCHEDULES, SELECTIVE, SHARD_NONE, SHARD_OPTIMIZER, SHARD_PARAMETERS, SHARDINGS, SWAP,
                     Action, Schedule, Sharding)
 from .typed import from_data
 
@@ -42,9 +47,25 @@ def dict_digest(d: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _read_offload(d: dict) -> dict:
+    """``d`` with its ``offload`` list (if any) read into ``optimizer_on_host`` / ``params_on_host``."""
+    off = d.pop("offload")
+    if not isinstance(off, list) or any(x not in OFFLOADS for x in off):
+        raise StrategyError(f"strategy.offload must be a list of {list(OFFLOADS)}, got {off!r}")
+    host = [x != OFFLOAD_NONE for x in off]
+    if "optimizer_on_host" in d and d["optimizer_on_host"] != host:
+        raise StrategyError(f"strategy.offload {off} disagrees with optimizer_on_host {d['optimizer_on_host']}")
+    d["optimizer_on_host"] = host
+    d["params_on_host"] = [x == OFFLOAD_PARAMETERS for x in off]
+    return d
+
+
 def upgrade_dict(d: Any) -> Any:
     """A strategy's plain data with an older record's ``shard_state`` (one flag per stage, ZeRO-1)
-    as ``sharding`` (``optimizer`` / ``none``); anything else unchanged (checked where read)."""
+    as ``sharding`` (``optimizer`` / ``none``), and its ``offload`` (if any) as the flags it stands
+    for; anything else unchanged (checked where read)."""
+    if isinstance(d, dict) and "offload" in d:
+        d = _read_offload(dict(d))
     if not isinstance(d, dict) or "shard_state" not in d:
         return d
     d = dict(d)
@@ -66,12 +87,25 @@ class Strategy:
     schedule: Schedule = ONE_F_ONE_B
     sharding: list[Sharding] = field(default_factory=list)
     optimizer_on_host: list[bool] = field(default_factory=list)
+    params_on_host: list[bool] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.sharding:
             self.sharding = [SHARD_NONE] * self.pp
         if not self.optimizer_on_host:
             self.optimizer_on_host = [False] * self.pp
+        if not self.params_on_host:
+            self.params_on_host = [False] * self.pp
+
+    @property
+    def offload(self) -> list[str]:
+        """Per stage what lives in host memory (:data:`memflow.kinds.Offload`)."""
+        return [OFFLOAD_PARAMETERS if p else (OFFLOAD_OPTIMIZER if h else OFFLOAD_NONE)
+                for h, p in zip(self.optimizer_on_host, self.params_on_host)]
+
+    def params_host(self, s: int) -> bool:
+        """Whether stage ``s``'s parameter shards live in host memory (ZeRO-3 on dp > 1 ranks)."""
+        return bool(self.params_on_host[s]) and self.sharded(s) == SHARD_PARAMETERS
 
     # ------------------------------------------------------------ factories
     @classmethod
@@ -110,7 +144,11 @@ class Strategy:
         return device // self.dp
 
     def copy(self, **changes: Any) -> "Strategy":
-        d = self.to_dict()
+        d = asdict(self)
+        if "offload" in changes:  # (read into the flags it stands for)
+            d.pop("params_on_host")
+            if "optimizer_on_host" not in changes:
+                d.pop("optimizer_on_host")
         d.update(changes)
         return Strategy.from_dict(d)
 
@@ -118,7 +156,7 @@ class Strategy:
         """A hashable identity (for caches and de-duplication)."""
         return (
             self.dp, self.pp, tuple(self.stage_of), tuple(self.actions), self.microbatches,
-            self.schedule, tuple(self.sharding), tuple(self.optimizer_on_host),
+            self.schedule, tuple(self.sharding), tuple(self.optimizer_on_host), tuple(self.params_on_host),
         )
 
     def digest(self) -> str:
@@ -158,8 +196,14 @@ class Strategy:
         bad = sorted({x for x in self.sharding if x not in SHARDINGS})
         if bad:
             raise StrategyError(f"unknown sharding level(s) {bad}; valid: {list(SHARDINGS)}")
-        if len(self.sharding) != self.pp or len(self.optimizer_on_host) != self.pp:
+        if any(len(x) != self.pp for x in (self.sharding, self.optimizer_on_host, self.params_on_host)):
             raise StrategyError(f"per-stage options must have {self.pp} entries")
+        for s, on in enumerate(self.params_on_host):
+            if on and (self.sharded(s) != SHARD_PARAMETERS or not self.optimizer_on_host[s]):
+                raise StrategyError(
+                    f"stage {s}: offload {OFFLOAD_PARAMETERS!r} needs sharding 'parameters' on dp > 1 ranks and the "
+                    f"optimizer on the host (got sharding {self.sharding[s]!r}, dp {self.dp}, optimizer on host "
+                    f"{bool(self.optimizer_on_host[s])})")
         if batch_size is not None:
             self.check_batch(batch_size)
 
@@ -176,7 +220,14 @@ class Strategy:
 
     # ----------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data: the fields, with ``params_on_host`` shown as the per-stage ``offload``."""
+        d = asdict(self)
+        del d["params_on_host"]
+        d["offload"] = self.offload
+        return d
+
+    plain_data = to_dict  # (memflow.typed.to_data: plan files and JSON show ``offload``)
+    upgrade_data = staticmethod(upgrade_dict)  # (memflow.typed.from_data: and read it back)
 
     def sharded(self, s: int) -> Sharding:
         """Stage ``s``'s effective sharding level: ``none`` without data parallelism."""
@@ -207,4 +258,6 @@ class Strategy:
                     out += f", {lvl} sharded on {c}/{self.pp} stage(s)"
         if any(self.optimizer_on_host):
             out += f", optimizer on host on {sum(self.optimizer_on_host)}/{self.pp} stage(s)"
+        if any(self.params_on_host):
+            out += f", parameters on host on {sum(self.params_on_host)}/{self.pp} stage(s)"
         return out

@@ -39,7 +39,9 @@ def stage_table(plan: Plan) -> list[str]:
         lvl = st.sharded(s)
         if lvl != SHARD_NONE:
             opts.append(SHARD_LABELS[lvl])
-        if st.optimizer_on_host[s]:
+        if st.params_host(s):
+            opts.append("parameters + optimizer on host")
+        elif st.optimizer_on_host[s]:
             opts.append("optimizer on host")
         dev = str(devs[0]) if len(devs) == 1 else f"{devs[0]}-{devs[-1]}"
         rows.append([str(s), dev, f"{len(nodes)}: {span}", f"{format_bytes(peak)} / {format_bytes(cap)}",

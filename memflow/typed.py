@@ -102,9 +102,19 @@ def _show(v: Any) -> str:
 def from_data(cls: type, data: Any, where: str) -> Any:
     """A ``cls`` (a dataclass) from the mapping ``data``: unknown keys, missing required fields and
     values of the wrong type are ConfigErrors that name the field (``where.field``); the dataclass's
-    own ``__post_init__`` checks run last (their ValueErrors become ConfigErrors too)."""
+    own ``__post_init__`` checks run last (their ValueErrors become ConfigErrors too). A dataclass's
+    ``upgrade_data`` (plain data -> plain data: an older or shown form read into its fields; the
+    inverse of ``plain_data``) runs first."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must be a mapping, got {_show(data)}")
+    up = getattr(cls, "upgrade_data", None)
+    if up is not None:
+        try:
+            data = up(data)
+        except ConfigError:
+            raise
+        except ValueError as e:
+            raise ConfigError(f"{where}: {e}") from None
     fields = [f for f in dataclasses.fields(cls) if f.init]
     names = {f.name for f in fields}
     unknown = sorted(str(k) for k in data if k not in names)
@@ -126,8 +136,11 @@ def from_data(cls: type, data: Any, where: str) -> Any:
 
 def to_data(x: Any) -> Any:
     """Plain containers and scalars (dataclasses, tuples, numpy scalars, str subclasses → builtins), for
-    safe YAML and JSON."""
+    safe YAML and JSON. A dataclass with a ``plain_data`` method gives its own (a strategy's ``offload``)."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        hook = getattr(type(x), "plain_data", None)
+        if hook is not None:
+            return to_data(hook(x))
         return {f.name: to_data(getattr(x, f.name)) for f in dataclasses.fields(x)}
     if isinstance(x, dict):
         return {str(k): to_data(v) for k, v in x.items()}

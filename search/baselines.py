@@ -6,7 +6,9 @@
 * ZeRO-2 with full recompute (``zero2+recompute``): every node recomputed, gradients and
   optimizer state sharded over the data-parallel ranks (what a DeepSpeed stage-2 user runs);
 * FSDP (ZeRO-3: parameters too), every node kept (``fsdp``) or recomputed (``fsdp+recompute``):
-  what a ``fully_shard`` user runs, with or without activation checkpointing;
+  what a ``fully_shard`` user runs, with or without activation checkpointing; and every node kept
+  with the parameters' shards and the optimizer on the host (``fsdp+offload``: ZeRO-Infinity's
+  parameter offload, FSDP's ``CPUOffload``);
 * a memory-unaware search: the same MCMC optimising time only, ignoring
   capacity (its best often does not fit: that is the point of MemFlow).
 """
@@ -55,6 +57,10 @@ def sharded_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
         for name, lv, act in kinds:
             out.append((f"{name}/m{m}", Strategy(dp=dp, pp=pp, stage_of=so, actions=[act] * ctx.n,
                                                  microbatches=m, sharding=[lv] * pp)))
+        if SHARD_PARAMETERS in ctx.shard_levels and ctx.allow_host:
+            out.append((f"fsdp+offload/m{m}", Strategy(dp=dp, pp=pp, stage_of=so, actions=[KEEP] * ctx.n,
+                                                       microbatches=m, sharding=[SHARD_PARAMETERS] * pp,
+                                                       optimizer_on_host=[True] * pp, params_on_host=[True] * pp)))
     return out
 
 

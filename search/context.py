@@ -17,7 +17,8 @@ import numpy as np
 
 from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
-from memflow.kinds import ACTIONS, KEEP, ONE_F_ONE_B, RECOMPUTE, SEARCHABLE_SHARDINGS, SELECTIVE, SWAP, Schedule
+from memflow.kinds import (ACTIONS, KEEP, OFFLOAD_NONE, OFFLOAD_PARAMETERS, OFFLOADS, ONE_F_ONE_B, RECOMPUTE,
+                          SEARCHABLE_SHARDINGS, SELECTIVE, SHARD_PARAMETERS, SWAP, Schedule)
 from memflow.strategy import Strategy
 from memflow.simulator import Simulator
 from memflow.schedule import inflight
@@ -49,6 +50,7 @@ class MeshLimits:
     microbatches: int | None = None
     max_microbatches: int | None = None
     sharding: str | None = None  # every stage's sharding level
+    offload: str | None = None  # what every stage keeps in host memory (memflow.kinds.Offload)
 
 
 def mesh_choices(num_devices: int, global_batch: int, limits: MeshLimits = MeshLimits(),
@@ -82,6 +84,11 @@ def mesh_choices(num_devices: int, global_batch: int, limits: MeshLimits = MeshL
                               f"no valid mesh: {N} devices need pp = N/dp ≤ {max_stages} nodes with global batch "
                               f"{gb} divisible by dp")
         dps = fit
+    if lim.offload == OFFLOAD_PARAMETERS:  # (the parameters' shards: ZeRO-3 on dp > 1 ranks)
+        dps = [d for d in dps if d > 1]
+        if not dps:
+            raise ConfigError(f"offload {OFFLOAD_PARAMETERS} needs dp > 1: no valid mesh of {N} devices and global "
+                              f"batch {gb} has one")
     m = lim.microbatches
     if m is None:
         return {d: divisors(gb // d, lim.max_microbatches) or [1] for d in dps}
@@ -163,6 +170,13 @@ class SearchContext:
             if self.fixed_sharding not in SEARCHED_SHARDINGS:
                 raise ConfigError(f"sharding must be one of {list(SEARCHED_SHARDINGS)}, got {self.fixed_sharding!r}")
             self.shard_levels = (self.fixed_sharding,)
+        self.fixed_offload = (limits or MeshLimits()).offload
+        if self.fixed_offload is not None and self.fixed_offload not in OFFLOADS:
+            raise ConfigError(f"offload must be one of {list(OFFLOADS)}, got {self.fixed_offload!r}")
+        if self.fixed_offload == OFFLOAD_PARAMETERS:
+            if self.fixed_sharding not in (None, SHARD_PARAMETERS):
+                raise ConfigError(f"offload {OFFLOAD_PARAMETERS} needs sharding parameters, got {self.fixed_sharding}")
+            self.shard_levels = (SHARD_PARAMETERS,)
         self.allow_host = allow_host
         self._graphs: dict[int, TaskGraph] = {}
         self._sims: dict[int, Simulator] = {}
@@ -272,10 +286,14 @@ class SearchContext:
 
     def fix(self, st: Strategy) -> Strategy:
         """``st`` with the parts the user fixed that a move may have changed set back (in place):
-        the sharding level of every stage."""
-        lv = self.fixed_sharding
+        the sharding level and the offload of every stage."""
+        lv = self.fixed_sharding if self.fixed_offload != OFFLOAD_PARAMETERS else SHARD_PARAMETERS
         if lv is not None and any(x != lv for x in st.sharding):
             st.sharding = [lv] * st.pp
+        off = self.fixed_offload
+        if off is not None and st.offload != [off] * st.pp:
+            st.optimizer_on_host = [off != OFFLOAD_NONE] * st.pp
+            st.params_on_host = [off == OFFLOAD_PARAMETERS] * st.pp
         return st
 
     def nearest_m(self, dp: int, target: float) -> int:

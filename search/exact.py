@@ -39,7 +39,7 @@ from typing import Optional
 
 import numpy as np
 
-from memflow.kinds import ONE_F_ONE_B, SCHEDULES, SHARD_NONE
+from memflow.kinds import OFFLOAD_NONE, OFFLOAD_PARAMETERS, ONE_F_ONE_B, SCHEDULES, SHARD_NONE, SHARD_PARAMETERS
 from memflow.simulator.stage import stage_peak
 from memflow.strategy import Strategy
 
@@ -64,9 +64,17 @@ class _OutOfTime(Exception):
 
 
 def _flag_opts(ctx: SearchContext, dp: int, flags: bool):
+    """A stage's per-stage options ``(sharding level, optimizer on the host, parameters on the
+    host)``: the parameters only at ZeRO-3 on dp > 1 ranks with the optimizer on the host; an
+    offload the user fixed, only it."""
     sh = list(ctx.shard_levels) if (flags and dp > 1 and ctx.allow_shard) else [SHARD_NONE]
     ho = [False, True] if (flags and ctx.allow_host) else [False]
-    return [(a, b) for a in sh for b in ho]
+    out = [(a, b, c) for a in sh for b in ho for c in ((False, True) if b and a == SHARD_PARAMETERS and dp > 1
+                                                         else (False,))]
+    off = ctx.fixed_offload
+    if off is not None:
+        out = [f for f in out if (f[1], f[2]) == (off != OFFLOAD_NONE, off == OFFLOAD_PARAMETERS)]
+    return out
 
 
 def space_size(ctx: SearchContext, flags: bool = True) -> int:
@@ -134,16 +142,16 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
     evaluated = 0
     group_cache: dict = {}
 
-    def stage_group(sim, mb, a, b, sh, ho, dp):
+    def stage_group(sim, mb, a, b, sh, ho, dp, ph=False):
         """[(acts, StageEval, sig)] of one stage range with fixed flags (dominance-pruned later)."""
-        key = (mb, a, b, sh, ho, dp)
+        key = (mb, a, b, sh, ho, dp, ph)
         g = group_cache.get(key)
         if g is None:
             g = []
             for i, acts in enumerate(itertools.product(ctx.actions, repeat=b - a)):
                 if not (i + 1) % 4096 and time.perf_counter() > deadline:
                     raise _OutOfTime
-                ev = sim.stage_eval(a, b, acts, shard=sh, opt_host=ho, dp=dp, host_bw=bw)
+                ev = sim.stage_eval(a, b, acts, shard=sh, opt_host=ho, dp=dp, host_bw=bw, params_host=ph)
                 g.append((acts, ev, (ev.fwd_s, ev.bwd_s, ev.host_s, float(ev.swap_bytes), *ev.bwd_node_end)))
             group_cache[key] = g
         return g
@@ -172,12 +180,13 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                             per_stage = []
                             shapes = {f: sim.shape(Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts0,
                                                              microbatches=m, schedule=sched, sharding=[f[0]] * pp,
-                                                             optimizer_on_host=[f[1]] * pp)) for f in fl}
+                                                             optimizer_on_host=[f[1]] * pp,
+                                                             params_on_host=[f[2]] * pp)) for f in fl}
                             for s, (a, b) in enumerate(ranges):
                                 opts = []
                                 for f in fl:
                                     k = shapes[f].inflight[s]
-                                    g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp)
+                                    g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp, f[2])
                                          if stage_peak(x[1], k, m)[0] <= cap]
                                     if not g:
                                         continue
@@ -200,7 +209,8 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                                 acts = [x for c in choice for x in c[1]]
                                 st = Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts, microbatches=m,
                                               schedule=sched, sharding=[c[2][0] for c in choice],
-                                              optimizer_on_host=[c[2][1] for c in choice])
+                                              optimizer_on_host=[c[2][1] for c in choice],
+                                              params_on_host=[c[2][2] for c in choice])
                                 ev = sim.evaluate(st)
                                 evaluated += 1
                                 if ev.fits and ev.step_time_s < best_t:

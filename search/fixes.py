@@ -7,7 +7,8 @@ The memory-freeing fixes are built of them, each a plain function of the strateg
 returns the fixed strategy, or None where it does not apply:
 
 * on a stage: its optimizer on the host (:func:`set_host`), its state sharded
-  (:func:`set_shard`), one of its kept nodes with the most saved bytes recomputed or swapped
+  (:func:`set_shard`), its parameters' shards on the host too (ZeRO-3 only: :func:`set_params_host`),
+  one of its kept nodes with the most saved bytes recomputed or swapped
   (:func:`kept_by_saved`, :func:`with_action`), all of its kept nodes at once
   (:func:`free_stage`), a recomputed node swapped or the reverse (:func:`exchange`), a node
   moved off it towards another stage (:func:`move_node`);
@@ -21,13 +22,14 @@ the chains pick one at random (:data:`search.moves.REPAIRS`).
 """
 from __future__ import annotations
 
-from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SHARD_NONE, SWAP
+from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SHARD_NONE, SHARD_PARAMETERS, SWAP
 from memflow.strategy import Strategy
 
 from .context import SearchContext
 
 __all__ = [
-    "make", "with_action", "can_shard", "shard_levels", "shard_up", "set_shard", "set_host", "cuts", "boundary_shifts", "shifts",
+    "make", "with_action", "can_shard", "shard_levels", "shard_up", "set_shard", "set_host", "set_params_host",
+    "cuts", "boundary_shifts", "shifts",
     "cascade", "overfull_stages", "fullest_stage", "freeing_actions", "kept_by_saved", "free_stage", "deepen",
     "exchange", "move_node", "one_f_one_b", "more_microbatches", "unswaps", "host_offs", "host_relief",
     "stage_fixes", "fixes",
@@ -36,14 +38,21 @@ __all__ = [
 
 # ------------------------------------------------------------------ one-step edits
 def make(st: Strategy, **kw) -> Strategy:
-    """A copy of ``st`` with fields replaced (cheap: no dict round trip)."""
-    return Strategy(
+    """A copy of ``st`` with fields replaced (cheap: no dict round trip). A stage's parameters stay on
+    the host only while it keeps ZeRO-3 on dp > 1 ranks and its optimizer on the host."""
+    new = Strategy(
         dp=kw.get("dp", st.dp), pp=kw.get("pp", st.pp),
         stage_of=list(kw.get("stage_of", st.stage_of)), actions=list(kw.get("actions", st.actions)),
         microbatches=kw.get("microbatches", st.microbatches), schedule=kw.get("schedule", st.schedule),
         sharding=list(kw.get("sharding", st.sharding)),
         optimizer_on_host=list(kw.get("optimizer_on_host", st.optimizer_on_host)),
+        params_on_host=list(kw.get("params_on_host", st.params_on_host)),
     )
+    ph = new.params_on_host
+    if any(ph) and len(ph) == new.pp == len(new.optimizer_on_host) == len(new.sharding):
+        new.params_on_host = [bool(ph[s] and new.optimizer_on_host[s]) and new.sharded(s) == SHARD_PARAMETERS
+                              for s in range(new.pp)]
+    return new
 
 
 def with_action(st: Strategy, k: int, action: str) -> Strategy:
@@ -88,6 +97,18 @@ def set_host(st: Strategy, s: int, on: bool, ctx: SearchContext) -> Strategy | N
     oh = list(st.optimizer_on_host)
     oh[s] = on
     return make(st, optimizer_on_host=oh)
+
+
+def set_params_host(st: Strategy, s: int, on: bool, ctx: SearchContext) -> Strategy | None:
+    """``st`` with stage ``s``'s parameters' shards on the host (``on``: its optimizer too) or back
+    on the device (its optimizer stays on the host); None where the stage is not at ZeRO-3 on
+    dp > 1 ranks, the context allows no host state, or the stage is so already."""
+    if not ctx.allow_host or st.sharded(s) != SHARD_PARAMETERS or bool(st.params_on_host[s]) == on:
+        return None
+    ph, oh = list(st.params_on_host), list(st.optimizer_on_host)
+    ph[s] = on
+    oh[s] = oh[s] or on
+    return make(st, params_on_host=ph, optimizer_on_host=oh)
 
 
 def cuts(stage_of: list[int]) -> list[int]:
@@ -214,8 +235,10 @@ def unswaps(st: Strategy) -> list[Strategy]:
 
 
 def host_offs(st: Strategy, ctx: SearchContext) -> list[Strategy]:
-    """``st`` with one stage's optimizer back on the device, for each that has it on the host."""
-    out = (set_host(st, s, False, ctx) for s in range(st.pp))
+    """``st`` with one stage's parameters back on the device, for each that has them on the host,
+    then with one stage's optimizer back on the device (its parameters too), for each."""
+    out = [set_params_host(st, s, False, ctx) for s in range(st.pp)]
+    out += [set_host(st, s, False, ctx) for s in range(st.pp)]
     return [c for c in out if c is not None]
 
 
@@ -226,11 +249,13 @@ def host_relief(st: Strategy, ctx: SearchContext) -> list[Strategy]:
 
 def stage_fixes(st: Strategy, s: int, ctx: SearchContext, top: int | None = None,
                 recut: bool = True) -> list[Strategy]:
-    """The fixes that free memory on stage ``s``: its optimizer on the host, its state sharded,
+    """The fixes that free memory on stage ``s``: its optimizer on the host, its state sharded, its
+    parameters' shards on the host (at ZeRO-3),
     each of its ``top`` kept nodes with the most saved bytes recomputed and swapped, all its kept
     nodes at once (where it keeps several), each of its freed nodes exchanged (recompute ↔ swap,
     where swapping is allowed) and, with ``recut``, one node off it towards every other stage."""
-    out = [c for c in (set_host(st, s, True, ctx), shard_up(st, s, ctx)) if c is not None]
+    out = [c for c in (set_host(st, s, True, ctx), shard_up(st, s, ctx), set_params_host(st, s, True, ctx))
+           if c is not None]
     actions = freeing_actions(ctx)
     kept = kept_by_saved(st, s, ctx, top)
     out += [with_action(st, k, a) for k in kept for a in actions]

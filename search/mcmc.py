@@ -140,7 +140,8 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                 yield fx.make(st, schedule=s)
     for s in range(st.pp):
         for nb in [fx.set_shard(st, s, lv, ctx) for lv in fx.shard_levels(ctx, st.dp) if lv != st.sharding[s]] + [
-                fx.set_host(st, s, not st.optimizer_on_host[s], ctx)]:
+                fx.set_host(st, s, not st.optimizer_on_host[s], ctx),
+                fx.set_params_host(st, s, not st.params_on_host[s], ctx)]:
             if nb is not None:
                 yield nb
     if not jumps:

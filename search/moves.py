@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from memflow.kinds import GPIPE, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SWAP
+from memflow.kinds import GPIPE, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SHARD_PARAMETERS, SWAP
 from memflow.strategy import Strategy
 
 from . import fixes as fx
@@ -148,6 +148,17 @@ def toggle_host(state: State, rng, ctx) -> Strategy | None:
     return fx.set_host(st, s, not st.optimizer_on_host[s], ctx)
 
 
+def toggle_offload(state: State, rng, ctx) -> Strategy | None:
+    """Flip one ZeRO-3 stage's parameters between the host and the device (offload
+    ``optimizer+parameters`` ↔ ``optimizer``)."""
+    st = state.strategy
+    z3 = [s for s in range(st.pp) if st.sharded(s) == SHARD_PARAMETERS]
+    if not z3 or not ctx.allow_host:
+        return None
+    s = _pick(rng, z3)
+    return fx.set_params_host(st, s, not st.params_on_host[s], ctx)
+
+
 def rebalance(state: State, rng, ctx) -> Strategy | None:
     """Re-cut the current pp into time-balanced stages."""
     st = state.strategy
@@ -220,11 +231,14 @@ def repair_boundary(state: State, rng, ctx) -> Strategy | None:
 
 
 def repair_shard(state: State, rng, ctx) -> Strategy | None:
-    """Shard the over-full stage's state one level further (dp > 1), else keep its optimizer on the host."""
+    """Shard the over-full stage's state one level further (dp > 1), else keep its optimizer on the
+    host, else (at ZeRO-3) its parameters' shards too."""
     st = state.strategy
     s = _target_stage(state, rng)
-    new = fx.shard_up(st, s, ctx)
-    return new if new is not None else fx.set_host(st, s, True, ctx)
+    for new in (fx.shard_up(st, s, ctx), fx.set_host(st, s, True, ctx), fx.set_params_host(st, s, True, ctx)):
+        if new is not None:
+            return new
+    return None
 
 
 def repair_microbatches(state: State, rng, ctx) -> Strategy | None:
@@ -245,6 +259,7 @@ MOVES: dict[str, Move] = {
     "change_schedule": change_schedule,
     "toggle_shard": toggle_shard,
     "toggle_host": toggle_host,
+    "toggle_offload": toggle_offload,
     "rebalance": rebalance,
 }
 MOVE_WEIGHTS: dict[str, float] = {
@@ -256,6 +271,7 @@ MOVE_WEIGHTS: dict[str, float] = {
     "change_schedule": 0.5,
     "toggle_shard": 0.7,
     "toggle_host": 0.5,
+    "toggle_offload": 0.3,
     "rebalance": 0.3,
 }
 REPAIRS: dict[str, Move] = {

@@ -23,14 +23,18 @@ SAME_TIME = 1e-12
 
 def undos(st: Strategy, ctx: SearchContext) -> list[Strategy]:
     """Every strategy one choice simpler than ``st``: a node back to keep, a stage's state unsharded,
-    its optimizer back on the device."""
+    its optimizer back on the device, its parameters back on the device."""
     out = [with_action(st, k, KEEP) for k, a in enumerate(st.actions) if a != KEEP]
     for s in range(st.pp):
         if st.sharding[s] != SHARD_NONE and SHARD_NONE in ctx.shard_levels:  # (a level without data parallelism
             # shards nothing: it goes too; a level the user fixed stays)
             out.append(make(st, sharding=[x if t != s else SHARD_NONE for t, x in enumerate(st.sharding)]))
+        if ctx.fixed_offload is not None:  # (an offload the user fixed stays)
+            continue
         if st.optimizer_on_host[s]:
             out.append(make(st, optimizer_on_host=[x and t != s for t, x in enumerate(st.optimizer_on_host)]))
+        if st.params_on_host[s]:  # (the parameters back on the device, the optimizer still on the host)
+            out.append(make(st, params_on_host=[x and t != s for t, x in enumerate(st.params_on_host)]))
     return out
 
 

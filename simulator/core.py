@@ -21,6 +21,7 @@ from memflow.units import format_bytes
 
 from memflow.buckets import grad_buckets
 from .pipeline import run_pipeline
+from .zero3 import host_bytes
 from .result import Evaluation, SimResult, curve_arrays
 from .layout import StageLayout, build_layout
 from .stage import StageEval, StageModel, stage_peak
@@ -76,6 +77,7 @@ class StrategyShape:
     host_opt: list  # per stage: host bytes per device of an optimizer state kept on the host
     host_share: tuple  # per stage: ((machine, devices of the stage on it), ...)
     comm: list  # per stage: ZeRO-3's dp ring (bandwidth, latency, gloo) for its per-node collectives, else None
+    phost: list = ()  # per stage: its ZeRO-3 units' shards in host memory (Strategy.params_host)
 
 
 @dataclass
@@ -386,15 +388,17 @@ class Simulator:
         return out
 
     def stage_eval(self, a: int, b: int, actions, *, shard: str, opt_host: bool, dp: int, host_bw: float,
-                   detail: bool = False, stage: int = 0) -> StageEval:
+                   detail: bool = False, stage: int = 0, params_host: bool = False) -> StageEval:
         """The :class:`StageEval` of node range ``[a, b)`` under per-node ``actions`` and the stage's
         options (``shard``: its sharding level; ``host_bw``: the host-link bandwidth it gets; ``stage``:
-        its index, whose dp ring times ZeRO-3's collectives), cached as the simulator's own."""
+        its index, whose dp ring times ZeRO-3's collectives; ``params_host``: ZeRO-3's shards on the
+        host), cached as the simulator's own."""
         shard = shard if dp > 1 else SHARD_NONE
         comm = None
         if shard == SHARD_PARAMETERS:
             comm = (*self._ring(stage, dp), self.cluster.device.kind == "cpu")
-        return self._stage_eval((a, b, tuple(actions), shard, bool(opt_host), dp, host_bw, comm), detail)
+        ph = shard == SHARD_PARAMETERS and bool(params_host)
+        return self._stage_eval((a, b, tuple(actions), shard, bool(opt_host) or ph, dp, host_bw, comm, ph), detail)
 
     def _stage_eval(self, key: tuple, detail: bool = False) -> StageEval:
         if not detail:
@@ -402,9 +406,9 @@ class Simulator:
             if ev is not None:
                 self.stats["stage_hits"] += 1
                 return ev
-        a, b, acts, shard, ohost, dp, bw, comm = key
+        a, b, acts, shard, ohost, dp, bw, comm, ph = key
         sp = self._layouts.get((a, b)) or self.stage(a, b)
-        ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail, comm)
+        ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail, comm, ph)
         self.stats["stage_evals"] += 1
         if not detail:
             if len(self._stage_cache) >= self.cache_size:
@@ -415,7 +419,7 @@ class Simulator:
     def shape(self, st: Strategy) -> StrategyShape:
         """The strategy's :class:`StrategyShape` (cached by everything but the actions)."""
         key = (st.dp, st.pp, st.microbatches, st.schedule, tuple(st.stage_of), tuple(st.sharding),
-               tuple(st.optimizer_on_host))
+               tuple(st.optimizer_on_host), tuple(st.params_on_host))
         sh = self._shapes.get(key)
         if sh is not None:
             return sh
@@ -424,6 +428,7 @@ class Simulator:
         specs = [self.stage(a, b) for a, b in ranges]
         shard = [st.sharded(s) for s in range(pp)]
         ohost = [bool(st.optimizer_on_host[s]) for s in range(pp)]
+        phost = [st.params_host(s) for s in range(pp)]
         ks = [inflight(pp, s, m, sched) for s in range(pp)]
         cf, cb = [], []
         for s in range(pp - 1):
@@ -466,13 +471,17 @@ class Simulator:
             if ohost[s]:
                 o = specs[s].optimizer
                 host_opt[s] = -(-o // dp) if shard[s] != SHARD_NONE else o
+            if phost[s]:  # ZeRO-3's state (the units' slices, the whole parameters' whole), the step's
+                # temporaries (it runs in host memory), the units' shards and gradients' slices
+                _, _, _, state, temps = specs[s].model.zero3(dp, True)
+                host_opt[s] = state + temps + host_bytes(specs[s].model.z3.units, dp)
             share: dict = {}
             for r in range(dp):
                 mch = self._node_of[s * dp + r]
                 share[mch] = share.get(mch, 0) + 1
             host_share.append(tuple(share.items()))
         sh = StrategyShape(pp, dp, m, sched, ranges, specs, shard, ohost, ks, cf, cb, (tuple(cf), tuple(cb), m, sched),
-                           ag, lfac, buckets, host_opt, tuple(host_share), comm)
+                           ag, lfac, buckets, host_opt, tuple(host_share), comm, phost)
         if len(self._shapes) >= SHAPE_CACHE_SIZE:
             self._shapes.clear()
         self._shapes[key] = sh
@@ -487,7 +496,9 @@ class Simulator:
         if sh.dp > 1 and sh.shard[s] != SHARD_NONE:  # each rank steps its 1/dp of the parameters, then broadcasts them
             dp = sh.dp
             P, G, O, o = P / dp, G / dp, O / dp, o / dp
-        if sh.ohost[s] and self.cluster.device.kind != "cpu":  # (cpu-N: the host is the device;
+        if sh.phost and sh.phost[s] and self.cluster.device.kind != "cpu":  # shards, slices and state all on the
+            o = (P + G + O) / self.host_mem_bandwidth  # host already: the step copies nothing
+        elif sh.ohost[s] and self.cluster.device.kind != "cpu":  # (cpu-N: the host is the device;
             hl = self.host_link  # the same step, its bytes accounted as host memory, no copies)
             o = (G / host_bw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / host_bw + hl.latency)
         k = sh.inflight[s]
@@ -499,7 +510,7 @@ class Simulator:
         acts, dp = st.actions, st.dp
         stg = _Stages(sh, [], [], bw, [], [], [])
         for s, (a, b) in enumerate(sh.ranges):
-            key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s], sh.comm[s])
+            key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s], sh.comm[s], sh.phost[s])
             ev = self._stage_eval(key, detail)
             peak, opt_s, host_b = self.stage_figures(sh, s, ev, bw[s])
             stg.keys.append(key)
@@ -543,7 +554,8 @@ class Simulator:
         chain of deltas can pass the stages along."""
         if (base_stages is None or new.dp != base.dp or new.pp != base.pp or new.microbatches != base.microbatches
                 or new.schedule != base.schedule or new.stage_of != base.stage_of
-                or new.sharding != base.sharding or new.optimizer_on_host != base.optimizer_on_host):
+                or new.sharding != base.sharding or new.optimizer_on_host != base.optimizer_on_host
+                or new.params_on_host != base.params_on_host):
             self.validate(new)
             stg = self._stages(new)
             return self._combine(new, stg), stg
@@ -557,7 +569,7 @@ class Simulator:
         for s, (a, b) in enumerate(sh.ranges):
             if bw[s] == base_stages.bw[s] and na[a:b] == ba[a:b]:
                 continue
-            key = (a, b, tuple(na[a:b]), sh.shard[s], sh.ohost[s], sh.dp, bw[s], sh.comm[s])
+            key = (a, b, tuple(na[a:b]), sh.shard[s], sh.ohost[s], sh.dp, bw[s], sh.comm[s], sh.phost[s])
             ev = self._stage_eval(key)
             stg.keys[s] = key
             stg.evals[s] = ev
@@ -695,8 +707,9 @@ class Simulator:
                     pts.append((t1, ev.base + (others + 1) * ev.R - inp + stepc))
                     name = f"F{op}"
                     for half, x, what, c0, du in ev.comm_ops:  # ZeRO-3's gathers beside the forward
-                        if half == "F":
-                            events.append((s, "comm", f"{what} {self.graph.nodes[a + x].name} mb{op}", t0 + c0, du))
+                        if half == "F":  # (parameter offload's copies on the host link's lane)
+                            events.append((s, "host" if what.startswith("copy") else "comm",
+                                           f"{what} {self.graph.nodes[a + x].name} mb{op}", t0 + c0, du))
                     for x, c0, c1 in ev.copy_out:
                         events.append((s, "host", f"swap-out {self.graph.nodes[a + x].name} mb{op}", t0 + c0, c1 - c0))
                     if s < pp - 1 and cf[s] > 0:
@@ -719,7 +732,8 @@ class Simulator:
                     name = f"B{j}"
                     for half, x, what, c0, du in ev.comm_ops:
                         if half == "B":
-                            events.append((s, "comm", f"{what} {self.graph.nodes[a + x].name} mb{j}", t0 + c0, du))
+                            events.append((s, "host" if what.startswith("copy") else "comm",
+                                           f"{what} {self.graph.nodes[a + x].name} mb{j}", t0 + c0, du))
                     for x, c0, c1 in ev.prefetch:
                         events.append((s, "host", f"prefetch {self.graph.nodes[a + x].name} mb{j}", t0 + c0, c1 - c0))
                     if s > 0 and cb[s - 1] > 0:
@@ -776,7 +790,8 @@ class Simulator:
             return f"data-parallel all-reduce: stage {s} ({(ar_end[s] - end[s]) * 1e3:.2f} ms exposed)"
         ev = stg.evals[s]
         if ev.comm_stall_s * st.microbatches > 0.05 * step:
-            return (f"ZeRO-3 gathers and reduce-scatters: stage {s} "
+            also = " (and parameter offload copies)" if st.params_host(s) else ""
+            return (f"ZeRO-3 gathers and reduce-scatters{also}: stage {s} "
                     f"({ev.comm_stall_s * st.microbatches * 1e3:.2f} ms exposed)")
         if st.microbatches * ev.host_s >= end[s] * 0.999 or ev.stall_s * st.microbatches > 0.05 * step:
             return f"host link: stage {s} (swap traffic {st.microbatches * ev.host_s * 1e3:.2f} ms)"

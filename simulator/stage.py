@@ -29,7 +29,7 @@ from itertools import accumulate
 from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS, SWAP
 
 from .layout import StageLayout
-from .zero3 import Zero3Facts, comm_times, phase_values, state_terms, timeline
+from .zero3 import Zero3Facts, comm_times, host_times, phase_values, state_terms, timeline
 
 __all__ = ["StageModel", "StageEval", "stage_peak", "PEAK_PHASES"]
 
@@ -556,24 +556,27 @@ class StageModel:
             z = self._z2[dp] = (grads, -(-(self.layout.O_sum - wo) // dp) + wo, temps)
         return z
 
-    def zero3(self, dp: int) -> tuple:
+    def zero3(self, dp: int, host: bool = False) -> tuple:
         """ZeRO-3 over ``dp`` ranks, alike on every rank: ``(terms, params, gradients in the optimizer
-        step, optimizer state, the step's temporaries)`` (:func:`simulator.zero3.state_terms`)."""
-        z = self._z3.get(dp)
+        step, optimizer state, the step's temporaries)`` (:func:`simulator.zero3.state_terms`);
+        ``host``: the units' shards on the host (offload ``optimizer+parameters``)."""
+        z = self._z3.get((dp, host))
         if z is None:
             L = self.layout
             K = self._keep or _KeepTables(L)
-            z = self._z3[dp] = state_terms(self.z3, dp, L.m, L.P_sum, L.O_sum, K.step[2 * L.m], self.opt_grads,
-                                           self.opt_trans, self.zero_params, self.zero_sum)
+            z = self._z3[(dp, host)] = state_terms(self.z3, dp, L.m, L.P_sum, L.O_sum, K.step[2 * L.m],
+                                                   self.opt_grads, self.opt_trans, self.zero_params, self.zero_sum,
+                                                   host)
         return z
 
     def evaluate(self, actions: tuple, dp: int, shard: str, opt_host: bool, host_bw: float,
-                 detail: bool = False, comm: tuple | None = None) -> StageEval:
+                 detail: bool = False, comm: tuple | None = None, params_host: bool = False) -> StageEval:
         """The stage's :class:`StageEval` under per-node ``actions``, on ``dp`` data-parallel replicas,
         with its state sharded to level ``shard`` (:data:`memflow.kinds.Sharding`) or its optimizer on the host (``opt_host``) and ``host_bw``
         bytes/s of host link. ``detail`` adds the per-phase split and the swap copies' timeline.
         ``comm``: ``(bandwidth, latency, gloo)`` of the stage's data-parallel ring, for ZeRO-3's
-        per-node collectives (None: not timed)."""
+        per-node collectives (None: not timed). ``params_host``: under ZeRO-3, the units' shards in
+        host memory, copied in before each gather (:mod:`simulator.zero3`; implies ``opt_host``)."""
         L = self.layout
         input_bytes = self.input_bytes
         opt_trans = self.opt_grads if opt_host else self.opt_trans
@@ -593,6 +596,7 @@ class StageModel:
         sync1 = syncN = 0
         z2 = dp > 1 and shard == SHARD_GRADIENTS
         z3 = dp > 1 and shard == SHARD_PARAMETERS
+        ph = z3 and params_host
         copies, sync_fl, sync_end = self._syncs["z3"] if z3 else self.sync_copies(dp if z2 else 0)
         sync = dp > 1 and copies
         S_after = K.S_after
@@ -760,7 +764,7 @@ class StageModel:
             fl = sync_fl if sync else None
             kv, kv0 = K.kv, K.kv0
             if z3:  # (the gathers, reduce-scatters and sync points in the phases' figures)
-                kv, kv0, S_after = phase_values(self.zero3(dp)[0], self.z3.units, m, K.kv, K.kv0, K.S_after,
+                kv, kv0, S_after = phase_values(self.zero3(dp, ph)[0], self.z3.units, m, K.kv, K.kv0, K.S_after,
                                                 list(accumulate(d[:twom])), input_bytes)
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
@@ -777,12 +781,16 @@ class StageModel:
                     if v > syncN:
                         syncN = v
         zb = zstall = zcomm = 0.0  # ZeRO-3: the backward's waits for its collectives; all waits; comm busy
+        cin = cout = None
+        if ph:  # parameters on the host: each unit's shard copied in before each gather, its slice out
+            cin, cout = host_times(self.z3.units, dp, host_bw, host_lat)
+            host_s += 2 * sum(cin) + sum(cout)
         if z3 and comm is not None:  # each unit's gathers and reduce-scatter on the comm stream
             ag, rs = comm_times(self.z3.units, dp, *comm)
             fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
             bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
             zops = [] if detail else None
-            f, tb, node_end = timeline(fdur, bdur, ag, rs, zops)
+            f, tb, node_end = timeline(fdur, bdur, ag, rs, zops, cin, cout, not self.prefetch_ahead)
             zb = tb - bwd_s - stall
             zstall = f - fwd_s + zb
             zcomm = 2 * sum(ag) + sum(rs)
@@ -793,7 +801,7 @@ class StageModel:
         step_opt = K.step[twom]
         ranks = ()
         if z3:  # ZeRO-3: each rank holds 1/dp of every unit (parameters, gradients, state, temporaries)
-            _, params, g3, opt, temps = self.zero3(dp)
+            _, params, g3, opt, temps = self.zero3(dp, ph)
             opt_mem = g3 + (0 if opt_host else temps)
             step_opt = min(step_opt, g3)
         elif z2:  # ZeRO-2: each rank holds and steps 1/dp of every bucket (its gradients, state, temporaries)

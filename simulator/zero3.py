@@ -29,13 +29,26 @@ broadcasts of a slice each: ``full_x / bw + dp · lat``), a reduce-scatter half 
 started; a node's compute waits for its gather (a stall where the node before it did not hide
 it), and a reduce-scatter is waited for when the next one starts (a stall where the backward
 between them did not hide it) and at the end of the backward op.
+
+Parameters on the host (offload ``optimizer+parameters``, ZeRO-Infinity style; the optimizer is on
+the host too): a unit's shard, its gradient's slice and its optimizer state live in host memory.
+Device memory loses every unit's shard (``params``) and its gradient's slice (the sharded per-step
+buffer, and the slice copied out at the first micro-batch's wait); the gathers in flight are as
+above: the executor copies the host shard straight into this rank's slice of the unit's flat
+buffer, so no separate device copy of the shard exists. Time: before each gather its shard is
+copied host→device on the host link (``shard_x / host_bw + host_lat``), one host-link stream,
+started where the gather is (one unit ahead), the gather after it; a waited reduce-scatter's slice
+is copied device→host (``gshard_x / host_bw + host_lat``) on the same stream, and the backward op
+ends when its last copy has. On the CPU (no side stream: the executor copies in the compute
+thread) each copy-in runs inline where its gather is started, and each copy-out where its
+reduce-scatter is waited for. The optimizer step runs on the host with no copies.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 __all__ = ["Zero3Facts", "zero3_facts", "unit_split", "phase_terms", "state_terms", "phase_values", "comm_times",
-           "timeline"]
+           "host_times", "host_bytes", "timeline"]
 
 ELEMENT = 4  # bytes per element a unit is padded in (fp32 parameters and gradients)
 
@@ -101,7 +114,7 @@ def unit_split(nbytes: int, dp: int) -> tuple[int, int]:
     return shard * dp, shard
 
 
-def phase_terms(units: tuple, dp: int, m: int) -> tuple:
+def phase_terms(units: tuple, dp: int, m: int, host: bool = False) -> tuple:
     """ZeRO-3's memory terms of one stage's phases ``0 .. 2m-1`` (see the module's docstring):
     ``(add, step, syncs, shed, full, gfull, gshard)``. ``add[p]``: bytes alive in phase p beside its
     traced figures (gathered parameters, reduce-scatters' flat copies in flight); ``step[p]``: the
@@ -110,12 +123,15 @@ def phase_terms(units: tuple, dp: int, m: int) -> tuple:
     slice_before)`` for the sync point after B_y: the prefetched gather beside it, and the flat
     copy and the slice of the reduce-scatter waited for there (the unit after y's; 0, 0: none);
     ``shed``: what the per-step buffers lose in all (whole gradients less their slices); per local
-    node its unit's padded ``full`` bytes of parameters and ``full`` and ``shard`` of gradients."""
+    node its unit's padded ``full`` bytes of parameters and ``full`` and ``shard`` of gradients.
+    ``host``: the parameters on the host (the gradients' slices go there: no ``shard`` on the device)."""
     order = [x for x in range(m) if units[x][0] > 0]
     full, gfull, gshard = [0] * m, [0] * m, [0] * m
     for x in order:
         full[x] = unit_split(units[x][0], dp)[0]
         gfull[x], gshard[x] = unit_split(units[x][1], dp)
+        if host:
+            gshard[x] = 0
     add = [0] * (2 * m + 1)
     step = [0] * (2 * m + 1)
     syncs = []
@@ -145,7 +161,7 @@ def phase_terms(units: tuple, dp: int, m: int) -> tuple:
 
 
 def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step_opt: int, opt_grads: int,
-                opt_trans: int, zero_params: tuple, zero_sum: bool) -> tuple:
+                opt_trans: int, zero_params: tuple, zero_sum: bool, host: bool = False) -> tuple:
     """A stage's ZeRO-3 figures over ``dp`` ranks, alike on every rank: ``(terms, params, gradients
     in the optimizer step, optimizer state, the step's temporaries)``, ``terms`` its
     :func:`phase_terms`. Each unit's parameters, gradient and state are a ``1/dp`` slice (padded),
@@ -153,11 +169,12 @@ def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step
     (``StageModel.zero2``), of the slices and the whole parameters. The stage's all-keep figures:
     ``P_sum`` / ``O_sum`` its parameters and state, ``step_opt`` its per-step buffers in the
     optimizer phase, ``opt_grads`` / ``opt_trans`` its step's gradients / bytes above the state,
-    ``zero_params`` / ``zero_sum`` its parameter table (as ``StageModel``'s)."""
+    ``zero_params`` / ``zero_sum`` its parameter table (as ``StageModel``'s). ``host``: the units'
+    shards and gradients' slices on the host (not in ``params`` / the step's gradients)."""
     units = facts.units
-    terms = phase_terms(units, dp, m)
+    terms = phase_terms(units, dp, m, host)
     shards = [unit_split(pb, dp)[1] for pb, _, _ in units if pb > 0]
-    params = P_sum - sum(pb for pb, _, _ in units) + sum(shards)
+    params = P_sum - sum(pb for pb, _, _ in units) + (0 if host else sum(shards))
     grads = step_opt + opt_grads - terms[3]
     state = O_sum - sum(ob for _, _, ob in units) + sum(-(-ob * sh // pb) for (pb, _, ob), sh in
                                                         zip([u for u in units if u[0] > 0], shards))
@@ -238,13 +255,37 @@ def comm_times(units: tuple, dp: int, bw: float, lat: float, gloo: bool) -> tupl
     return ag, rs
 
 
-def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = None) -> tuple[float, float, list]:
+def host_times(units: tuple, dp: int, bw: float, lat: float) -> tuple[list, list]:
+    """Parameters on the host: per local node ``(shard copy-in seconds, gradient slice copy-out
+    seconds)`` of its unit on a host link of ``bw`` bytes/s and latency ``lat`` (0: none)."""
+    cin, cout = [], []
+    for pb, gb, _ in units:
+        if pb <= 0:
+            cin.append(0.0)
+            cout.append(0.0)
+            continue
+        cin.append(unit_split(pb, dp)[1] / bw + lat)
+        cout.append(unit_split(gb, dp)[1] / bw + lat)
+    return cin, cout
+
+
+def host_bytes(units: tuple, dp: int) -> int:
+    """Parameters on the host: the host bytes per rank of the units' shards and gradients' slices."""
+    return sum(unit_split(pb, dp)[1] + unit_split(gb, dp)[1] for pb, gb, _ in units if pb > 0)
+
+
+def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = None, cin: list | None = None,
+             cout: list | None = None, inline: bool = False) -> tuple[float, float, list]:
     """One micro-batch's forward and backward op under ZeRO-3's collectives: ``(forward seconds,
     backward seconds, per local node the offset at which B_x ends)``, from the nodes' compute
     seconds ``fwd`` / ``bwd`` (a backward's replay and swap stalls included) and each unit's
     gather / reduce-scatter seconds (see the module's docstring). ``record``: a list to append
     each collective to, ``(half, x, kind, start, seconds)`` (half ``"F"`` or ``"B"``, offsets from its
-    op's start; kind ``"all-gather"`` or ``"reduce-scatter"``)."""
+    op's start; kind ``"all-gather"``, ``"reduce-scatter"``, ``"copy-in"`` or ``"copy-out"``).
+    ``cin`` / ``cout``: parameters on the host, each unit's shard copy-in before its gather and its
+    gradient slice's copy-out after its reduce-scatter is waited for, on one host-link stream
+    (:func:`host_times`; None: none); ``inline``: those copies run in the compute thread instead
+    (the CPU), delaying what follows them."""
     m = len(fwd)
     order = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
     nxt = {x: order[i + 1] for i, x in enumerate(order[:-1])}
@@ -256,38 +297,67 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = Non
             record.append((half, x, kind, t0, du))
         return t0 + du
 
-    t = comm = 0.0
+    clk = [0.0, 0.0, 0.0]  # the comm stream and the host-link stream: free from; the compute thread's
+    # time after an inline copy
+
+    def gather(half: str, x: int, t0: float) -> float:
+        if cin is not None:  # the shard's copy-in first, on the host link (or inline)
+            clk[1] = start(half, x, "copy-in", max(t0, clk[1]), cin[x])
+            t0 = clk[1]
+        clk[2] = t0
+        clk[0] = start(half, x, "all-gather", max(t0, clk[0]), ag[x])
+        return clk[0]
+
+    def issue(half: str, x: int, t: float) -> float:  # x's gather started at t: (the compute thread's time)
+        land[x] = gather(half, x, t)
+        return clk[2] if inline else t
+
+    t = 0.0
     land: dict = {}
     for x in range(m):
         if x in units:
             if x not in land:
-                comm = land[x] = start("F", x, "all-gather", max(t, comm), ag[x])
+                t = issue("F", x, t)
             if land[x] > t:
                 t = land[x]
             y = nxt.get(x)
             if y is not None:
-                comm = land[y] = start("F", y, "all-gather", max(t, comm), ag[y])
+                t = issue("F", y, t)
         t += fwd[x]
     f = t
-    t = comm = 0.0
+    t = 0.0
+    clk[0] = clk[1] = 0.0
     land = {}
-    pending = None
+    pending = None  # (unit, when its reduce-scatter ends)
     node_end = [0.0] * m
+
+    def waited(t: float) -> float:  # the pending reduce-scatter waited for (and its slice copied out)
+        if pending[1] > t:
+            t = pending[1]
+        if cout is not None:
+            clk[1] = start("B", pending[0], "copy-out", max(t, clk[1]), cout[pending[0]])
+            if inline:
+                t = clk[1]
+        return t
+
     for x in range(m - 1, -1, -1):
         if x in units:
             if x not in land:
-                comm = land[x] = start("B", x, "all-gather", max(t, comm), ag[x])
+                t = issue("B", x, t)
             if land[x] > t:
                 t = land[x]
             y = prv.get(x)
             if y is not None:
-                comm = land[y] = start("B", y, "all-gather", max(t, comm), ag[y])
+                t = issue("B", y, t)
         t += bwd[x]
         if x in units:
-            if pending is not None and pending > t:
-                t = pending
-            comm = pending = start("B", x, "reduce-scatter", max(t, comm), rs[x])
+            if pending is not None:
+                t = waited(t)
+            clk[0] = start("B", x, "reduce-scatter", max(t, clk[0]), rs[x])
+            pending = (x, clk[0])
         node_end[x] = t
-    if pending is not None and pending > t:  # (the last reduce-scatter, waited at the op's end)
-        t = pending
+    if pending is not None:  # (the last reduce-scatter, waited at the op's end)
+        t = waited(t)
+    if cout is not None and clk[1] > t:  # (and the last copy-out)
+        t = clk[1]
     return f, t, node_end

@@ -24,6 +24,7 @@ CASES = [  # (kind, n, devices, seed, memory fraction, limits)
     ("chain", 6, 2, 6, 0.6, MeshLimits(dp=2, max_microbatches=1)),
     ("random", 4, 4, 7, 0.5, MeshLimits(sharding="gradients")),
     ("chain", 5, 4, 8, 0.45, MeshLimits(dp=4, sharding="none")),
+    ("random", 4, 4, 9, 0.35, MeshLimits(offload="optimizer+parameters")),
 ]
 
 
@@ -41,6 +42,7 @@ def test_search_within_limits_matches_exact_within_them(kind, n, ndev, seed, fra
         assert limits.microbatches is None or st.microbatches == limits.microbatches
         assert limits.max_microbatches is None or st.microbatches <= limits.max_microbatches
         assert limits.sharding is None or st.dp == 1 or set(st.sharding) == {limits.sharding}
+        assert limits.offload is None or st.offload == [limits.offload] * st.pp
     if ex.best is None:
         assert r.best is None
         return
@@ -96,3 +98,20 @@ def test_cli_fixes_the_sharding_level(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip().split("\n")  # an unknown level: refused before any work, in one line
     assert len(err) == 1 and err[0].startswith("memflow: error: --sharding must be one of") and "parameters" in err[0]
     assert not (tmp_path / "q.yaml").exists()
+
+
+def test_cli_fixes_the_offload(tmp_path, capsys, monkeypatch):
+    """``--offload optimizer+parameters``: every stage at ZeRO-3 with its parameters' shards and its
+    optimizer on the host, carried by the plan file; an offload that cannot be is one line."""
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    out = tmp_path / "p.yaml"
+    rc, obj = _plan_json(capsys, out, "--dp", "2", "--offload", "optimizer+parameters")
+    assert rc == 0 and obj["strategy"]["offload"] == ["optimizer+parameters"] * 2
+    assert obj["strategy"]["sharding"] == ["parameters"] * 2 and obj["settings"]["offload"] == "optimizer+parameters"
+    st = load_plan(out).strategy
+    assert st.params_on_host == [True, True] and st.optimizer_on_host == [True, True]
+    assert any(name.startswith("fsdp+offload/") for name in obj["baselines"])
+    assert main(["plan", LSTM, "--gpus", "2", "--sharding", "gradients", "--offload", "optimizer+parameters",
+                 "-o", str(tmp_path / "q.yaml")]) == 2
+    err = capsys.readouterr().err.strip().split("\n")
+    assert len(err) == 1 and err[0].startswith("memflow: error: --offload optimizer+parameters needs --sharding")

@@ -249,12 +249,13 @@ def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, kind, monke
     assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
 
 
-@pytest.mark.parametrize("kind", ["dp2-fsdp", "dp2-fsdp-rec-m2"])
+@pytest.mark.parametrize("kind", ["dp2-fsdp", "dp2-fsdp-rec-m2", "dp2-fsdp-offload"])
 def test_zero3_runs_as_plain_training_and_as_predicted(kind, monkeypatch):
     """ZeRO-3 on two gloo ranks, GPT-2 tiny (its tied embedding kept whole; every block's parameters
     sharded, gathered around its forward and backward), also with every other node recomputed (the
-    replay reads the backward's gather) and two micro-batches (each reduce-scatters): the losses of
-    plain single-process training, every rank's peak as predicted."""
+    replay reads the backward's gather) and two micro-batches (each reduce-scatters), and with the
+    parameters' shards, gradients and optimizer on the host (offload ``optimizer+parameters``): the
+    losses of plain single-process training, every rank's peak as predicted."""
     from pathlib import Path
 
     from bench.bench_fidelity import run_case
@@ -269,7 +270,8 @@ def test_zero3_runs_as_plain_training_and_as_predicted(kind, monkeypatch):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
     ref = plain_losses(path, 8, 3, seed=0)
     got = rows[0]["losses"]
-    assert len(got) == 3 and all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(got, ref)), (got, ref)
+    tol = 1e-5 if kind == "dp2-fsdp-offload" else 1e-4  # (offload: measured equal to the bit)
+    assert len(got) == 3 and all(abs(a - b) <= tol * abs(b) for a, b in zip(got, ref)), (got, ref)
 
 
 # ------------------------------------------------------------------ search
@@ -350,3 +352,166 @@ def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():
     assert state == 2 * Q // 2 + 2 * Q  # w1's state halved, w0's whole
     assert temps == 2 * Q  # the whole w0 is the largest tensor stepped
     assert sim.stage(0, 3).model.zero_whole == ()  # one stage: nothing read elsewhere
+
+
+# ------------------------------------------------------------------ parameters on the host
+def test_offload_reads_writes_and_is_checked():
+    """Offload per stage: ``optimizer+parameters`` needs ZeRO-3 on dp > 1 ranks and the optimizer on
+    the host; the plain data show it as ``offload`` beside ``optimizer_on_host``, read back whole;
+    a record without ``offload`` (an older plan) reads as before."""
+    st = Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"])
+    assert st.offload == ["none"] and st.to_dict()["offload"] == ["none"]
+    off = st.copy(offload=["optimizer+parameters"])
+    assert off.optimizer_on_host == [True] and off.params_host(0) and off.to_dict()["offload"] == [
+        "optimizer+parameters"]
+    assert Strategy.from_dict(off.to_dict()) == off
+    old = {k: v for k, v in st.to_dict().items() if k != "offload"}
+    assert Strategy.from_dict(old) == st
+    for bad in (st.copy(sharding=["gradients"], offload=["optimizer+parameters"]),
+                Strategy(1, 1, [0, 0], ["keep"] * 2, sharding=["parameters"], optimizer_on_host=[True],
+                         params_on_host=[True]),
+                Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"], params_on_host=[True])):
+        with pytest.raises(StrategyError, match="needs sharding 'parameters'"):
+            bad.validate(2, bad.dp)
+    with pytest.raises(StrategyError, match="offload"):
+        Strategy.from_dict({**old, "offload": ["everything"]})
+    with pytest.raises(StrategyError, match="disagrees"):
+        Strategy.from_dict({**old, "offload": ["optimizer"], "optimizer_on_host": [False]})
+
+
+def test_offload_peaks_by_hand():
+    """Parameters on the host: ZeRO-3's peak less every unit's shard, its gradient's slice and the
+    optimizer state (all in host memory); the gathers and flat copies in flight are as ZeRO-3's (the
+    shard is copied straight into the gathered buffer: no device copy of it)."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    P, A, S = 10**6, 1000, 1000
+    g = chain_graph(3, act_bytes=A, saved_bytes=S, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    cl = make_cluster(2)
+    st = Strategy(2, 1, [0] * 3, ["keep"] * 3, sharding=["parameters"]).copy(offload=["optimizer+parameters"])
+    # B1, as in test_zero3_peaks_by_hand less its base: x1 and x0 gathered (2P), g1 (P), x2's flat
+    # copy (P), 3A + 2S traced
+    r = Simulator(g, cl).evaluate(st, detail=True)
+    assert r.peak_bytes == [2 * P + P + P + 3 * A + 2 * S] * 2
+    b = r.breakdown[0]
+    assert b["params"] == 0 and b["optimizer"] == 0 and b["grads"] == 0
+    assert Simulator(g, cl).evaluate(st).peak_bytes == r.peak_bytes  # the search's path agrees
+    z3 = Simulator(g, cl).evaluate(st.copy(offload=["optimizer"])).peak_bytes[0]
+    assert z3 - r.peak_bytes[0] == 3 * P // 2  # the host optimizer's ZeRO-3 holds the shards
+    # host bytes of the machine (both ranks): per rank half of every parameter, gradient and AdamW state
+    assert r.host_bytes[0] == 2 * (3 * P // 2 + 3 * P // 2 + 3 * P)
+    sm = Simulator(g, cl).stage(0, 3).model
+    _, params, grads, _, _ = sm.zero3(2, True)
+    assert (params, grads) == (0, 0)
+
+
+def test_offload_times_by_hand():
+    """Parameters on the host: before each gather its shard is copied in on the host link (one
+    stream, one unit ahead as the gathers are), after each reduce-scatter is waited for its
+    gradient's slice is copied out on the same stream; the backward op ends after the last copy.
+    The step runs on the host without copies."""
+    from memflow.cluster import Link
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    P = 10**6
+    g = chain_graph(2, act_bytes=1000, saved_bytes=1000, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    st = Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"]).copy(offload=["optimizer+parameters"])
+    beta = 1e9
+    for h, hl in ((1e9, 1e-5), (2e8, 1e-4), (1e12, 0.0)):
+        sim = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=h, host_lat=hl))
+        sp = sim.stage(0, 2)
+        opt = (sp.params + sp.grads + sp.optimizer) / 2 / sim.host_mem_bandwidth
+        ag = c = 0.5 * P / beta + 1e-5
+        cin = cout = 0.5 * P / h + hl
+        c1 = cin + ag
+        fwd = c1 + max(1 * MS, c1) + 1 * MS  # x0 copied in and gathered; x1's beside F0
+        b1 = c1 + 2 * MS
+        b0_start = max(b1, 2 * c1)
+        rs1 = max(b1, 2 * c1) + c  # x1's reduce-scatter after B1 and x0's gather on the comm stream
+        t = max(b0_start + 2 * MS, rs1)  # x1's reduce-scatter waited; its slice out from t
+        bwd = max(t + c, t + cout) + cout  # x0's reduce-scatter, then its slice out
+        assert sim.evaluate(st).step_time_s == pytest.approx(fwd + bwd + opt), (h, hl)
+        r = sim.evaluate(st, detail=True)
+        assert r.step_time_s == pytest.approx(fwd + bwd + opt)
+    # on the CPU (gloo; no side stream) each copy runs inline: a copy-in where its gather is started,
+    # a copy-out where its reduce-scatter is waited for
+    alpha = 1e-5
+    for h, hl in ((1e9, 1e-5), (2e8, 1e-4)):
+        sim = Simulator(g, make_cluster(2, intra=Link(beta, alpha), host_bw=h, host_lat=hl, kind="cpu"))
+        opt = sim.stage(0, 2).opt_s / 2
+        ag = c = P / beta + 2 * alpha
+        cin = cout = 0.5 * P / h + hl
+        c1 = cin + ag
+        fwd = max(c1 + cin + 1 * MS, 2 * c1) + 1 * MS
+        b0_start = max(c1 + cin + 2 * MS, 2 * c1)
+        rs1 = b0_start + c
+        bwd = max(b0_start + 2 * MS, rs1) + cout + c + cout
+        assert sim.evaluate(st).step_time_s == pytest.approx(fwd + bwd + opt), (h, hl)
+    # a slower host link costs time where it is not hidden
+    slow = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=1e7)).evaluate(st).step_time_s
+    fast = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=1e12)).evaluate(st).step_time_s
+    assert slow > fast + 0.1
+
+
+def test_search_and_exact_offload_parameters_where_only_it_fits_on_the_device():
+    """A parameter-heavy chain whose ZeRO-3 shards overflow a device even with the optimizer on the
+    host and every node recomputed: only the parameters on the host too fit. The exact solver, the
+    MCMC (its repair offloads the over-full stage) and the fixed ``offload`` constraint find it;
+    ``fsdp+offload`` is among the baselines."""
+    from memflow.cluster import Cluster
+    from memflow.errors import ConfigError
+    from memflow.request import PlanRequest
+    from memflow.search import MeshLimits, SearchContext, search, solve_exact
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+
+    P = 64 << 20
+    g = chain_graph(4, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P, fwd_s=20e-3, bwd_s=40e-3)
+    cl = Cluster.for_gpus(2, "v100-16gb")
+    z3 = Strategy(2, 1, [0] * 4, ["recompute"] * 4, sharding=["parameters"], optimizer_on_host=[True])
+    off = Strategy(2, 1, [0] * 4, ["keep"] * 4, sharding=["parameters"]).copy(offload=["optimizer+parameters"])
+    peak = {k: Simulator(g, cl).evaluate(s).peak_bytes[0] for k, s in (("z3", z3), ("off", off))}
+    assert peak["off"] < peak["z3"]
+    cl = cl.with_memory((peak["z3"] + peak["off"]) // 2)
+    lim = MeshLimits(dp=2)
+    ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
+    assert ex.best.offload == ["optimizer+parameters"] and ex.best.sharding == ["parameters"]
+    r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
+    assert r.best.offload == ["optimizer+parameters"]
+    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+    assert any(name.startswith("fsdp+offload/") for name in r.baselines)
+    # fixed by the user: every strategy the search returns offloads the parameters
+    r2 = search(lambda mb: g, 8, cl.with_memory(2 * peak["z3"]), seed=1,
+                limits=MeshLimits(offload="optimizer+parameters"))
+    assert r2.best.offload == ["optimizer+parameters"] and r2.best.dp == 2
+    with pytest.raises(ConfigError, match="offload"):
+        PlanRequest("m.py", sharding="gradients", offload="optimizer+parameters")
+
+
+def test_offload_edits_keep_strategies_valid():
+    """The search's one-step edits: parameters go to the host only at ZeRO-3 (with the optimizer),
+    leave it when the stage leaves ZeRO-3 or the host optimizer, and an over-full host brings them
+    back before the optimizer."""
+    from memflow.cluster import Cluster
+    from memflow.simulator.synthetic import chain_graph
+    from search import fixes as fx
+    from search.context import SearchContext
+
+    g = chain_graph(4, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=1 << 20, fwd_s=1e-3, bwd_s=2e-3)
+    ctx = SearchContext(lambda mb: g, 8, Cluster.for_gpus(4, "v100-16gb"))
+    st = Strategy(2, 2, [0, 0, 1, 1], ["keep"] * 4, sharding=["parameters", "gradients"])
+    assert fx.set_params_host(st, 1, True, ctx) is None  # (ZeRO-2: no parameters to offload)
+    on = fx.set_params_host(st, 0, True, ctx)
+    assert on.offload == ["optimizer+parameters", "none"]
+    on.validate(4, 4)
+    assert fx.set_params_host(on, 0, True, ctx) is None
+    assert fx.set_shard(on, 0, "gradients", ctx).offload == ["optimizer", "none"]
+    assert fx.set_host(on, 0, False, ctx).offload == ["none", "none"]
+    relief = fx.host_offs(on, ctx)
+    assert [c.offload for c in relief] == [["optimizer", "none"], ["none", "none"]]
+    for c in relief + [fx.make(on, stage_of=[0, 1, 1, 1])]:
+        c.validate(4, 4)

@@ -98,6 +98,9 @@ def _plan_options(p: ArgParser) -> None:
     g.add_argument("--sharding", default=None, metavar="LEVEL",
                    help="every stage's sharding level over its data-parallel ranks: none, optimizer (ZeRO-1), "
                         "gradients (ZeRO-2), parameters (ZeRO-3/FSDP)")
+    g.add_argument("--offload", default=None, metavar="WHAT",
+                   help="what every stage keeps in host memory: none, optimizer (its state and step), "
+                        "optimizer+parameters (also the parameters' shards: needs --sharding parameters, dp > 1)")
 
 
 def build_parser(cmd: str) -> ArgParser:

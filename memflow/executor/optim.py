@@ -10,6 +10,9 @@
 * sharding ``parameters``: the stage's sync is a :class:`~memflow.executor.zero3.Zero3Sync`;
   the optimizer steps this rank's shard of every node's unit (and whole the parameters several
   nodes read); nothing is gathered after the step.
+* parameters on the host (ZeRO-3 with offload ``optimizer+parameters``): the shards the optimizer
+  steps are host tensors already (:class:`~memflow.executor.zero3.Zero3Sync` with ``host``), as
+  are their gradients: the step runs on them in place, nothing is copied (on CUDA too).
 * ``optimizer_on_host``: on the CPU the optimizer's state is created and its
   step runs inside :meth:`LiveBytes.host` (host bytes, not device bytes); on
   CUDA a host copy of the parameters is stepped and copied back (guarded,
@@ -36,7 +39,8 @@ class StageOptimizer:
         self.params = params
         self.sliced = sliced  # ZeRO-2: the stage's ReduceScatterSync (its slices are what is stepped)
         self.on_host = on_host
-        self.cuda_host = on_host and device.type == "cuda"
+        # (parameters on the host: the shards and their gradients are host tensors, stepped in place)
+        self.cuda_host = on_host and device.type == "cuda" and not getattr(sliced, "host", False)
         self.zero = None
         self.live = None
         if self.cuda_host and sliced is not None:  # pragma: no cover - needs a GPU

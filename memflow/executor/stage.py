@@ -78,7 +78,7 @@ class Stage:
 
     def __init__(self, program: StepProgram, stage_of: list[int], actions: list[str], rank: int, dp: int,
                  pp: int, microbatches: int, device: torch.device, timeout: timedelta, bucket_cap: int,
-                 sharding: str = SHARD_NONE):
+                 sharding: str = SHARD_NONE, params_host: bool = False):
         self.program = program
         self.rank, self.dp, self.pp = rank, dp, pp
         self.stage, self.dp_rank = rank // dp, rank % dp
@@ -131,6 +131,7 @@ class Stage:
                 owned[first[id(p)] - self.lo].append(p)
         self.sharding = sharding if dp > 1 else SHARD_NONE
         self.z3: Zero3Sync | None = None
+        self.host_tensors: list[torch.Tensor] = []  # model state this rank holds in host memory
         if self.sharding == SHARD_GRADIENTS:  # ZeRO-2: each rank keeps its slice of every bucket
             self.sync = ReduceScatterSync(owned, self.dp_group, dp, self.dp_rank, bucket_cap)
         elif self.sharding == SHARD_PARAMETERS:  # ZeRO-3: each node's parameters sharded, gathered per pass
@@ -142,11 +143,14 @@ class Stage:
                 for t in c.module.parameters():
                     readers.setdefault(id(t), set()).add(k)
             units, rest = unit_params(owned, readers)
-            self.sync = self.z3 = Zero3Sync(units, rest, self.dp_group, dp, self.dp_rank, bucket_cap)
+            self.sync = self.z3 = Zero3Sync(units, rest, self.dp_group, dp, self.dp_rank, bucket_cap,
+                                            host=params_host)
             sharded = {id(p) for ps in units for p in ps}
             # the model state this rank holds: its shards in place of the units' parameters (whose
-            # flat buffers are counted as they are gathered and freed)
-            self.tensors = self.z3.pieces() + [t for t in self.tensors if id(t) not in sharded]
+            # flat buffers are counted as they are gathered and freed); host shards are host bytes
+            self.host_tensors = self.z3.host_pieces()
+            self.tensors = ([] if params_host else self.z3.pieces()) + [t for t in self.tensors
+                                                                         if id(t) not in sharded]
         else:
             self.sync = BucketedAllReduce(owned, self.dp_group, dp, bucket_cap)
 

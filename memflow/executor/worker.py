@@ -112,7 +112,8 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     strat.validate(program.n, world, cfg.batch_size)
 
     stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
-                  device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(rank // strat.dp))
+                  device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(rank // strat.dp),
+                  params_host=strat.params_host(rank // strat.dp))
     # the optimizer steps the stage's parameters in the model's order, as the profiler traced it
     opt = StageOptimizer(spec, in_model_order(model, stage.params),
                          shard=strat.sharded(stage.stage) != SHARD_NONE,
@@ -146,7 +147,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     if cfg.resume:
         opt.init_state()
         path = cfg.resume_from or resume_point(cfg.checkpoint_dir, cfg.steps)[0]
-        start = load_checkpoint(path, rank, stage.tensors, opt.state_tensors())
+        start = load_checkpoint(path, rank, stage.host_tensors + stage.tensors, opt.state_tensors())
         if rank == 0:
             progress(event="resumed", rank=rank, path=path, done=start)
     sign_key = key(create=False) if rank == 0 and cfg.checkpoint_dir and cfg.checkpoint_every else None
@@ -156,6 +157,8 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
                  steps=cfg.steps)
 
     live.track(stage.tensors, kind="state")
+    with live.host():  # (parameters on the host: the units' shards)
+        live.track(stage.host_tensors, kind="state")
     if not opt.on_host:
         live.track(opt.state_tensors().values(), kind="optimizer")
 
@@ -218,7 +221,8 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
             progress(event="step", rank=rank, step=done, steps=cfg.steps, loss=step_losses[-1], seconds=times[-1],
                      dp=strat.dp)
         if cfg.checkpoint_dir and cfg.checkpoint_every and done % cfg.checkpoint_every == 0:
-            save_checkpoint(cfg.checkpoint_dir, done, rank, stage.tensors, opt.state_tensors(), sign_key)
+            save_checkpoint(cfg.checkpoint_dir, done, rank, stage.host_tensors + stage.tensors, opt.state_tensors(),
+                            sign_key)
 
     timed = times[cfg.warmup:] if len(times) > cfg.warmup else times
     rec = RankReport(

@@ -48,10 +48,22 @@ calling thread) does not see it: measured as peak RSS on two processes, a 100 Mi
 ``all_gather_into_tensor`` by 102.0 MiB), its two ``reduce``\\ s by 5.0 MiB and the two
 ``broadcast``\\ s by 1.0 MiB (noise).
 
+Parameters on the host (offload ``optimizer+parameters``, ``host=True``): each unit's shard is a
+host tensor (pinned on CUDA) that the host optimizer steps in place, and is never kept on the
+device. Right before a gather this rank's slice of the flat buffer is filled from it: on the CPU a
+plain copy (the slice is what gloo's broadcast sends; the accounting counts the shard, made inside
+:meth:`~memflow.memory.LiveBytes.host`, as host bytes), on CUDA a non-blocking copy on a side
+stream that the gather's stream waits for, then NCCL's in-place ``all_gather_into_tensor`` (the
+input is the output's own chunk): no separate device copy of the shard exists. After a
+reduce-scatter is waited for, this rank's chunk is copied (first micro-batch) or added into the
+unit's gradient slice in host memory, and the flat copy dies. torch's CPU offload for FSDP2
+(``CPUOffloadPolicy``) is not used for the reason ``fully_shard`` is not (above).
+
 Slicing flat buffers is exact only for an elementwise optimizer (:data:`memflow.executor.zero.ELEMENTWISE`).
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterable
 
 import torch
@@ -81,7 +93,7 @@ def unit_params(owned: list[list[torch.nn.Parameter]], readers: dict[int, set]) 
 class _Unit:
     __slots__ = ("x", "params", "numel", "padded", "k", "full", "shard", "acc", "nbytes")
 
-    def __init__(self, x: int, params: list[torch.nn.Parameter], dp: int, rank: int):
+    def __init__(self, x: int, params: list[torch.nn.Parameter], dp: int, rank: int, host: bool = False):
         self.x = x
         self.params = params
         self.numel = sum(p.numel() for p in params)
@@ -96,8 +108,14 @@ class _Unit:
                 full[off:off + n].copy_(p.detach().reshape(-1))
                 p.data = full[off:off + n].view(p.shape)  # (the old storage dies)
                 off += n
-            # what this rank keeps and steps: a leaf tensor of its own
-            self.shard = torch.nn.Parameter(full[rank * self.k:(rank + 1) * self.k].clone())
+            # what this rank keeps and steps: a leaf tensor of its own (host: in host memory)
+            mine = full[rank * self.k:(rank + 1) * self.k]
+            if host and full.device.type != "cpu":  # pragma: no cover - needs a GPU
+                self.shard = torch.nn.Parameter(mine.to("cpu").pin_memory())
+            elif host:
+                self.shard = torch.nn.Parameter(mine.to("cpu", copy=True))
+            else:
+                self.shard = torch.nn.Parameter(mine.clone())
         self.full = full
         self.nbytes = self.padded * full.element_size()
         full.untyped_storage().resize_(0)
@@ -111,13 +129,17 @@ class Zero3Sync:
     level = SHARD_PARAMETERS
 
     def __init__(self, units: list[list[torch.nn.Parameter]], rest: list[list[torch.nn.Parameter]], group: Any,
-                 dp: int, rank: int, cap_bytes: int):
+                 dp: int, rank: int, cap_bytes: int, host: bool = False):
         self.group = group
+        self.host = host  # the units' shards (and gradient slices) in host memory
         self.dp = dp
         self.rank = rank
         self.gloo = dist.get_backend(group) == "gloo"
         self.ranks = dist.get_process_group_ranks(group)  # global rank of each dp rank (broadcast sources)
-        self.units: dict[int, _Unit] = {x: _Unit(x, ps, dp, rank) for x, ps in enumerate(units) if ps}
+        self.units: dict[int, _Unit] = {x: _Unit(x, ps, dp, rank, host) for x, ps in enumerate(units) if ps}
+        dev = next((u.full.device for u in self.units.values()), None)
+        self.copy_stream = torch.cuda.Stream(dev) if host and dev is not None and dev.type == "cuda" \
+            else None  # pragma: no cover - needs a GPU
         self.order = sorted(self.units)  # local nodes with a unit
         self.rest = BucketedAllReduce(rest, group, dp, cap_bytes)
         self.buckets = [self.units[x] for x in self.order]  # (StageOptimizer: what is stepped sliced)
@@ -130,6 +152,13 @@ class Zero3Sync:
     def pieces(self) -> list[torch.Tensor]:
         """The tensors this rank's optimizer steps for the units: its shard of each."""
         return [u.shard for u in self.buckets]
+
+    def host_pieces(self) -> list[torch.Tensor]:
+        """The units' shards where they live in host memory (none unless ``host``)."""
+        return self.pieces() if self.host else []
+
+    def _host(self):
+        return self.live.host() if self.host and self.live is not None else contextlib.nullcontext()
 
     def fulls(self) -> list[torch.Tensor]:
         """The units' flat buffers (zero bytes between gathers)."""
@@ -153,7 +182,14 @@ class Zero3Sync:
         self._resize(u, u.nbytes)
         k = u.k
         with torch.no_grad():
-            if self.gloo:
+            if self.copy_stream is not None:  # pragma: no cover - needs GPUs (host shard: side-stream copy-in)
+                mine = u.full[self.rank * k:(self.rank + 1) * k]
+                self.copy_stream.wait_stream(torch.cuda.current_stream(mine.device))
+                with torch.cuda.stream(self.copy_stream):
+                    mine.copy_(u.shard.detach(), non_blocking=True)
+                torch.cuda.current_stream(mine.device).wait_stream(self.copy_stream)
+                works = [dist.all_gather_into_tensor(u.full, mine, group=self.group, async_op=True)]
+            elif self.gloo:  # (host shards on the CPU: the same plain copy, from host memory)
                 u.full[self.rank * k:(self.rank + 1) * k].copy_(u.shard.detach())
                 works = [dist.broadcast(u.full[r * k:(r + 1) * k], src=self.ranks[r], group=self.group, async_op=True)
                          for r in range(self.dp)]
@@ -211,7 +247,14 @@ class Zero3Sync:
         for w in works:
             w.wait()
         mine = flat[self.rank * u.k:(self.rank + 1) * u.k]  # (the sum, in place)
-        if u.acc is None:
+        if self.host:  # copied out to the unit's gradient slice in host memory
+            with self._host():
+                if u.acc is None:
+                    u.acc = torch.empty_like(u.shard, device=u.shard.device, pin_memory=u.shard.is_pinned())
+                    u.acc.copy_(mine)
+                else:
+                    u.acc.add_(mine.to(u.acc.device))
+        elif u.acc is None:
             u.acc = mine.clone()
         else:
             u.acc.add_(mine)

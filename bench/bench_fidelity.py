@@ -50,6 +50,11 @@ def _strategy(kind: str, n: int) -> Strategy:
         # the host (each shard copied into the gathered buffer before its gather)
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["parameters"],
                         optimizer_on_host=[True], params_on_host=[True])
+    if kind in ("dp2-pp2-fsdp", "dp2-pp2-fsdp-offload"):  # four ranks: two stages, each ZeRO-3 over its two
+        # data-parallel ranks (with the parameters' shards, gradients and optimizer on the host)
+        off = kind.endswith("offload")
+        return Strategy.from_boundaries(n, half, dp=2, microbatches=2, sharding=["parameters"] * 2,
+                                        optimizer_on_host=[off] * 2, params_on_host=[off] * 2)
     if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, optimizer_on_host=[True])
     if kind == "pp2":

@@ -44,7 +44,7 @@ import torch
 from .. import errors, runlog
 from ..errors import DeviceOutOfMemoryError, ExecutionError
 from ..graph.training import autocast
-from ..model_file import load_model_file
+from ..model_file import flatten, load_model_file
 from ..procs import ended_text, exit_text, popen, sigterm_raises, stop, watch
 from .agent import STORE_FD_ENV, listening_socket
 from .checkpoint import resume_point
@@ -345,10 +345,16 @@ def _torchrun(config: RunConfig, cfg_path: str, nproc: int, nnodes: int, node_ra
 
 
 def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, device: str = "cpu",
-                 dtype: str = "fp32") -> list[float]:
+                 dtype: str = "fp32", pieces: int = 1) -> list[float]:
     """The reference: plain single-process eager training, same init and batches as a planned run
     (built and batched on the CPU, then moved to ``device``, as the executor does; ``bf16``: the
-    forward under autocast)."""
+    forward under autocast).
+
+    ``pieces``: each step's batch split into that many equal contiguous pieces of rows (a run's
+    data-parallel ranks × micro-batches take exactly these), the loss the mean of the pieces' losses
+    and its gradient accumulated over them: what data parallelism and micro-batching compute. It equals
+    the whole batch's loss where the loss is a mean over equally many terms per row; a mean over the
+    rows' valid tokens (a masked LM's labels) differs, and a run's losses equal this one's."""
     spec = load_model_file(model_file)
     torch.manual_seed(seed)
     model = spec.build()
@@ -361,9 +367,20 @@ def plain_losses(model_file: str, batch_size: int, steps: int, seed: int = 0, de
         batch = torch.utils._pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x,
                                              spec.batch(batch_size))
         opt.zero_grad(set_to_none=True)
-        with autocast(dtype, torch.device(device).type):
-            loss = spec.loss(model, batch)
-        loss.backward()
+        if pieces == 1:
+            with autocast(dtype, torch.device(device).type):
+                loss = spec.loss(model, batch)
+            loss.backward()
+            total = float(loss.detach())
+        else:
+            flat, tree = flatten(batch)
+            total = 0.0
+            for i in range(pieces):
+                part = [t.chunk(pieces)[i] if t.dim() > 0 and t.shape[0] == batch_size else t for t in flat]
+                with autocast(dtype, torch.device(device).type):
+                    loss = spec.loss(model, torch.utils._pytree.tree_unflatten(part, tree)) / pieces
+                loss.backward()
+                total += float(loss.detach())
         opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(total)
     return losses

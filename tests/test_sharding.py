@@ -298,59 +298,46 @@ def test_zero3_on_four_ranks_runs_as_plain_training_and_as_predicted(model, kind
 
 
 # ------------------------------------------------------------------ search
-def test_search_and_exact_choose_zero2_where_only_it_fits_on_the_device():
-    """A gradient-heavy model whose optimizer step (every gradient and the step's temporaries)
-    overflows a device under ZeRO-1: ZeRO-2 shards that step too. The exact solver and the MCMC
-    both find it, and ZeRO-2 + recompute is among the baselines."""
+P_CHAIN = 64 << 20
+# (nodes, chain_graph settings, the level that overflows, the level that fits, baselines listed)
+ONLY_FITS = {
+    # gradient-heavy: the optimizer step (every gradient and the step's temporaries) overflows under ZeRO-1
+    "zero2": (3, dict(fwd_s=1e-3, bwd_s=2e-3, opt_transient=3 * P_CHAIN), "optimizer", "gradients",
+              ("zero2+recompute/",)),
+    # parameter-heavy: the whole parameters (ZeRO-2 keeps them) overflow; ZeRO-3's gathers hide
+    # behind the nodes' compute, and it beats a host optimizer (slower)
+    "zero3": (4, dict(fwd_s=20e-3, bwd_s=40e-3), "gradients", "parameters", ("fsdp/", "fsdp+recompute/")),
+}
+
+
+@pytest.mark.parametrize("case", list(ONLY_FITS))
+def test_search_and_exact_choose_the_level_that_alone_fits_on_the_device(case):
+    """A chain on two GPUs whose memory lies between the peaks of two sharding levels: the exact solver
+    and the MCMC both choose the level that fits (not the optimizer on the host), and its baselines are
+    listed (and, ZeRO-2's case, with ZeRO-1 fixed only a host optimizer fits)."""
     from memflow.cluster import Cluster
     from memflow.search import MeshLimits, SearchContext, search, solve_exact
     from memflow.simulator import Simulator
     from memflow.simulator.synthetic import chain_graph
 
-    P = 64 << 20
-    g = chain_graph(3, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P, fwd_s=1e-3, bwd_s=2e-3,
-                    opt_transient=3 * P)
+    n, kw, over, fits, names = ONLY_FITS[case]
+    g = chain_graph(n, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P_CHAIN, **kw)
     cl = Cluster.for_gpus(2, "v100-16gb")
-    peak = {lv: Simulator(g, cl).evaluate(Strategy(2, 1, [0] * 3, ["keep"] * 3, sharding=[lv])).peak_bytes[0]
-            for lv in ("optimizer", "gradients")}
-    assert peak["gradients"] < peak["optimizer"]
-    cl = cl.with_memory((peak["optimizer"] + peak["gradients"]) // 2)
+    peak = {lv: Simulator(g, cl).evaluate(Strategy(2, 1, [0] * n, ["keep"] * n, sharding=[lv])).peak_bytes[0]
+            for lv in (over, fits)}
+    assert peak[fits] < peak[over]
+    cl = cl.with_memory((peak[over] + peak[fits]) // 2)
     lim = MeshLimits(dp=2)
     ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
     r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
-    assert ex.best.sharding == ["gradients"] and not ex.best.optimizer_on_host[0]
-    assert r.best.sharding == ["gradients"]
+    assert ex.best.sharding == [fits] and not ex.best.optimizer_on_host[0]
+    assert r.best.sharding == [fits]
     assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
-    assert any(name.startswith("zero2+recompute/") for name in r.baselines)
-    # the same search with the level fixed to ZeRO-1 finds nothing without the optimizer on the host
-    r1 = search(lambda mb: g, 8, cl, seed=1, limits=MeshLimits(dp=2, sharding="optimizer"))
-    assert r1.best is None or (r1.best.sharding == ["optimizer"] and r1.best.optimizer_on_host == [True])
-
-
-def test_search_and_exact_choose_zero3_where_only_it_fits_on_the_device():
-    """A parameter-heavy chain on two GPUs whose whole parameters (ZeRO-2 keeps them) overflow a
-    device: ZeRO-3 shards them too, its gathers hidden behind the nodes' compute. The exact solver
-    and the MCMC both choose it over a host optimizer (slower), and the FSDP baselines are listed."""
-    from memflow.cluster import Cluster
-    from memflow.search import MeshLimits, SearchContext, search, solve_exact
-    from memflow.simulator import Simulator
-    from memflow.simulator.synthetic import chain_graph
-
-    P = 64 << 20
-    g = chain_graph(4, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P, fwd_s=20e-3, bwd_s=40e-3)
-    cl = Cluster.for_gpus(2, "v100-16gb")
-    peak = {lv: Simulator(g, cl).evaluate(Strategy(2, 1, [0] * 4, ["keep"] * 4, sharding=[lv])).peak_bytes[0]
-            for lv in ("gradients", "parameters")}
-    assert peak["parameters"] < peak["gradients"]
-    cl = cl.with_memory((peak["gradients"] + peak["parameters"]) // 2)
-    lim = MeshLimits(dp=2)
-    ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
-    r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
-    assert ex.best.sharding == ["parameters"] and not ex.best.optimizer_on_host[0]
-    assert r.best.sharding == ["parameters"]
-    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
-    assert any(name.startswith("fsdp/") for name in r.baselines)
-    assert any(name.startswith("fsdp+recompute/") for name in r.baselines)
+    for prefix in names:
+        assert any(name.startswith(prefix) for name in r.baselines), (prefix, list(r.baselines))
+    if case == "zero2":  # the same search with the level fixed to ZeRO-1 finds nothing without the host optimizer
+        r1 = search(lambda mb: g, 8, cl, seed=1, limits=MeshLimits(dp=2, sharding="optimizer"))
+        assert r1.best is None or (r1.best.sharding == ["optimizer"] and r1.best.optimizer_on_host == [True])
 
 
 def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():

@@ -45,7 +45,7 @@ import torch.distributed as dist
 from ..buckets import grad_buckets
 from ..errors import ConfigError
 
-__all__ = ["ReduceScatterSync", "ELEMENTWISE", "check_elementwise"]
+__all__ = ["ReduceScatterSync", "ELEMENTWISE", "check_elementwise", "flat_grads", "flatten_params"]
 
 #: optimizers whose step updates each element from that element's own state alone
 ELEMENTWISE = ("SGD", "Adam", "AdamW", "Adamax", "Adagrad", "RMSprop", "Rprop", "NAdam", "RAdam", "ASGD")
@@ -59,6 +59,36 @@ def check_elementwise(opt: torch.optim.Optimizer, level: str) -> None:
                           f"or 'none'")
 
 
+def flatten_params(params: list[torch.nn.Parameter], padded: int) -> torch.Tensor:
+    """One flat buffer of ``padded`` elements (zeros past the parameters) holding ``params`` in order;
+    each parameter becomes a view of it (its old storage dies)."""
+    p0 = params[0]
+    flat = torch.zeros(padded, dtype=p0.dtype, device=p0.device)
+    off = 0
+    with torch.no_grad():
+        for p in params:
+            n = p.numel()
+            flat[off:off + n].copy_(p.detach().reshape(-1))
+            p.data = flat[off:off + n].view(p.shape)
+            off += n
+    return flat
+
+
+def flat_grads(params: list[torch.nn.Parameter], pad: int, like: torch.Tensor) -> torch.Tensor:
+    """One new flat tensor of ``params``' gradients (zeros for a parameter without one) and ``pad``
+    zeros (dtype and device of ``like``); the gradients are dropped (the copy is made beside them and
+    then stands in their place: the sync point both ZeRO levels are priced at)."""
+    parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
+             for p in params]
+    if pad > 0:
+        parts.append(torch.zeros(pad, dtype=like.dtype, device=like.device))
+    flat = torch.cat(parts)
+    del parts
+    for p in params:
+        p.grad = None
+    return flat
+
+
 class _Bucket:
     __slots__ = ("x", "params", "numel", "padded", "flat_params", "piece", "grad")
 
@@ -67,16 +97,7 @@ class _Bucket:
         self.params = params
         self.numel = sum(p.numel() for p in params)
         self.padded = -(-self.numel // dp) * dp
-        p0 = params[0]
-        flat = torch.zeros(self.padded, dtype=p0.dtype, device=p0.device)
-        off = 0
-        with torch.no_grad():
-            for p in params:
-                n = p.numel()
-                flat[off:off + n].copy_(p.detach().reshape(-1))
-                p.data = flat[off:off + n].view(p.shape)  # (the old storage dies)
-                off += n
-        self.flat_params = flat
+        flat = self.flat_params = flatten_params(params, self.padded)
         k = self.padded // dp
         self.piece = flat[rank * k:(rank + 1) * k]  # what this rank steps: a view, a leaf
         self.grad: torch.Tensor | None = None
@@ -124,14 +145,7 @@ class ReduceScatterSync:
 
     def _launch(self, b: _Bucket) -> None:
         self._wait()
-        parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
-                 for p in b.params]
-        if b.padded > b.numel:
-            parts.append(torch.zeros(b.padded - b.numel, dtype=b.flat_params.dtype, device=b.flat_params.device))
-        flat = torch.cat(parts)
-        del parts
-        for p in b.params:
-            p.grad = None
+        flat = flat_grads(b.params, b.padded - b.numel, b.flat_params)
         b.grad = torch.empty(b.padded // self.dp, dtype=flat.dtype, device=flat.device)
         if self.gloo:
             work = dist.reduce_scatter(b.grad, list(flat.chunk(self.dp)), group=self.group, async_op=True)

@@ -71,6 +71,7 @@ import torch.distributed as dist
 
 from ..kinds import SHARD_PARAMETERS
 from .grads import BucketedAllReduce
+from .zero import flat_grads, flatten_params
 
 __all__ = ["Zero3Sync", "unit_params"]
 
@@ -99,15 +100,8 @@ class _Unit:
         self.numel = sum(p.numel() for p in params)
         self.padded = -(-self.numel // dp) * dp
         self.k = self.padded // dp
-        p0 = params[0]
-        full = torch.zeros(self.padded, dtype=p0.dtype, device=p0.device)
-        off = 0
+        full = flatten_params(params, self.padded)
         with torch.no_grad():
-            for p in params:
-                n = p.numel()
-                full[off:off + n].copy_(p.detach().reshape(-1))
-                p.data = full[off:off + n].view(p.shape)  # (the old storage dies)
-                off += n
             # what this rank keeps and steps: a leaf tensor of its own (host: in host memory)
             mine = full[rank * self.k:(rank + 1) * self.k]
             if host and full.device.type != "cpu":  # pragma: no cover - needs a GPU
@@ -262,14 +256,7 @@ class Zero3Sync:
 
     def _launch(self, u: _Unit) -> None:
         self._wait()
-        parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
-                 for p in u.params]
-        if u.padded > u.numel:
-            parts.append(torch.zeros(u.padded - u.numel, dtype=u.full.dtype, device=u.full.device))
-        flat = torch.cat(parts)
-        del parts
-        for p in u.params:
-            p.grad = None
+        flat = flat_grads(u.params, u.padded - u.numel, u.full)
         k = u.k
         if self.gloo:  # (a chunk of the other ranks' copies is left undefined: they die)
             works = [dist.reduce(flat[r * k:(r + 1) * k], dst=self.ranks[r], group=self.group, async_op=True)

@@ -140,19 +140,27 @@ def test_zero3_peaks_by_hand():
     assert unit_split(10, 4) == (16, 4) and unit_split(0, 4) == (0, 0)
 
 
+def _tied_chain(Q: int):
+    """Three nodes with a parameter of ``Q`` bytes each; ``w0`` tied: read by the last node too."""
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS
+
+    g = chain_graph(3, act_bytes=1000, saved_bytes=1000, param_bytes=Q, fwd_s=1 * MS, bwd_s=2 * MS)
+    for k, nd in enumerate(g.nodes):
+        nd.param_names = nd.read_params = [f"w{k}"]
+    g.nodes[2].read_params = ["w2", "w0"]
+    g.params = {f"w{k}": [Q, Q, 2 * Q, k] for k in range(3)}
+    return g
+
+
 def test_zero3_keeps_parameters_several_nodes_read_whole():
     """A parameter read by two nodes (a tied embedding) is no node's unit: every rank holds it whole,
     and its gradient is all-reduced (as without sharding); the others are sharded."""
     from memflow.simulator import Simulator
-    from memflow.simulator.synthetic import chain_graph
-    from tests.test_simulator import MS, make_cluster
+    from tests.test_simulator import make_cluster
 
     Q = 10**6
-    g = chain_graph(3, act_bytes=1000, saved_bytes=1000, param_bytes=Q, fwd_s=1 * MS, bwd_s=2 * MS)
-    for k, nd in enumerate(g.nodes):
-        nd.param_names = nd.read_params = [f"w{k}"]
-    g.nodes[2].read_params = ["w2", "w0"]  # w0 tied: read by the last node too
-    g.params = {f"w{k}": [Q, Q, 2 * Q, k] for k in range(3)}
+    g = _tied_chain(Q)
     sim = Simulator(g, make_cluster(2))
     z = sim.stage(0, 3).model
     assert [u[0] for u in z.z3.units] == [0, Q, Q] and z.z3.rest_grads == ((Q,), (), ())
@@ -345,15 +353,10 @@ def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():
     the buckets, and stepped whole by every rank under ZeRO-2 (memflow.executor.zero): its state
     and its step's temporaries are not sliced."""
     from memflow.simulator import Simulator
-    from memflow.simulator.synthetic import chain_graph
-    from tests.test_simulator import MS, make_cluster
+    from tests.test_simulator import make_cluster
 
     Q = 10**6
-    g = chain_graph(3, act_bytes=1000, saved_bytes=1000, param_bytes=Q, fwd_s=1 * MS, bwd_s=2 * MS)
-    for k, nd in enumerate(g.nodes):
-        nd.param_names = nd.read_params = [f"w{k}"]
-    g.nodes[2].read_params = ["w2", "w0"]  # w0 tied: read on the last node too
-    g.params = {f"w{k}": [Q, Q, 2 * Q, k] for k in range(3)}
+    g = _tied_chain(Q)
     g.opt_transient_bytes = 3 * Q + 2 * Q  # every gradient + AdamW's one-tensor temporaries (2× the largest)
     sim = Simulator(g, make_cluster(4, kind="cpu"))
     z = sim.stage(0, 2).model

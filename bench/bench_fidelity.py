@@ -55,6 +55,16 @@ def _strategy(kind: str, n: int) -> Strategy:
         off = kind.endswith("offload")
         return Strategy.from_boundaries(n, half, dp=2, microbatches=2, sharding=["parameters"] * 2,
                                         optimizer_on_host=[off] * 2, params_on_host=[off] * 2)
+    if kind == "tp2":  # tensor parallel over two ranks (memflow.graph.tp)
+        return Strategy.single(n).copy(tp=2)
+    if kind == "tp2-rec-m2":  # tensor parallel, every other node recomputed (the replay runs the collectives
+        # again), two micro-batches
+        return Strategy(dp=1, pp=1, stage_of=[0] * n, actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)],
+                        microbatches=2, tp=2)
+    if kind == "dp2-tp2":  # four ranks: two data-parallel replicas of a two-rank tensor-parallel group
+        return Strategy.single(n, dp=2).copy(tp=2)
+    if kind == "pp2-tp2":  # four ranks: two pipeline stages, each a two-rank tensor-parallel group
+        return Strategy.from_boundaries(n, half, dp=1, microbatches=2, tp=2)
     if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, optimizer_on_host=[True])
     if kind == "pp2":
@@ -137,11 +147,13 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     probe = _strategy(kind, 2)
     ndev = probe.num_devices
     cl = Cluster.load(f"cpu-{ndev}")
-    src = GraphSource(spec, cl)
+    src = GraphSource(spec, cl, tp=probe.tp)
     n = src(batch).n if ndev == 1 else None
     st = _strategy(kind, n or src.all([batch // (probe.dp * probe.microbatches)])[
         batch // (probe.dp * probe.microbatches)].n)
     g = src(st.microbatch_size(batch))
+    if st.tp > 1:
+        st = st.copy(partitioning=[nd.partitioning for nd in g.nodes])
     from memflow.simulator import Simulator
 
     ev = Simulator(g, cl).evaluate(st, detail=True)

@@ -186,6 +186,9 @@ class Cluster:
     host_link_shared: bool
     host_memory_bytes: int
     description: str = ""
+    # devices per tensor-parallel group this cluster stands for (grouped): each of its devices is
+    # ``group`` real devices of one machine running a stage replica together (one rank's figures)
+    group: int = 1
 
     def __post_init__(self) -> None:
         where = f"cluster {self.name!r}"
@@ -256,6 +259,23 @@ class Cluster:
             )
         name = self.name if n == self.num_devices else f"{self.name}[{n}]"
         return dataclasses.replace(self, name=name, num_nodes=nodes, devices_per_node=per)
+
+    def grouped(self, tp: int) -> "Cluster":
+        """The cluster as a tensor-parallel plan sees it: each group of ``tp`` neighbouring devices
+        of one machine is one device (with one device's memory: every figure is one rank's). The
+        host link's share and the host memory per group shrink by ``tp``: the group's ranks each
+        use theirs."""
+        if tp == self.group:
+            return self
+        if self.group != 1:
+            raise ConfigError(f"cluster {self.name!r} is already grouped by {self.group}")
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or self.devices_per_node % tp:
+            raise ConfigError(f"tp {tp} must divide the {self.devices_per_node} devices of a machine "
+                              f"(a tensor-parallel group stays inside one machine)")
+        host = (Link(self.host_link.bandwidth / tp, self.host_link.latency) if self.host_link_shared
+                else self.host_link)
+        return dataclasses.replace(self, name=f"{self.name}/tp{tp}", devices_per_node=self.devices_per_node // tp,
+                                   host_link=host, host_memory_bytes=self.host_memory_bytes // tp, group=tp)
 
     def summary(self) -> str:
         """A few lines describing the cluster with units."""

@@ -169,6 +169,9 @@ class ModelSpec:
     batch_size: int = DEFAULT_BATCH_SIZE
     env_vars: tuple[str, ...] = ()  # the file's ENV (and KNOBS'): environment variables it reads besides MEMFLOW_*
     knobs: dict[str, Any] = field(default_factory=dict)  # the file's KNOBS: knob -> env var (or {env, min, step})
+    # the tensor-parallel degree its step is captured for (memflow.graph.tp): a program of tp > 1 is
+    # one rank's share of every split node; set by the planner, not by the file
+    tp: int = 1
 
     # -- construction -------------------------------------------------------
     def build(self) -> nn.Module:

@@ -20,6 +20,7 @@ from .errors import ConfigError, ModelLoadError, PlanMismatchError
 from .gcfreeze import freeze, long_lived, paused_collection
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
+from .graph.tp import REPLICATED
 from .kinds import SELECTIVE
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
 from .modelenv import applied, file_sha256, model_env
@@ -111,7 +112,9 @@ class GraphSource:
     """Costed task graphs per micro-batch size for one model, precision and device (cached)."""
 
     def __init__(self, spec: ModelSpec, cluster: Cluster, *, dtype: str = "fp32", granularity: Any = "auto",
-                 progress: Progress = SILENT, cache: bool = True, measure: bool | None = None):
+                 progress: Progress = SILENT, cache: bool = True, measure: bool | None = None, tp: int = 1):
+        # tp > 1: every graph is one tensor-parallel rank's share of the step (memflow.graph.tp)
+        spec = dataclasses.replace(spec, tp=tp) if tp != spec.tp else spec
         self.spec, self.cluster, self.dtype, self.granularity = spec, cluster, dtype, granularity
         self.progress, self.cache = progress, cache
         # None: measured on cpu-N, predicted for a named GPU; True: measured on this host's GPU too
@@ -237,8 +240,9 @@ def search_problem(model: Any, example_batch: Callable | None = None, loss_fn: C
     req = _request(model, example_batch, loss_fn, options)
     spec, cl, usable, B = _resolve(req)
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, cache=req.cache,
-                         measure=req.measure or None)
-    return source.all(micro_batch_sizes(B, cl.num_devices, request_limits(req))), B, usable
+                         measure=req.measure or None, tp=req.tp)
+    usable = usable.grouped(req.tp)
+    return source.all(micro_batch_sizes(B, usable.num_devices, request_limits(req))), B, usable
 
 
 def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | None = None, *,
@@ -271,24 +275,27 @@ def plan_request(req: PlanRequest, *, progress: Progress = SILENT) -> Plan:
 
 def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=progress,
-                         cache=req.cache, measure=req.measure or None)
+                         cache=req.cache, measure=req.measure or None, tp=req.tp)
     limits = request_limits(req)
-    sizes = micro_batch_sizes(B, cl.num_devices, limits)
+    grouped = usable.grouped(req.tp)  # (tp > 1: a device per tensor-parallel group; ConfigError if it cannot)
+    sizes = micro_batch_sizes(B, grouped.num_devices, limits)
     graphs = source.all(sizes)
+    if req.tp > 1:
+        check_tp(graphs[sizes[0]], spec.name, req.tp)
     freeze()
     n_chain = req.iterations or (None if req.time_budget_s else default_iterations(graphs[sizes[0]].n))
     what = (f"searching {cl.num_devices} × {cl.device.name} ({len(sizes)} micro-batch sizes, seed {req.seed}"
             + (f", {req.time_budget_s:g} s budget" if req.time_budget_s else "") + "), first chain")
     # two processes where there are two cores: the plan is the same (search/api.py), sooner
     with paused_collection(), search_progress(progress, what, n_chain) as cb:  # (freed by reference counting)
-        res = search(graphs, B, usable, seed=req.seed, iterations=req.iterations, time_budget_s=req.time_budget_s,
+        res = search(graphs, B, grouped, seed=req.seed, iterations=req.iterations, time_budget_s=req.time_budget_s,
                      limits=limits, processes=min(2, os.cpu_count() or 1), progress=cb)
     best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
     progress.note(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains): {best_s}")
     best: Strategy | None = res.best
     proof = None
     if best is None:
-        proof = prove_no_fit(graphs, B, usable, progress, limits)
+        proof = prove_no_fit(graphs, B, grouped, progress, limits)
         if proof and proof.best is not None:
             best = proof.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
@@ -296,6 +303,8 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
     if best is None:
         raise ConfigError("the search returned no strategy at all")
     graph = graphs[best.microbatch_size(B)]
+    if req.tp > 1:
+        best = best.copy(tp=req.tp, partitioning=[nd.partitioning for nd in graph.nodes])
     sim = Simulator(graph, usable).evaluate(best, detail=True)
     on_file = str(spec.path) != "<module>"
     return Plan(
@@ -318,7 +327,7 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
             iterations=int(res.iterations), search_seconds=float(res.seconds),
             cost_source=graph.time_source, torch=torch.__version__,
             dp=req.dp, pp=req.pp, microbatches=req.microbatches, max_microbatches=req.max_microbatches,
-            sharding=req.sharding, offload=req.offload,
+            sharding=req.sharding, offload=req.offload, tp=req.tp,
         ),
     )
 
@@ -333,6 +342,14 @@ def prediction(sim: SimResult, batch_size: int, strategy: Strategy) -> Predictio
         samples_per_s=batch_size / sim.step_time_s if sim.step_time_s > 0 else 0.0,
         breakdown=[MemoryBreakdown.from_sim(b) for b in sim.breakdown],
     )
+
+
+def check_tp(graph: TaskGraph, name: str, tp: int) -> None:
+    """A ConfigError unless some node of ``graph`` splits across the tensor-parallel group."""
+    if all(nd.partitioning == REPLICATED for nd in graph.nodes):
+        raise ConfigError(f"--tp {tp}: no node of {name} splits across a tensor-parallel group (tensor parallelism "
+                          f"splits pairs of linear layers, as in a transformer block's attention and MLP); "
+                          f"plan it without --tp")
 
 
 EXACT_PROOF_NODES = 8  # where the search finds nothing that fits, graphs this small are solved exactly
@@ -378,7 +395,7 @@ def check_model(p: Plan, spec: ModelSpec | None = None) -> None:
     spec = spec or _plan_spec(p)
     st = p.settings
     captured, _, _, model = capture_program(spec, p.micro_batch_size, granularity=st.granularity, dtype=st.dtype)
-    fp = fingerprint(model, captured, p.micro_batch_size, st.dtype, st.granularity)
+    fp = fingerprint(model, captured, p.micro_batch_size, st.dtype, st.granularity, p.strategy.tp)
     if fp != p.fingerprint:
         what = "its nodes differ" if captured.names != p.node_names else "its parameters or batch shapes differ"
         if p.model_sha256:
@@ -396,7 +413,7 @@ def plan_graph(p: Plan, cache: bool = True, progress: Progress = SILENT) -> Task
         check_model(p, spec)
         st = p.settings
         source = GraphSource(spec, p.get_cluster(), dtype=st.dtype, granularity=st.granularity, cache=cache,
-                             measure=st.measure or None, progress=progress)
+                             measure=st.measure or None, progress=progress, tp=p.strategy.tp)
         return source.all([p.micro_batch_size])[p.micro_batch_size]
 
 

@@ -65,6 +65,7 @@ class PlanRequest:
     max_microbatches: int | None = None  # a bound on them (default 32)
     sharding: str | None = None  # every stage's sharding level (memflow.kinds.Sharding)
     offload: str | None = None  # what every stage keeps in host memory (memflow.kinds.Offload)
+    tp: int = 1  # tensor-parallel degree (memflow.graph.tp): the devices of a machine that run one replica
     cli: InitVar[bool] = False  # name fields as the command line's flags in errors
 
     def __post_init__(self, cli: bool) -> None:
@@ -101,7 +102,7 @@ class PlanRequest:
         t = self.time_budget_s
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not (t > 0 and math.isfinite(t))):
             raise ConfigError(f"{name('time_budget_s')} must be a positive number of seconds, got {t!r}")
-        for f in ("iterations", "dp", "pp", "microbatches", "max_microbatches"):
+        for f in ("iterations", "dp", "pp", "microbatches", "max_microbatches", "tp"):
             if getattr(self, f) is not None:
                 check_positive_int(getattr(self, f), name(f))
         if self.microbatches is not None and self.max_microbatches is not None and \

@@ -25,6 +25,15 @@ read back into the two; a record without ``offload`` reads as before.
 Older plans' ``shard_state`` (a flag per stage, ZeRO-1) is read as
 ``optimizer`` / ``none``.
 The global batch is split into ``dp`` shards, each into ``microbatches``.
+
+Tensor parallelism: ``tp`` ranks run every stage replica together, each with its
+share of every split node (:mod:`memflow.graph.tp`); ``partitioning[k]`` is node
+``k``'s (``megatron`` or ``replicated``; empty: all replicated), derived from the
+captured graph, not searched. The ``tp`` ranks of one replica are neighbours: rank
+``r`` is tensor-parallel rank ``r % tp`` of virtual device ``r // tp``, which runs
+stage ``(r // tp) // dp`` as data-parallel rank ``(r // tp) % dp`` (so a tensor-parallel
+group sits inside one machine). Plain data omit ``tp`` and ``partitioning`` at 1 and
+empty, so a record without them reads as before.
 """
 from __future__ import annotations
 
@@ -88,6 +97,8 @@ class Strategy:
     sharding: list[Sharding] = field(default_factory=list)
     optimizer_on_host: list[bool] = field(default_factory=list)
     params_on_host: list[bool] = field(default_factory=list)
+    tp: int = 1
+    partitioning: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.sharding:
@@ -128,7 +139,15 @@ class Strategy:
     # -------------------------------------------------------------- queries
     @property
     def num_devices(self) -> int:
-        return self.dp * self.pp
+        return self.dp * self.pp * self.tp
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """(stage, data-parallel rank, tensor-parallel rank) of ``rank``."""
+        v = rank // self.tp
+        return v // self.dp, v % self.dp, rank % self.tp
+
+    def rank_of(self, stage: int, dp_rank: int, tp_rank: int = 0) -> int:
+        return (stage * self.dp + dp_rank) * self.tp + tp_rank
 
     def stage_nodes(self, s: int) -> list[int]:
         return [k for k, st in enumerate(self.stage_of) if st == s]
@@ -138,10 +157,10 @@ class Strategy:
         return [k for k in range(1, len(self.stage_of)) if self.stage_of[k] != self.stage_of[k - 1]]
 
     def device_of(self, stage: int, dp_rank: int) -> int:
-        return stage * self.dp + dp_rank
+        return self.rank_of(stage, dp_rank)
 
     def stage_of_device(self, device: int) -> int:
-        return device // self.dp
+        return self.coords(device)[0]
 
     def copy(self, **changes: Any) -> "Strategy":
         d = asdict(self)
@@ -157,6 +176,7 @@ class Strategy:
         return (
             self.dp, self.pp, tuple(self.stage_of), tuple(self.actions), self.microbatches,
             self.schedule, tuple(self.sharding), tuple(self.optimizer_on_host), tuple(self.params_on_host),
+            self.tp,
         )
 
     def digest(self) -> str:
@@ -166,12 +186,15 @@ class Strategy:
     # ----------------------------------------------------------- validation
     def validate(self, n_nodes: int, n_devices: int | None = None, batch_size: int | None = None) -> None:
         """Raise :class:`StrategyError` with the arithmetic when invalid."""
-        if self.dp < 1 or self.pp < 1:
-            raise StrategyError(f"dp and pp must be >= 1, got dp {self.dp}, pp {self.pp}")
-        if n_devices is not None and self.dp * self.pp != n_devices:
+        if self.dp < 1 or self.pp < 1 or self.tp < 1:
+            raise StrategyError(f"dp, pp and tp must be >= 1, got dp {self.dp}, pp {self.pp}, tp {self.tp}")
+        if n_devices is not None and self.num_devices != n_devices:
+            tp = f" × tp {self.tp}" if self.tp > 1 else ""
             raise StrategyError(
-                f"dp {self.dp} × pp {self.pp} = {self.dp * self.pp} devices, cluster has {n_devices}"
+                f"dp {self.dp} × pp {self.pp}{tp} = {self.num_devices} devices, cluster has {n_devices}"
             )
+        if self.partitioning and len(self.partitioning) != n_nodes:
+            raise StrategyError(f"strategy.partitioning covers {len(self.partitioning)} nodes, graph has {n_nodes}")
         if len(self.stage_of) != n_nodes or len(self.actions) != n_nodes:
             raise StrategyError(
                 f"strategy covers {len(self.stage_of)} stages / {len(self.actions)} actions, graph has {n_nodes} nodes"
@@ -224,6 +247,10 @@ class Strategy:
         d = asdict(self)
         del d["params_on_host"]
         d["offload"] = self.offload
+        if self.tp == 1:
+            del d["tp"]
+        if not self.partitioning:
+            del d["partitioning"]
         return d
 
     plain_data = to_dict  # (memflow.typed.to_data: plan files and JSON show ``offload``)
@@ -246,7 +273,8 @@ class Strategy:
     def summary(self) -> str:
         n_re = self.actions.count(RECOMPUTE)
         n_sw = self.actions.count(SWAP)
-        out = (f"dp {self.dp} × pp {self.pp}, {self.microbatches} micro-batch(es), {self.schedule}, "
+        tp = f" × tp {self.tp}" if self.tp > 1 else ""
+        out = (f"dp {self.dp} × pp {self.pp}{tp}, {self.microbatches} micro-batch(es), {self.schedule}, "
                f"{n_re} recompute, {n_sw} swap")
         n_sel = self.actions.count(SELECTIVE)
         if n_sel:

@@ -17,6 +17,7 @@ from memflow.graph.record import TaskGraph
 from memflow.schedule import inflight
 from memflow.kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from memflow.strategy import ACTIONS, SWAP, Strategy
+from memflow.errors import StrategyError
 from memflow.units import format_bytes
 
 from memflow.buckets import grad_buckets
@@ -27,6 +28,7 @@ from .layout import StageLayout, build_layout
 from .stage import StageEval, StageModel, stage_peak
 from .window import BufferWindow
 from .zero3 import zero3_facts
+from .tp import expand_devices, with_tp_comm
 
 __all__ = ["Simulator", "simulate", "StageSpec", "StrategyShape", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
 
@@ -155,6 +157,12 @@ class Simulator:
 
     def __init__(self, graph: TaskGraph, cluster, *, bucket_bytes: int = BUCKET_BYTES,
                  host_mem_bandwidth: float = HOST_MEM_BANDWIDTH, cache_size: int = 200_000):
+        if graph.tp > 1:  # one rank's figures, on a device per tensor-parallel group (simulator.tp)
+            if cluster.group != graph.tp:
+                cluster = cluster.grouped(graph.tp)
+            if not graph.meta.get("tp_comm"):
+                graph = with_tp_comm(graph, cluster.intra_link)
+                graph.meta = dict(graph.meta, tp_comm=True)
         self.graph = graph
         self.cluster = cluster
         self.n = graph.n
@@ -535,7 +543,9 @@ class Simulator:
 
     def validate(self, st: Strategy) -> None:
         """Raise :class:`~memflow.errors.StrategyError` (with the arithmetic) for an invalid strategy."""
-        st.validate(self.n, self.cluster.num_devices)
+        if st.tp not in (1, self.graph.tp):
+            raise StrategyError(f"strategy tp {st.tp}: the graph was captured for tp {self.graph.tp}")
+        st.validate(self.n, self.cluster.num_devices * st.tp)
 
     # -------------------------------------------------------------- evaluate
     def evaluate(self, strategy: Strategy, detail: bool = False):
@@ -543,7 +553,8 @@ class Simulator:
         figures, with the per-phase memory split, the recorded schedule's ops and the events."""
         self.validate(strategy)
         stg = self._stages(strategy, detail)
-        return self._combine(strategy, stg, detail)
+        res = self._combine(strategy, stg, detail)
+        return _per_rank(res, strategy.tp) if strategy.tp > 1 else res
 
     def evaluate_delta(self, base: Strategy, new: Strategy, base_stages: _Stages | None = None):
         """Evaluate ``new`` re-using ``base``'s per-stage results (``base_stages``, from
@@ -805,3 +816,13 @@ class Simulator:
 def simulate(graph: TaskGraph, strategy: Strategy, cluster) -> SimResult:
     """Simulate one training step of ``strategy`` and return the full :class:`SimResult`."""
     return Simulator(graph, cluster).evaluate(strategy, detail=True)
+
+
+def _per_rank(res, tp: int):
+    """A result per grouped device as one per real device (rank ``v·tp + t`` of group ``v``)."""
+    res.peak_bytes = expand_devices(res.peak_bytes, tp)
+    if isinstance(res, SimResult):
+        for name in ("capacity_bytes", "breakdown", "memory_curve", "busy", "end_s"):
+            setattr(res, name, expand_devices(getattr(res, name), tp))
+        res.events = [(d * tp + t, *rest) for d, *rest in res.events for t in range(tp)]
+    return res

@@ -23,7 +23,7 @@ def request_from_args(a: argparse.Namespace) -> PlanRequest:
                        time_budget_s=a.time_budget, iterations=a.iterations, headroom=a.headroom, measure=a.measure,
                        cache=not a.no_cache, dp=a.dp, pp=a.pp, microbatches=a.microbatches,
                        max_microbatches=a.max_microbatches, sharding=a.sharding, offload=a.offload,
-                       cli=True)
+                       tp=a.tp, cli=True)
 
 
 def main(a: argparse.Namespace) -> int:

@@ -1,6 +1,10 @@
 """One rank's pipeline stage: its nodes, parameters, links and micro-batch passes.
 
-Rank ``r`` runs stage ``r // dp`` as data-parallel rank ``r % dp``. The stage
+Rank ``r`` runs stage ``r // dp`` as data-parallel rank ``r % dp``; with tensor
+parallelism, tensor-parallel rank ``r % tp`` of the group ``r // tp``, which runs
+stage ``(r // tp) // dp`` as data-parallel rank ``(r // tp) % dp``
+(:meth:`memflow.strategy.Strategy.coords`): the data-parallel groups and the
+links between stages join the ranks of one tensor-parallel index. The stage
 keeps the nodes ``[lo, hi)`` of the captured :class:`StepProgram` and the
 parameters they read (the split graph's ``get_attr`` values and any
 parameters inside node modules), and the model state they hold that no node
@@ -39,8 +43,9 @@ def optimizer_kwargs(opt: torch.optim.Optimizer) -> dict[str, Any]:
 
 
 def build_groups(program: StepProgram, stage_of: list[int], dp: int, pp: int, rank: int,
-                 timeout: timedelta) -> tuple[Any, dict[int, Any], dict[int, tuple[int, ...]]]:
-    """Create (on every rank, in one order) the dp groups and the tied-weight groups.
+                 timeout: timedelta, tp: int = 1) -> tuple[Any, dict[int, Any], dict[int, tuple[int, ...]]]:
+    """Create (on every rank, in one order) the dp groups, the tied-weight groups and (tp > 1) the
+    tensor-parallel groups, whose process group this rank's program gets.
 
     Returns (this rank's dp group, {id(param): group} for this rank's shared
     params, {id(param): stages reading it}).
@@ -53,18 +58,26 @@ def build_groups(program: StepProgram, stage_of: list[int], dp: int, pp: int, ra
                 v = program.attr_value(a)
                 stages_of.setdefault(id(v), set()).add(stage_of[k])
                 objs[id(v)] = v
-    my_stage = rank // dp
+    my_stage, my_t = rank // tp // dp, rank % tp
     dp_group = None
     for s in range(pp):
-        g = dist.new_group([s * dp + d for d in range(dp)], timeout=timeout)
-        if s == my_stage:
-            dp_group = g
+        for t in range(tp):
+            g = dist.new_group([(s * dp + d) * tp + t for d in range(dp)], timeout=timeout)
+            if s == my_stage and t == my_t:
+                dp_group = g
+    if tp > 1:
+        for v in range(pp * dp):
+            g = dist.new_group([v * tp + t for t in range(tp)], timeout=timeout)
+            if v == rank // tp:
+                program.tp.group = g
     keys = sorted({tuple(sorted(st)) for pid, st in stages_of.items()
                    if len(st) > 1 and isinstance(objs[pid], torch.nn.Parameter) and objs[pid].requires_grad})
     by_key = {}
     for key in keys:
-        g = dist.new_group([s * dp + d for s in key for d in range(dp)], timeout=timeout)
-        by_key[key] = g
+        for t in range(tp):
+            g = dist.new_group([(s * dp + d) * tp + t for s in key for d in range(dp)], timeout=timeout)
+            if t == my_t:
+                by_key[key] = g
     shared: dict[int, Any] = {}
     for pid, st in stages_of.items():
         key = tuple(sorted(st))
@@ -78,10 +91,10 @@ class Stage:
 
     def __init__(self, program: StepProgram, stage_of: list[int], actions: list[str], rank: int, dp: int,
                  pp: int, microbatches: int, device: torch.device, timeout: timedelta, bucket_cap: int,
-                 sharding: str = SHARD_NONE, params_host: bool = False):
+                 sharding: str = SHARD_NONE, params_host: bool = False, tp: int = 1):
         self.program = program
-        self.rank, self.dp, self.pp = rank, dp, pp
-        self.stage, self.dp_rank = rank // dp, rank % dp
+        self.rank, self.dp, self.pp, self.tp = rank, dp, pp, tp
+        self.stage, self.dp_rank, self.tp_rank = rank // tp // dp, rank // tp % dp, rank % tp
         self.m = microbatches
         self.device = device
         nodes = [k for k, s in enumerate(stage_of) if s == self.stage]
@@ -117,7 +130,7 @@ class Stage:
         self.reads_input = [p in read for p in program.placeholders]  # batch inputs this stage reads
 
         # ---- groups (every rank creates all of them, in the same order)
-        self.dp_group, shared_groups, _ = build_groups(program, stage_of, dp, pp, rank, timeout)
+        self.dp_group, shared_groups, _ = build_groups(program, stage_of, dp, pp, rank, timeout, tp)
         shared_by_group: dict[int, tuple[list, Any]] = {}
         for p in self.params:
             g = shared_groups.get(id(p))
@@ -155,9 +168,9 @@ class Stage:
             self.sync = BucketedAllReduce(owned, self.dp_group, dp, bucket_cap)
 
         # ---- links to neighbouring stages
-        self.prev = StageLink((self.stage - 1) * dp + self.dp_rank, program.values_crossing(self.lo), device) \
+        self.prev = StageLink(self._rank_of(self.stage - 1), program.values_crossing(self.lo), device) \
             if not self.first else None
-        self.next = StageLink((self.stage + 1) * dp + self.dp_rank, program.values_crossing(self.hi), device) \
+        self.next = StageLink(self._rank_of(self.stage + 1), program.values_crossing(self.hi), device) \
             if not self.last else None
         self.keep = set(self.next.names) if self.next else set()
 
@@ -166,6 +179,10 @@ class Stage:
         self.wrap = make_wrap(actions, self.swapper)
         self.states: dict[int, tuple[list, Any]] = {}
         self.losses: list[torch.Tensor] = []
+
+    def _rank_of(self, stage: int) -> int:
+        """The rank of ``stage`` with this rank's data- and tensor-parallel indices."""
+        return (stage * self.dp + self.dp_rank) * self.tp + self.tp_rank
 
     def attach_memory(self, live) -> None:
         self.live = live

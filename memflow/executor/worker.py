@@ -14,6 +14,7 @@ is not finite stops it at the step where it appears. Progress events go to
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -93,8 +94,9 @@ def run_device(kind: str, local_rank: int) -> torch.device:
 
 def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunReport | None:
     strat = cfg.strategy
-    if world != strat.dp * strat.pp:
-        raise ConfigError(f"dp {strat.dp} × pp {strat.pp} = {strat.dp * strat.pp} ranks, launched {world}")
+    if world != strat.num_devices:
+        tp = f" × tp {strat.tp}" if strat.tp > 1 else ""
+        raise ConfigError(f"dp {strat.dp} × pp {strat.pp}{tp} = {strat.num_devices} ranks, launched {world}")
     device = run_device(cfg.device, local_rank)
     cuda = device.type == "cuda"
     if cuda:  # pragma: no cover - needs a GPU
@@ -103,17 +105,23 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     started = time.perf_counter()
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
 
-    spec = load_model_file(cfg.model_file, guard=False)  # the launcher loaded it (guarded) first
+    # (with tensor parallelism, this rank's share of every split node: memflow.graph.tp)
+    spec = dataclasses.replace(load_model_file(cfg.model_file, guard=False), tp=strat.tp)  # (loaded, guarded, before)
     mb = strat.microbatch_size(cfg.batch_size)
     # captured on the device it runs on: the export bakes device constants (masks, positions) in
     captured, program, _, model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,
-                                                   seed=cfg.seed, device=device, dtype=cfg.dtype)
+                                                   seed=cfg.seed, device=device, dtype=cfg.dtype,
+                                                   tp_rank=strat.coords(rank)[2])
     _check_names(cfg.node_names, captured.names, cfg.model_file)
     strat.validate(program.n, world, cfg.batch_size)
+    if strat.partitioning and program.partitioning and strat.partitioning != program.partitioning:
+        raise ExecutionError(f"the plan's node partitioning {strat.partitioning} is not the one found on the model's "
+                             f"graph {program.partitioning}; re-run `memflow plan`")
 
+    my_stage = strat.coords(rank)[0]
     stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
-                  device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(rank // strat.dp),
-                  params_host=strat.params_host(rank // strat.dp))
+                  device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(my_stage),
+                  params_host=strat.params_host(my_stage), tp=strat.tp)
     # the optimizer steps the stage's parameters in the model's order, as the profiler traced it
     opt = StageOptimizer(spec, in_model_order(model, stage.params),
                          shard=strat.sharded(stage.stage) != SHARD_NONE,
@@ -140,7 +148,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
 
     # the first rank of the last stage sees the loss: it reports the steps
     progress = ProgressLog(cfg.progress_file)
-    reporter = stage.last and stage.dp_rank == 0
+    reporter = stage.last and stage.dp_rank == 0 and stage.tp_rank == 0
 
     # ---- resume
     start = 0

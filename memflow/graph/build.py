@@ -21,21 +21,33 @@ from ..kinds import TRAIN_DTYPES
 from .capture import Captured, split_step
 from .diagnose import quiet_fake
 from .program import StepProgram
+from .tp import TPGroup, apply_tp
 from .training import autocast
 
-__all__ = ["capture_program", "fingerprint", "model_signature", "DTYPES"]
+__all__ = ["capture_program", "program_of", "fingerprint", "model_signature", "DTYPES"]
 
 DTYPES = TRAIN_DTYPES
 
 
+def program_of(captured: Captured, tp: int = 1, tp_rank: int = 0) -> StepProgram:
+    """The node program of a captured step; with ``tp`` > 1, rank ``tp_rank``'s share of it
+    (:func:`memflow.graph.tp.apply_tp`; its group's process group is set by whoever runs it)."""
+    program = StepProgram(captured.split, captured.unread)
+    if tp > 1:
+        program.tp = TPGroup(tp, tp_rank)
+        program.partitioning = apply_tp(program, program.tp)
+    return program
+
+
 def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "auto", fake: bool = True,
-                    dtype: str = "fp32", seed: int = 0,
-                    device: Any = None) -> tuple[Captured, StepProgram, Any, torch.nn.Module]:
+                    dtype: str = "fp32", seed: int = 0, device: Any = None,
+                    tp_rank: int = 0) -> tuple[Captured, StepProgram, Any, torch.nn.Module]:
     """Build the model and a batch (fake or real), capture and split the step.
 
     ``device`` (real tensors only): the model and batch are moved there before the
     export, which bakes device constants (masks, position ids) into the program;
     they are built on the CPU first, so every device starts from the same weights.
+    With ``spec.tp`` > 1 the program is tensor-parallel rank ``tp_rank``'s (:func:`program_of`).
     Returns (captured, program, fake mode or None, model).
     """
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
@@ -52,7 +64,9 @@ def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "aut
             lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, batch)
     with autocast(dtype, on):
         captured = split_step(spec, model, batch, granularity)
-    return captured, StepProgram(captured.split, captured.unread), mode, model
+    with ctx if mode is not None else contextlib.nullcontext():
+        program = program_of(captured, getattr(spec, "tp", 1), tp_rank)
+    return captured, program, mode, model
 
 
 def model_signature(model: torch.nn.Module) -> str:
@@ -65,8 +79,10 @@ def model_signature(model: torch.nn.Module) -> str:
     return hashlib.sha256(json.dumps(rec).encode()).hexdigest()[:20]
 
 
-def fingerprint(model: torch.nn.Module, captured: Captured, batch_size: int, dtype: str, granularity: Any) -> str:
-    """A stable hash of model structure + batch shapes + precision + node cut."""
+def fingerprint(model: torch.nn.Module, captured: Captured, batch_size: int, dtype: str, granularity: Any,
+                tp: int = 1) -> str:
+    """A stable hash of model structure + batch shapes + precision + node cut (+ tensor-parallel
+    degree, where there is one)."""
     h = hashlib.sha256()
     rec = {
         "params": [(n, list(p.shape), str(p.dtype)) for n, p in model.named_parameters()],
@@ -78,5 +94,7 @@ def fingerprint(model: torch.nn.Module, captured: Captured, batch_size: int, dty
         "dtype": dtype,
         "granularity": str(granularity),
     }
+    if tp > 1:
+        rec["tp"] = tp
     h.update(json.dumps(rec, sort_keys=True).encode())
     return h.hexdigest()[:20]

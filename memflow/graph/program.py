@@ -81,6 +81,10 @@ class StepProgram:
         self.split = split
         # model state no node reads, (name, owner node, tensor) (Captured.unread): held all the same
         self.unread = list(unread)
+        # tensor parallelism (memflow.graph.tp.apply_tp): the group's collectives and each node's
+        # partitioning; None / empty: the program is the whole step
+        self.tp: Any = None
+        self.partitioning: list[str] = []
         self.placeholders: list[str] = []
         self.calls: list[NodeCall] = []
         self.loss_name = ""

@@ -104,6 +104,14 @@ class Node:
     sel_replay_bytes_accessed: float = 0.0
     sel_replay_ops: int = 0
     sel_replay_time_s: float = -1.0
+    # tensor parallelism (TaskGraph.tp > 1; memflow.graph.tp): how the node is split over the group
+    # ("megatron" or "replicated") and what its collectives move per rank: all-reduces in its forward
+    # (after each row-split linear) and in its backward (the column-split linears' input gradients)
+    partitioning: str = "replicated"
+    tp_fwd_bytes: int = 0
+    tp_fwd_collectives: int = 0
+    tp_bwd_bytes: int = 0
+    tp_bwd_collectives: int = 0
 
 
 @dataclass
@@ -156,6 +164,8 @@ class TaskGraph:
     fingerprint: str = ""
     # parameter/buffer name -> [bytes, grad bytes, optimizer-state bytes, owner node]
     params: dict[str, list[int]] = field(default_factory=dict)
+    # the tensor-parallel degree the step was captured for: every figure is one rank's of that group
+    tp: int = 1
     meta: dict[str, Any] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- shape

@@ -14,6 +14,7 @@ import torch
 
 from ..errors import CaptureError
 from ..kinds import TRAIN_DTYPES
+from .tp import origin_of
 
 __all__ = ["unique_params", "in_model_order", "opt_params", "grad_meta", "dense_grad", "casts", "autocast"]
 
@@ -34,7 +35,7 @@ def in_model_order(model: torch.nn.Module, params: list) -> list:
     a one-tensor-at-a-time step holds one parameter's temporaries while it makes the next one's,
     so its peak depends on which tensors come side by side (the tracer and the executor agree)."""
     pos = {id(p): i for i, p in enumerate(unique_params(model))}
-    return sorted(params, key=lambda p: pos.get(id(p), len(pos)))
+    return sorted(params, key=lambda p: pos.get(id(origin_of(p)), len(pos)))
 
 
 def opt_params(model: torch.nn.Module, split: torch.nn.Module) -> list[torch.nn.Parameter]:

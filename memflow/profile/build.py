@@ -19,10 +19,11 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..errors import CaptureError, MemflowError
 from ..forking import ForkedJobs
 from ..gcfreeze import freeze, long_lived, paused_collection
-from ..graph.build import capture_program, fingerprint, model_signature
+from ..graph.build import capture_program, fingerprint, model_signature, program_of
 from ..graph.capture import Captured, split_step
 from ..graph.diagnose import quiet_fake
 from ..graph.program import StepProgram
+from ..graph.tp import record_tp
 from ..graph.record import TaskGraph
 from ..graph.training import autocast, casts, dense_grad, grad_meta, opt_params, unique_params
 from ..model_file import flatten
@@ -74,7 +75,8 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     except Exception as e:  # noqa: BLE001
         first = (str(e).strip().splitlines() or [""])[0]
         raise CaptureError(f"{spec.path}: tracing the training step failed: {type(e).__name__}: {first[:300]}") from None
-    graph.fingerprint = fingerprint(model, captured, batch_size, dtype, granularity)
+    record_tp(graph, program)
+    graph.fingerprint = fingerprint(model, captured, batch_size, dtype, granularity, spec.tp)
     graph.meta["model_signature"] = model_signature(model)
     graph.meta["granularity"] = str(granularity)
     graph.meta["memory_source"] = "measured" if measure else "fake"
@@ -281,7 +283,8 @@ class SharedCapture:
         try:
             with autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity, batch_dims=dims)
-            program = StepProgram(captured.split, captured.unread)
+            with self.mode:
+                program = program_of(captured, self.spec.tp)
         except Exception:  # noqa: BLE001
             return None
         return (captured, program) if captured.symbolic_batch else None
@@ -297,7 +300,8 @@ class SharedCapture:
         for b in sizes:
             with autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity)
-            program = StepProgram(captured.split, captured.unread)
+            with self.mode:
+                program = program_of(captured, self.spec.tp)
             if loose is not None:
                 handoff.adopt(self, loose, program)
                 loose = None
@@ -366,8 +370,9 @@ class SharedCapture:
                     self.made_grads = None  # confirmed: the state is a warm-up's from here on
             if got:
                 self.opt_phase = (program, got[0])
+        record_tp(graph, program)
         graph.fingerprint = fingerprint(self.model, dataclasses.replace(captured, flat_inputs=inputs), b,
-                                        dtype, self.granularity)
+                                        dtype, self.granularity, spec.tp)
         graph.meta["model_signature"] = model_signature(self.model)
         graph.meta["granularity"] = str(self.granularity)
         graph.meta["memory_source"] = "fake"

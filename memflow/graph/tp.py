@@ -1,0 +1,283 @@
+"""Tensor parallelism on the node program: each rank's share of every split node.
+
+:func:`apply_tp` takes a captured :class:`~memflow.graph.program.StepProgram`
+and makes it one tensor-parallel rank's program: every node whose graph has
+Megatron pairs (:mod:`memflow.graph.tp_rules`) gets a rewritten module, and
+the parameters those pairs read are replaced by this rank's slices. The
+profiler traces that program (rank 0's, with no group: the collectives are
+counted, not run) and the executor runs it (each rank its own, the collectives
+on the tensor-parallel process group), so both see the same ops.
+
+The rewrite adds Megatron's two operators around a split region: *enter*
+(forward: the replicated input as it is; backward: the input gradients'
+partial sums all-reduced) before the column-split linears' input, and
+*reduce* (forward: the row-split linear's partial output all-reduced;
+backward: the gradient as it is) after each row-split linear, whose bias is
+then added once. The reduce works on a copy of the partial output: a
+selective or recomputed node may have saved the matmul's output, which an
+in-place collective would change. Shape arguments that name the split
+dimension's full size (a view to ``[b, s, 3·h]``, a split of the fused QKV
+into ``h``-sized pieces) are divided by the group size; ``-1`` sizes need
+nothing.
+
+Why our own collectives and not DTensor: the node programs are aten graphs
+run by the profiler under a dispatch-mode byte counter and by the executor
+under checkpoint and saved-tensor hooks; plain tensors with two explicit
+autograd functions keep every byte visible to that counter and every
+collective at a place the simulator prices. DTensor's sharding propagation is
+what :mod:`~memflow.graph.tp_rules` does for the small set of ops transformer
+blocks use.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import weakref
+
+import torch
+import torch.distributed as dist
+import torch.fx
+
+from .program import StepProgram
+from .tp_rules import SPLITS, VIEWS, NodeSplit, analyse, weight_of
+
+__all__ = ["TPGroup", "apply_tp", "record_tp", "shard", "origin_of", "REPLICATED", "MEGATRON"]
+
+REPLICATED = "replicated"
+MEGATRON = "megatron"  # column- and row-split linear pairs, the ops between them split by heads/features
+
+aten = torch.ops.aten
+
+# a rank's slice -> the whole parameter it was cut from (the model holds that one: its place in the
+# model's parameter order is the slice's, as a training script's optimizer would get them)
+# (by id, both weakly: a slice must not keep its whole parameter alive)
+_ORIGIN: dict[int, tuple[weakref.ref, weakref.ref]] = {}
+
+
+def _forget(ref: weakref.ref) -> None:
+    for k, (r, _) in list(_ORIGIN.items()):
+        if r is ref:
+            del _ORIGIN[k]
+
+
+def origin_of(p: torch.Tensor) -> torch.Tensor:
+    """The whole parameter ``p`` is a tensor-parallel slice of (while it lives), or ``p``."""
+    got = _ORIGIN.get(id(p))
+    if got is None or got[0]() is not p:
+        return p
+    full = got[1]()
+    return p if full is None else full
+
+
+class TPGroup:
+    """A tensor-parallel group as the program's collectives see it: ``size`` ranks, this one
+    ``rank``; ``group`` the process group (None while profiling: nothing is sent). Records the bytes
+    each collective moved, by (node, site, "fwd"|"bwd"), the last time it ran."""
+
+    def __init__(self, size: int, rank: int = 0, group: Any = None):
+        self.size, self.rank, self.group = size, rank, group
+        self.moved: dict[tuple[int, str, str], int] = {}
+
+    def all_reduce(self, t: torch.Tensor, key: tuple[int, str, str]) -> None:
+        self.moved[key] = t.numel() * t.element_size()
+        if self.group is not None:
+            dist.all_reduce(t, group=self.group)
+
+    def node_bytes(self, k: int) -> tuple[int, int, int, int]:
+        """(forward bytes, forward collectives, backward bytes, backward collectives) of node ``k``."""
+        f = [b for (n, _, d), b in self.moved.items() if n == k and d == "fwd"]
+        g = [b for (n, _, d), b in self.moved.items() if n == k and d == "bwd"]
+        return sum(f), len(f), sum(g), len(g)
+
+
+class _Enter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, op):
+        ctx.op = op
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.contiguous()
+        ctx.op.group.all_reduce(g, ctx.op.key + ("bwd",))
+        return g, None
+
+
+class _Reduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, op):
+        y = x.clone(memory_format=torch.contiguous_format)
+        op.group.all_reduce(y, op.key + ("fwd",))
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+class TPOp(torch.nn.Module):
+    """One collective site of a rewritten node: ``enter`` or ``reduce``."""
+
+    def __init__(self, kind: str, group: TPGroup, key: tuple[int, str]):
+        super().__init__()
+        self.kind, self.group, self.key = kind, group, key
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (_Enter if self.kind == "enter" else _Reduce).apply(x, self)
+
+
+def shard(t: torch.Tensor, dim: int, blocks: int, size: int, rank: int) -> torch.Tensor:
+    """This rank's slice of ``t`` along ``dim``: of each of its ``blocks`` equal blocks, the
+    ``rank``-th of ``size`` equal pieces (a fused QKV weight: this rank's heads of q, k and v)."""
+    parts = [b.chunk(size, dim)[rank] for b in t.chunk(blocks, dim)]
+    return (parts[0] if len(parts) == 1 else torch.cat(parts, dim)).contiguous()
+
+
+def _div(v: Any, tp: int) -> Any:
+    return v // tp if isinstance(v, int) and v > 0 else v
+
+
+def _out_dim(sp: NodeSplit, node: torch.fx.Node) -> int | None:
+    st = sp.states.get(node.name)
+    v = node.meta.get("val")
+    if st is None or not isinstance(v, torch.Tensor):
+        return None
+    return v.dim() + st.dim
+
+
+def rewrite(gm: torch.fx.GraphModule, sp: NodeSplit, group: TPGroup, k: int) -> torch.fx.GraphModule:
+    """Node ``k``'s module as one rank of ``group`` runs it (see the module docstring)."""
+    tp = group.size
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    out = graph.graph_copy(gm.graph, env)
+    graph.output(out)
+    root = torch.nn.Module()
+    for name, mod in gm.named_children():
+        root.add_module(name, mod)
+    params = set(sp.shards)
+    placeholders = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
+    # -- shape arguments naming the split dimension's full size
+    for old in gm.graph.nodes:
+        pk = getattr(old.target, "overloadpacket", None) if old.op == "call_function" else None
+        if old.op == "output":
+            continue
+        new = env[old]
+        if pk in VIEWS or pk is aten.expand:
+            b = _out_dim(sp, old)
+            if b is not None and old.args[0].name in sp.states:
+                shape = list(new.args[1])
+                shape[b] = _div(shape[b], tp)
+                new.args = (new.args[0], shape) + tuple(new.args[2:])
+        elif pk in SPLITS and old.args[0].name in sp.states and pk is not aten.chunk:
+            x = old.args[0].meta["val"]
+            d = (old.args[2] if len(old.args) > 2 else old.kwargs.get("dim", 0)) % x.dim()
+            if d == x.dim() + sp.states[old.args[0].name].dim:
+                size = new.args[1]
+                size = [_div(s, tp) for s in size] if isinstance(size, (list, tuple)) else _div(size, tp)
+                new.args = (new.args[0], size) + tuple(new.args[2:])
+    # -- enter before the column-split linears' input (one per input value)
+    entered: dict[str, torch.fx.Node] = {}
+    by_name = {n.name: n for n in gm.graph.nodes}
+    for name in sp.columns:
+        old = by_name[name]
+        x = weight_of(old, params | placeholders)[0]
+        if x.name not in entered:
+            site = f"tp_enter_{len(entered)}"
+            root.add_module(site, TPOp("enter", group, (k, site)))
+            with graph.inserting_after(env[x]):
+                entered[x.name] = graph.call_module(site, (env[x],))
+        new = env[old]
+        new.args = tuple(entered[x.name] if a is env[x] else a for a in new.args)
+    # -- reduce after the row-split linears, their bias added after it
+    for i, name in enumerate(sp.rows):
+        old = by_name[name]
+        new = env[old]
+        x, weight, _, bias = weight_of(old, params | placeholders)
+        pk = old.target.overloadpacket
+        site = f"tp_reduce_{i}"
+        root.add_module(site, TPOp("reduce", group, (k, site)))
+        with graph.inserting_after(new):
+            if pk is aten.linear:
+                mm = graph.call_function(aten.linear.default, (new.args[0], new.args[1]))
+            elif pk is aten.addmm:
+                mm = graph.call_function(aten.mm.default, (new.args[1], new.args[2]))
+            else:
+                mm = graph.call_function(old.target, tuple(new.args), dict(new.kwargs))
+            mm.meta = dict(new.meta)
+        with graph.inserting_after(mm):
+            red = graph.call_module(site, (mm,))
+        last = red
+        if bias is not None:
+            b = env[by_name[bias]]
+            with graph.inserting_after(red):
+                last = graph.call_function(aten.add.Tensor, (red, b))
+        new.replace_all_uses_with(last)
+        graph.erase_node(new)
+    graph.lint()
+    return torch.fx.GraphModule(root, graph, class_name=type(gm).__name__)
+
+
+def _trainable(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) and v.requires_grad
+
+
+def _set_attr(program: StepProgram, name: str, value: torch.Tensor) -> None:
+    *path, last = program.attrs[name].split(".")
+    obj: Any = program.split
+    for part in path:
+        obj = getattr(obj, part)
+    setattr(obj, last, value)
+
+
+def apply_tp(program: StepProgram, group: TPGroup) -> list[str]:
+    """Make ``program`` rank ``group.rank``'s of a ``group.size``-way tensor-parallel group, in place;
+    returns each node's partitioning (:data:`MEGATRON` or :data:`REPLICATED`)."""
+    tp = group.size
+    if tp == 1:
+        return [REPLICATED] * program.n
+    readers: dict[str, int] = {}
+    for c in program.calls:
+        for a in c.arg_names:
+            if a in program.attrs:
+                readers[a] = readers.get(a, 0) + 1
+    kinds = []
+    for c in program.calls:
+        phs = [n for n in c.module.graph.nodes if n.op == "placeholder"]
+        arg_of = {ph.name: a for ph, a in zip(phs, c.arg_names)}
+        params = {ph for ph, a in arg_of.items()
+                  if a in program.attrs and readers[a] == 1 and _trainable(program.attr_value(a))}
+        sp = analyse(c.module, params, tp)
+        if not sp.split:
+            kinds.append(REPLICATED)
+            continue
+        for ph, (dim, blocks) in sp.shards.items():
+            full = program.attr_value(arg_of[ph])
+            if full.shape[dim] % (blocks * tp):
+                break
+        else:
+            c.module = rewrite(c.module, sp, group, c.index)
+            setattr(program.split, f"submod_{c.index}", c.module)
+            for ph, (dim, blocks) in sp.shards.items():
+                full = program.attr_value(arg_of[ph])
+                with torch.no_grad():
+                    local = shard(full.detach(), dim, blocks, tp, group.rank)
+                local = torch.nn.Parameter(local, requires_grad=True)
+                key = id(local)
+                _ORIGIN[key] = (weakref.ref(local, _forget), weakref.ref(full))
+                _set_attr(program, arg_of[ph], local)
+            kinds.append(MEGATRON)
+            continue
+        kinds.append(REPLICATED)
+    return kinds
+
+
+
+def record_tp(graph: Any, program: StepProgram) -> None:
+    """Put a traced tensor-parallel program's degree, partitionings and collectives into its graph."""
+    if program.tp is None:
+        return
+    graph.tp = program.tp.size
+    for k, nd in enumerate(graph.nodes):
+        nd.partitioning = program.partitioning[k]
+        nd.tp_fwd_bytes, nd.tp_fwd_collectives, nd.tp_bwd_bytes, nd.tp_bwd_collectives = program.tp.node_bytes(k)

@@ -193,10 +193,11 @@ class GraphSource:
                 task.update(1, note=f"micro-batch {b}")
 
 
-def baseline_result(ev: Any) -> BaselineResult:
-    """A search Evaluation as the plan records a baseline."""
+def baseline_result(ev: Any, tp: int = 1) -> BaselineResult:
+    """A search Evaluation as the plan records a baseline (a search at tp > 1: each group's peak is
+    every one of its ranks')."""
     return BaselineResult(fits=bool(ev.fits), step_time_s=float(ev.step_time_s),
-                          peak_bytes=[int(x) for x in ev.peak_bytes])
+                          peak_bytes=[int(x) for x in ev.peak_bytes for _ in range(tp)])
 
 
 @contextlib.contextmanager
@@ -240,8 +241,8 @@ def search_problem(model: Any, example_batch: Callable | None = None, loss_fn: C
     req = _request(model, example_batch, loss_fn, options)
     spec, cl, usable, B = _resolve(req)
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, cache=req.cache,
-                         measure=req.measure or None, tp=req.tp)
-    usable = usable.grouped(req.tp)
+                         measure=req.measure or None, tp=req.tp or 1)
+    usable = usable.grouped(req.tp or 1)
     return source.all(micro_batch_sizes(B, usable.num_devices, request_limits(req))), B, usable
 
 
@@ -273,29 +274,71 @@ def plan_request(req: PlanRequest, *, progress: Progress = SILENT) -> Plan:
         return _plan(spec, cl, usable, B, req, progress)
 
 
-def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
+def tp_degrees(cl: Cluster, req: PlanRequest) -> list[int]:
+    """The tensor-parallel degrees a plan searches: the one the request fixes; else on GPUs 1, 2 and a
+    whole machine (Megatron's choice; a group stays inside a machine, on its fast link), each one
+    more capture and search (the degrees between are left to ``--tp``); on ``cpu-N`` only 1 (its
+    graphs are measured, minutes per degree: ``--tp`` asks for one)."""
+    if req.tp is not None:
+        return [req.tp]
+    if cl.device.kind == "cpu":
+        return [1]
+    n = cl.devices_per_node
+    return sorted({1, n} | ({2} if n % 2 == 0 else set()))
+
+
+@dataclasses.dataclass
+class _TPRun:
+    """One tensor-parallel degree's search."""
+
+    tp: int
+    grouped: Cluster  # the usable cluster, a device per tensor-parallel group
+    graphs: dict
+    result: Any
+
+
+def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress,
+               tp: int) -> _TPRun | None:
+    """The search at one tensor-parallel degree; None where tp > 1 splits nothing and was not asked for."""
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=progress,
-                         cache=req.cache, measure=req.measure or None, tp=req.tp)
+                         cache=req.cache, measure=req.measure or None, tp=tp)
     limits = request_limits(req)
-    grouped = usable.grouped(req.tp)  # (tp > 1: a device per tensor-parallel group; ConfigError if it cannot)
+    grouped = usable.grouped(tp)  # (tp > 1: a device per tensor-parallel group; ConfigError if it cannot)
     sizes = micro_batch_sizes(B, grouped.num_devices, limits)
+    if tp > 1 and req.tp is None:
+        first = source.all(sizes[:1])[sizes[0]]
+        if all(nd.partitioning == REPLICATED for nd in first.nodes):
+            return None
     graphs = source.all(sizes)
-    if req.tp > 1:
-        check_tp(graphs[sizes[0]], spec.name, req.tp)
+    if tp > 1:
+        check_tp(graphs[sizes[0]], spec.name, tp)
     freeze()
     n_chain = req.iterations or (None if req.time_budget_s else default_iterations(graphs[sizes[0]].n))
-    what = (f"searching {cl.num_devices} × {cl.device.name} ({len(sizes)} micro-batch sizes, seed {req.seed}"
+    tps = f", tp {tp}" if tp > 1 else ""
+    what = (f"searching {cl.num_devices} × {cl.device.name} ({len(sizes)} micro-batch sizes{tps}, seed {req.seed}"
             + (f", {req.time_budget_s:g} s budget" if req.time_budget_s else "") + "), first chain")
     # two processes where there are two cores: the plan is the same (search/api.py), sooner
     with paused_collection(), search_progress(progress, what, n_chain) as cb:  # (freed by reference counting)
         res = search(graphs, B, grouped, seed=req.seed, iterations=req.iterations, time_budget_s=req.time_budget_s,
                      limits=limits, processes=min(2, os.cpu_count() or 1), progress=cb)
     best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
-    progress.note(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains): {best_s}")
+    progress.note(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains{tps}): "
+                  f"{best_s}")
+    return _TPRun(tp, grouped, graphs, res)
+
+
+TP_BASELINES = ("megatron", "tp+fsdp")  # the baselines a tp > 1 search adds beside the tp 1 search's
+
+
+def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
+    runs = [r for tp in tp_degrees(cl, req) if (r := _search_tp(spec, cl, usable, B, req, progress, tp))]
+    fitting = [r for r in runs if r.result.fits]
+    run = min(fitting, key=lambda r: r.result.best_eval.step_time_s) if fitting else runs[0]
+    res, graphs, limits = run.result, run.graphs, request_limits(req)
     best: Strategy | None = res.best
     proof = None
     if best is None:
-        proof = prove_no_fit(graphs, B, grouped, progress, limits)
+        proof = prove_no_fit(graphs, B, run.grouped, progress, limits)
         if proof and proof.best is not None:
             best = proof.best
     if best is None and res.smallest_peak is not None:  # nothing fits: the lowest-peak strategy seen
@@ -303,9 +346,13 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
     if best is None:
         raise ConfigError("the search returned no strategy at all")
     graph = graphs[best.microbatch_size(B)]
-    if req.tp > 1:
-        best = best.copy(tp=req.tp, partitioning=[nd.partitioning for nd in graph.nodes])
+    if run.tp > 1:
+        best = best.copy(tp=run.tp, partitioning=[nd.partitioning for nd in graph.nodes])
     sim = Simulator(graph, usable).evaluate(best, detail=True)
+    baselines = {name: baseline_result(ev, runs[0].tp) for name, (st, ev) in runs[0].result.baselines.items()}
+    for r in runs[1:]:
+        baselines.update({name: baseline_result(ev, r.tp) for name, (st, ev) in r.result.baselines.items()
+                          if name.startswith(TP_BASELINES)})
     on_file = str(spec.path) != "<module>"
     return Plan(
         model_file=str(Path(spec.path).resolve()) if on_file else "",
@@ -318,13 +365,14 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
         node_names=[nd.name for nd in graph.nodes],
         fingerprint=graph.fingerprint,
         predicted=prediction(sim, B, best),
-        baselines={name: baseline_result(ev) for name, (st, ev) in res.baselines.items()},
+        baselines=baselines,
         pareto=[ParetoPoint(step_time_s=float(t), max_peak_bytes=int(p)) for t, p, _ in res.pareto],
         settings=PlanSettings(
             seed=req.seed, dtype=req.dtype, granularity=req.granularity, time_budget_s=req.time_budget_s,
             headroom=float(req.headroom), measure=bool(req.measure),
             no_fit_proved=bool(proof and proof.complete and proof.best is None),
-            iterations=int(res.iterations), search_seconds=float(res.seconds),
+            iterations=int(sum(r.result.iterations for r in runs)),
+            search_seconds=float(sum(r.result.seconds for r in runs)),
             cost_source=graph.time_source, torch=torch.__version__,
             dp=req.dp, pp=req.pp, microbatches=req.microbatches, max_microbatches=req.max_microbatches,
             sharding=req.sharding, offload=req.offload, tp=req.tp,

@@ -102,4 +102,4 @@ class PlanSettings:
     max_microbatches: int | None = None
     sharding: str | None = None  # every stage's sharding level (memflow.kinds.Sharding)
     offload: str | None = None  # what every stage keeps in host memory (memflow.kinds.Offload)
-    tp: int = 1  # the tensor-parallel degree the request fixed
+    tp: int | None = None  # the tensor-parallel degree the request fixed

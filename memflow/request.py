@@ -65,7 +65,9 @@ class PlanRequest:
     max_microbatches: int | None = None  # a bound on them (default 32)
     sharding: str | None = None  # every stage's sharding level (memflow.kinds.Sharding)
     offload: str | None = None  # what every stage keeps in host memory (memflow.kinds.Offload)
-    tp: int = 1  # tensor-parallel degree (memflow.graph.tp): the devices of a machine that run one replica
+    # tensor-parallel degree (memflow.graph.tp): the devices of a machine that run one replica together;
+    # None: searched (on GPUs every power of two dividing a machine's devices; on cpu-N, 1)
+    tp: int | None = None
     cli: InitVar[bool] = False  # name fields as the command line's flags in errors
 
     def __post_init__(self, cli: bool) -> None:

@@ -32,13 +32,16 @@ def stage_table(plan: Plan) -> list[str]:
         nodes = st.stage_nodes(s)
         first, last = names[nodes[0]], names[nodes[-1]]
         span = first if first == last else f"{first} .. {last}"
-        devs = [st.device_of(s, d) for d in range(st.dp)]
+        devs = [st.rank_of(s, d, t) for d in range(st.dp) for t in range(st.tp)]
         peak = max(pr.peak_bytes[d] for d in devs)
         cap = pr.capacity_bytes[devs[0]]
         opts = []
         lvl = st.sharded(s)
         if lvl != SHARD_NONE:
             opts.append(SHARD_LABELS[lvl])
+        if st.tp > 1:
+            split = sum(1 for k in nodes if st.partitioning and st.partitioning[k] != "replicated")
+            opts.append(f"tensor parallel over {st.tp} ({split}/{len(nodes)} nodes split)")
         if st.params_host(s):
             opts.append("parameters + optimizer on host")
         elif st.optimizer_on_host[s]:
@@ -66,7 +69,7 @@ def summary(plan: Plan) -> str:
     st, pr = plan.strategy, plan.predicted
     cl = plan.get_cluster()
     lines = [f"{plan.model_name}: batch {plan.batch_size} on {cl.num_devices} × {cl.device.name} ({cl.name})",
-             f"plan: dp {st.dp} × pp {st.pp}, {st.microbatches} micro-batch(es) of {plan.micro_batch_size}, "
+             f"plan: dp {st.dp} × pp {st.pp}" + (f" × tp {st.tp}" if st.tp > 1 else "") + f", {st.microbatches} micro-batch(es) of {plan.micro_batch_size}, "
              f"{st.schedule} — {'fits' if plan.fits else 'DOES NOT FIT'}"]
     lines += ["  " + x for x in stage_table(plan)]
     lines += ["  " + x for x in action_lines(plan)]

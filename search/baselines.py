@@ -9,6 +9,10 @@
   what a ``fully_shard`` user runs, with or without activation checkpointing; and every node kept
   with the parameters' shards and the optimizer on the host (``fsdp+offload``: ZeRO-Infinity's
   parameter offload, FSDP's ``CPUOffload``);
+* Megatron-style tensor parallelism (on graphs captured for tp = the devices of a machine, the
+  search's devices then being whole machines): tp × pp over the machines with 1F1B, every node
+  kept (``megatron``) or recomputed (``megatron+recompute``), and tp × dp over the machines with
+  FSDP (``tp+fsdp``, with more than one machine);
 * a memory-unaware search: the same MCMC optimising time only, ignoring
   capacity (its best often does not fit: that is the point of MemFlow).
 """
@@ -23,7 +27,8 @@ from .context import SearchContext
 from .mcmc import ChainParams, ChainResult, Evaluator, run_chain
 from .seeds import few_microbatches, seed_strategies, start_pool
 
-__all__ = ["chen_sqrt_strategies", "sharded_strategies", "fixed_baselines", "memory_unaware_search"]
+__all__ = ["chen_sqrt_strategies", "sharded_strategies", "megatron_strategies", "fixed_baselines",
+           "memory_unaware_search"]
 
 
 def chen_sqrt_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
@@ -64,11 +69,35 @@ def sharded_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
     return out
 
 
+def megatron_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
+    """On a cluster grouped by whole machines (tensor parallelism over each machine's devices):
+    Megatron's tp × pp over the machines with 1F1B (every node kept, or recomputed), for a few
+    micro-batch counts, and tp × dp with FSDP over the machines. None on any other cluster."""
+    cl = ctx.cluster
+    if getattr(cl, "group", 1) < 2 or cl.devices_per_node != 1:
+        return []
+    out = []
+    pp = min(ctx.N, ctx.n)
+    if ctx.N % pp == 0 and ctx.N // pp == 1 and 1 in ctx.ms:
+        for m in few_microbatches(ctx, 1, pp):
+            so = ctx.partition(pp, ctx.global_batch // m)
+            for name, act in (("megatron", KEEP), ("megatron+recompute", RECOMPUTE)):
+                out.append((f"{name}/m{m}", Strategy(dp=1, pp=pp, stage_of=list(so), actions=[act] * ctx.n,
+                                                     microbatches=m)))
+    if ctx.N > 1 and ctx.N in ctx.ms and SHARD_PARAMETERS in ctx.shard_levels:
+        for m in few_microbatches(ctx, ctx.N, 1):
+            out.append((f"tp+fsdp/m{m}", Strategy(dp=ctx.N, pp=1, stage_of=[0] * ctx.n, actions=[KEEP] * ctx.n,
+                                                  microbatches=m, sharding=[SHARD_PARAMETERS])))
+    return out
+
+
 def fixed_baselines(ctx: SearchContext, evaluator: Evaluator | None = None) -> dict:
-    """name → (Strategy, Evaluation) for the seeds, Chen's √n checkpointing, ZeRO-2 + recompute and FSDP."""
+    """name → (Strategy, Evaluation) for the seeds, Chen's √n checkpointing, ZeRO-2 + recompute, FSDP
+    and (on a cluster grouped by machines) Megatron's tensor parallelism."""
     evaluator = evaluator or Evaluator(ctx)
     out = {}
-    for name, st in seed_strategies(ctx) + chen_sqrt_strategies(ctx) + sharded_strategies(ctx):
+    for name, st in (seed_strategies(ctx) + chen_sqrt_strategies(ctx) + sharded_strategies(ctx)
+                     + megatron_strategies(ctx)):
         ev, _ = evaluator.evaluate(st)
         out[name] = (st, ev)
     return out

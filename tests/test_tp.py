@@ -37,11 +37,13 @@ def _program(model: str, tp: int, rank: int = 0):
 
 
 @pytest.mark.parametrize("model,blocks", [("gpt2", ["transformer.h.0", "transformer.h.1"]),
-                                          ("llama", ["model.layers.0", "model.layers.1"]),
+                                          ("llama", ["model.embed_tokens", "model.layers.0", "model.layers.1",
+                                                     "lm_head"]),
                                           ("bert", ["bert.encoder.layer.0", "bert.encoder.layer.1"])])
 def test_transformer_blocks_split_and_nothing_else(tiny, model, blocks):
-    """The blocks' attention and MLP pairs split; embeddings, norms and heads (a norm or the loss
-    reads their linears' outputs whole; a tied weight is read by two nodes) stay replicated."""
+    """The blocks' attention and MLP pairs split, and an untied vocabulary (Llama's) by rows: its
+    lookup and its output layer with the loss over it; tied vocabularies (GPT-2's, BERT's: read by
+    two nodes), tables of positions, norms and heads a norm reads stay replicated."""
     captured, program, _, _ = _program(model, 2)
     split = [name for name, kind in zip(captured.names, program.partitioning) if kind == MEGATRON]
     assert split == blocks

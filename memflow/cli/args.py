@@ -91,9 +91,9 @@ def _plan_options(p: ArgParser) -> None:
     g = p.add_argument_group("fixing part of the strategy (the search chooses the rest)")
     g.add_argument("--dp", type=int, default=None, metavar="N", help="data-parallel replicas")
     g.add_argument("--pp", type=int, default=None, metavar="N", help="pipeline stages")
-    g.add_argument("--tp", type=int, default=1, metavar="N",
+    g.add_argument("--tp", type=int, default=None, metavar="N",
                    help="tensor-parallel degree: N devices of one machine run each replica, every transformer "
-                        "block's linear pairs split Megatron-style (default 1)")
+                        "block's linear pairs split Megatron-style (default: searched on GPUs, 1 on cpu-N)")
     g.add_argument("--microbatches", type=int, default=None, metavar="N",
                    help="micro-batches per step (1: the whole batch in one forward/backward pass)")
     g.add_argument("--max-microbatches", type=int, default=None, metavar="N",

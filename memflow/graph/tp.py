@@ -78,15 +78,16 @@ class TPGroup:
         self.size, self.rank, self.group = size, rank, group
         self.moved: dict[tuple[int, str, str], int] = {}
 
-    def all_reduce(self, t: torch.Tensor, key: tuple[int, str, str]) -> None:
+    def all_reduce(self, t: torch.Tensor, key: tuple, op: Any = None) -> None:
+        """Sum (or ``op``) ``t`` over the group, in place."""
         self.moved[key] = t.numel() * t.element_size()
         if self.group is not None:
-            dist.all_reduce(t, group=self.group)
+            dist.all_reduce(t, op=op or dist.ReduceOp.SUM, group=self.group)
 
     def node_bytes(self, k: int) -> tuple[int, int, int, int]:
         """(forward bytes, forward collectives, backward bytes, backward collectives) of node ``k``."""
-        f = [b for (n, _, d), b in self.moved.items() if n == k and d == "fwd"]
-        g = [b for (n, _, d), b in self.moved.items() if n == k and d == "bwd"]
+        f = [b for (n, _, d, *_), b in self.moved.items() if n == k and d == "fwd"]
+        g = [b for (n, _, d, *_), b in self.moved.items() if n == k and d == "bwd"]
         return sum(f), len(f), sum(g), len(g)
 
 
@@ -124,6 +125,59 @@ class TPOp(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (_Enter if self.kind == "enter" else _Reduce).apply(x, self)
+
+
+class _VocabCrossEntropy(torch.autograd.Function):
+    """Megatron's vocabulary-parallel cross-entropy: ``logits`` [N, V/tp] are this rank's classes
+    ``[start, start + V/tp)``; the log-sum-exp and the target logits come from the group (a max and
+    two sums: one all-reduce each). Saves this rank's softmax, as the whole loss saves its log-softmax."""
+
+    @staticmethod
+    def forward(ctx, logits, target, op):
+        g = op.group
+        x = logits.float()
+        n, v = x.shape
+        start = g.rank * v
+        lmax = x.max(-1).values
+        g.all_reduce(lmax, op.key + ("fwd", "max"), dist.ReduceOp.MAX)
+        x = x - lmax.unsqueeze(-1)
+        local = target - start
+        outside = (local < 0) | (local >= v)
+        local = local.masked_fill(outside, 0)
+        picked = x.gather(1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0)
+        g.all_reduce(picked, op.key + ("fwd", "target"))
+        x = x.exp_()
+        total = x.sum(-1)
+        g.all_reduce(total, op.key + ("fwd", "sum"))
+        valid = target != op.ignore_index
+        losses = (total.log() - picked).masked_fill(~valid, 0.0)
+        count = valid.sum() if op.reduction == 1 else torch.ones((), dtype=torch.long, device=target.device)
+        loss = losses.sum() / count.clamp(min=1) if op.reduction == 1 else losses.sum()
+        x.div_(total.unsqueeze(-1))  # (this rank's share of the softmax)
+        ctx.save_for_backward(x, local, outside, valid, count)
+        ctx.dtype = logits.dtype
+        return loss.to(logits.dtype) if logits.dtype != torch.float32 else loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        soft, local, outside, valid, count = ctx.saved_tensors
+        g = soft.clone()
+        rows = torch.arange(g.shape[0], device=g.device)
+        g[rows, local] -= (~outside).to(g.dtype)
+        scale = (valid.to(g.dtype) * (grad.float() / count.clamp(min=1).to(g.dtype))).unsqueeze(-1)
+        g.mul_(scale)
+        return g.to(ctx.dtype), None, None
+
+
+class TPCrossEntropy(torch.nn.Module):
+    """A rewritten node's loss over vocabulary-split logits (``reduction`` 1: mean, 2: sum)."""
+
+    def __init__(self, group: TPGroup, key: tuple[int, str], reduction: int, ignore_index: int):
+        super().__init__()
+        self.group, self.key, self.reduction, self.ignore_index = group, key, reduction, ignore_index
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return _VocabCrossEntropy.apply(logits, target, self)
 
 
 def shard(t: torch.Tensor, dim: int, blocks: int, size: int, rank: int) -> torch.Tensor:
@@ -213,6 +267,43 @@ def rewrite(gm: torch.fx.GraphModule, sp: NodeSplit, group: TPGroup, k: int) -> 
             with graph.inserting_after(red):
                 last = graph.call_function(aten.add.Tensor, (red, b))
         new.replace_all_uses_with(last)
+        graph.erase_node(new)
+    # -- losses over vocabulary-split logits
+    for i, name in enumerate(sp.losses):
+        old = by_name[name]
+        new = env[old]
+        args = list(old.args) + [None, 1, -100, 0.0][len(old.args) - 2:]
+        reduction = old.kwargs.get("reduction", args[3])
+        ignore = old.kwargs.get("ignore_index", args[4])
+        site = f"tp_loss_{i}"
+        root.add_module(site, TPCrossEntropy(group, (k, site), int(reduction), int(ignore)))
+        with graph.inserting_after(new):
+            loss = graph.call_module(site, (new.args[0], new.args[1]))
+        loss.meta = dict(new.meta)
+        new.replace_all_uses_with(loss)
+        graph.erase_node(new)
+    # -- lookups in vocabulary-split tables: each rank looks up the ids in its rows, the group sums
+    for i, name in enumerate(sp.embeddings):
+        old = by_name[name]
+        new = env[old]
+        rows = old.args[0].meta["val"].shape[0] // tp
+        start = group.rank * rows
+        pad = old.args[2] if len(old.args) > 2 else -1
+        pad = pad - start if isinstance(pad, int) and start <= pad < start + rows else -1
+        site = f"tp_reduce_embedding_{i}"
+        root.add_module(site, TPOp("reduce", group, (k, site)))
+        w, ids = new.args[0], new.args[1]
+        with graph.inserting_before(new):
+            local = graph.call_function(aten.sub.Tensor, (ids, start))
+            low = graph.call_function(aten.lt.Scalar, (local, 0))
+            high = graph.call_function(aten.ge.Scalar, (local, rows))
+            outside = graph.call_function(aten.bitwise_or.Tensor, (low, high))
+            local = graph.call_function(aten.masked_fill.Scalar, (local, outside, 0))
+            got = graph.call_function(aten.embedding.default, (w, local, pad))
+            mask = graph.call_function(aten.unsqueeze.default, (outside, -1))
+            got = graph.call_function(aten.masked_fill.Scalar, (got, mask, 0.0))
+            red = graph.call_module(site, (got,))
+        new.replace_all_uses_with(red)
         graph.erase_node(new)
     graph.lint()
     return torch.fx.GraphModule(root, graph, class_name=type(gm).__name__)

@@ -15,6 +15,13 @@ reduction, the node's output) makes every column-split linear it came from
 replicated again, and the analysis starts over without them: unknown ops stay
 replicated, correctly.
 
+Two more of Megatron's splits end a region without a row-split linear: a
+cross-entropy loss over a column-split output layer's logits (each rank holds
+its share of the vocabulary; the loss is computed from the group's maximum,
+sum of exponentials and target logits, :class:`memflow.graph.tp.TPCrossEntropy`),
+and an embedding table read by one lookup, split by rows of the vocabulary
+(each rank looks up the ids in its range, the group sums the lookups).
+
 The state of a value is ``None`` (replicated) or a :class:`Split`: the split
 dimension counted from the end (broadcasting aligns shapes there), the number
 of equal blocks that dimension is made of, each split alone (a fused QKV
@@ -62,13 +69,15 @@ class NodeSplit:
 
     columns: list[str] = field(default_factory=list)
     rows: list[str] = field(default_factory=list)
+    losses: list[str] = field(default_factory=list)  # cross-entropy over vocabulary-split logits
+    embeddings: list[str] = field(default_factory=list)  # lookups in vocabulary-split tables
     shards: dict[str, tuple[int, int]] = field(default_factory=dict)
     states: dict[str, Split] = field(default_factory=dict)  # fx name -> state of each split value
     reason: str = ""  # why nothing is split, when nothing is
 
     @property
     def split(self) -> bool:
-        return bool(self.columns)
+        return bool(self.columns or self.embeddings)
 
 
 class _Blocked(Exception):
@@ -149,7 +158,15 @@ class _Propagation:
         self.blocks: dict[str, int] = {}  # column linear -> blocks of its output features
         self.columns: list[str] = []
         self.rows: list[str] = []
+        self.losses: list[str] = []
+        self.embeddings: list[str] = []
         self.uses = {n.name: len(n.users) for n in gm.graph.nodes}
+        self.nodes = {n.name: n for n in gm.graph.nodes}
+        self.out_in: dict[str, tuple[int, int]] = {}  # column linear -> (out, in) features of its weight
+
+    def _out_in(self, weight: str, layout: str) -> tuple[int, int]:
+        sh = _shape(self.nodes[weight]) or (0, 0)
+        return (sh[0], sh[-1]) if layout == "oi" else (sh[-1], sh[0])
 
     def _s(self, a: Any) -> Split | None:
         st = self.state.get(a) if isinstance(a, torch.fx.Node) else None
@@ -179,6 +196,8 @@ class _Propagation:
             if node.op != "call_function":
                 continue
             ins = [a for a in node.all_input_nodes if self.state.get(a) is not None]
+            if _packet(node) is aten.embedding and not ins and self._embedding(node):
+                continue
             w = weight_of(node, self.params)
             if w is not None:
                 self._linear(node, w)
@@ -201,11 +220,41 @@ class _Propagation:
                 return
             self.columns.append(node.name)
             self.state[node] = Split(-1, 0, frozenset([node.name]))
+            self.out_in[node.name] = self._out_in(weight, layout)
             return
         st = self._fix(st)
         if st.dim != -1 or st.groups != 1 or not single:
             raise _Blocked(st.origins, f"{node.name} reads a split value it cannot contract")
         self.rows.append(node.name)  # its output is summed over the group: replicated after
+
+    def _embedding(self, node: torch.fx.Node) -> bool:
+        """A lookup in a vocabulary-sized table (at least four rows per column: not a table of
+        positions or token types, whose lookups cost an all-reduce and save little) only it reads,
+        split by rows (its output replicated)."""
+        w = node.args[0]
+        sh = _shape(w)
+        if (not isinstance(w, torch.fx.Node) or w.name not in self.params or self.uses[w.name] != 1
+                or node.name in self.blocked or sh is None or len(sh) != 2 or sh[0] < 4 * sh[1] or sh[0] % self.tp
+                or any(bool(a) for a in node.args[3:])):  # (scale_grad_by_freq, sparse)
+            return False
+        self.embeddings.append(node.name)
+        return True
+
+    def _loss(self, node: torch.fx.Node, st: Split, ish: tuple) -> None:
+        """Cross-entropy over logits split by class: the vocabulary-parallel loss, replicated after."""
+        args = list(node.args) + [None, 1, -100, 0.0][len(node.args) - 2:]
+        weight, reduction, _, smoothing = args[2:6]
+        weight = node.kwargs.get("weight", weight)
+        reduction = node.kwargs.get("reduction", reduction)
+        smoothing = node.kwargs.get("label_smoothing", smoothing)
+        st = self._fix(st)
+        if (len(ish) != 2 or st.dim != -1 or st.groups != 1 or self._s(node.args[1]) is not None
+                or weight is not None or reduction not in (1, 2) or smoothing):
+            raise _Blocked(st.origins, f"{node.name}: a loss over split logits it cannot split")
+        small = [o for o in st.origins if self.out_in[o][0] < 4 * self.out_in[o][1]]
+        if small:  # a classifier's few classes: not worth the group's three all-reduces
+            raise _Blocked(frozenset(small), f"{node.name}: a loss over a few classes")
+        self.losses.append(node.name)
 
     # ---- everything else
     def _op(self, node: torch.fx.Node, sts: list, ins: list) -> Any:
@@ -241,6 +290,9 @@ class _Propagation:
             return self._cat(node, sts, origins)
         if pk is aten.scaled_dot_product_attention:
             return self._attention(node, origins)
+        if pk is aten.cross_entropy_loss:
+            self._loss(node, st, ish)
+            return None
         if pk in (aten.matmul, aten.bmm):
             s2 = self._s(node.args[1])
             if s2 is None or st.dim != s2.dim or st.dim > -3:
@@ -362,9 +414,10 @@ def analyse(gm: torch.fx.GraphModule, params: set[str], tp: int) -> NodeSplit:
             blocked |= new
             continue
         break
-    if not prop.columns:
+    if not (prop.columns or prop.embeddings):
         return NodeSplit(reason=reason or "no linear layer with a replicated input")
-    out = NodeSplit(columns=list(prop.columns), rows=list(prop.rows))
+    out = NodeSplit(columns=list(prop.columns), rows=list(prop.rows), losses=list(prop.losses),
+                    embeddings=list(prop.embeddings))
     by_name = {n.name: n for n in gm.graph.nodes}
     for name in prop.columns:
         _, weight, layout, bias = weight_of(by_name[name], params)
@@ -375,5 +428,7 @@ def analyse(gm: torch.fx.GraphModule, params: set[str], tp: int) -> NodeSplit:
     for name in prop.rows:
         _, weight, layout, _ = weight_of(by_name[name], params)
         out.shards[weight] = (1 if layout == "oi" else 0, 1)
+    for name in prop.embeddings:
+        out.shards[by_name[name].args[0].name] = (0, 1)
     out.states = {n.name: s for n, s in prop.state.items() if isinstance(s, Split)}
     return out

@@ -298,13 +298,19 @@ class _TPRun:
 
 
 def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress,
-               tp: int) -> _TPRun | None:
-    """The search at one tensor-parallel degree; None where tp > 1 splits nothing and was not asked for."""
+               tp: int, share: float = 1.0) -> _TPRun | None:
+    """The search at one tensor-parallel degree, given ``share`` of the request's time budget; None where
+    tp > 1 splits nothing and was not asked for."""
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=progress,
                          cache=req.cache, measure=req.measure or None, tp=tp)
     limits = request_limits(req)
-    grouped = usable.grouped(tp)  # (tp > 1: a device per tensor-parallel group; ConfigError if it cannot)
-    sizes = micro_batch_sizes(B, grouped.num_devices, limits)
+    try:
+        grouped = usable.grouped(tp)  # (tp > 1: a device per tensor-parallel group; ConfigError if it cannot)
+        sizes = micro_batch_sizes(B, grouped.num_devices, limits)
+    except ConfigError:
+        if req.tp is None and tp > 1:  # (a degree the fixed parts of the request leave no mesh for)
+            return None
+        raise
     if tp > 1 and req.tp is None:
         first = source.all(sizes[:1])[sizes[0]]
         if all(nd.partitioning == REPLICATED for nd in first.nodes):
@@ -315,11 +321,12 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
     freeze()
     n_chain = req.iterations or (None if req.time_budget_s else default_iterations(graphs[sizes[0]].n))
     tps = f", tp {tp}" if tp > 1 else ""
+    budget = req.time_budget_s * share if req.time_budget_s else None
     what = (f"searching {cl.num_devices} × {cl.device.name} ({len(sizes)} micro-batch sizes{tps}, seed {req.seed}"
-            + (f", {req.time_budget_s:g} s budget" if req.time_budget_s else "") + "), first chain")
+            + (f", {budget:.3g} s budget" if budget else "") + "), first chain")
     # two processes where there are two cores: the plan is the same (search/api.py), sooner
     with paused_collection(), search_progress(progress, what, n_chain) as cb:  # (freed by reference counting)
-        res = search(graphs, B, grouped, seed=req.seed, iterations=req.iterations, time_budget_s=req.time_budget_s,
+        res = search(graphs, B, grouped, seed=req.seed, iterations=req.iterations, time_budget_s=budget,
                      limits=limits, processes=min(2, os.cpu_count() or 1), progress=cb)
     best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
     progress.note(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains{tps}): "
@@ -331,7 +338,8 @@ TP_BASELINES = ("megatron", "tp+fsdp")  # the baselines a tp > 1 search adds bes
 
 
 def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
-    runs = [r for tp in tp_degrees(cl, req) if (r := _search_tp(spec, cl, usable, B, req, progress, tp))]
+    degrees = tp_degrees(cl, req)  # (a time budget is for the whole plan: each degree gets its share)
+    runs = [r for tp in degrees if (r := _search_tp(spec, cl, usable, B, req, progress, tp, 1 / len(degrees)))]
     fitting = [r for r in runs if r.result.fits]
     run = min(fitting, key=lambda r: r.result.best_eval.step_time_s) if fitting else runs[0]
     res, graphs, limits = run.result, run.graphs, request_limits(req)

@@ -33,6 +33,7 @@ class RankReport:
     measured_parts_s: dict[str, float] = field(default_factory=dict)  # forward, backward, grad_sync, optimizer
     cuda_peak_allocated_bytes: int | None = None  # the caching allocator's view (CUDA runs)
     cuda_peak_reserved_bytes: int | None = None
+    tp_rank: int = 0  # its index in its tensor-parallel group
 
 
 @dataclass
@@ -73,12 +74,14 @@ def _err(measured: Any, predicted: Any) -> str:
 
 def format_report(result: RunReport) -> str:
     """A table: rank, stage, dp rank, measured vs predicted peak and step time, error %."""
-    head = ["rank", "stage", "dp", "peak measured", "peak predicted", "err", "time measured", "time predicted", "err"]
+    tp = any(r.tp_rank for r in result.ranks)
+    head = ["rank", "stage", "dp"] + ["tp"] * tp + ["peak measured", "peak predicted", "err", "time measured",
+                                                   "time predicted", "err"]
     rows = []
     for r in result.ranks:
         mt, pt = r.measured_step_time_s, r.predicted_step_time_s
         rows.append([
-            str(r.rank), str(r.stage), str(r.dp_rank),
+            str(r.rank), str(r.stage), str(r.dp_rank)] + [str(r.tp_rank)] * tp + [
             _mib(r.measured_peak_bytes), _mib(r.predicted_peak_bytes),
             _err(r.measured_peak_bytes, r.predicted_peak_bytes),
             "-" if mt is None else f"{mt * 1e3:.1f} ms", "-" if pt is None else f"{pt * 1e3:.1f} ms",

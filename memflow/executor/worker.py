@@ -234,7 +234,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
 
     timed = times[cfg.warmup:] if len(times) > cfg.warmup else times
     rec = RankReport(
-        rank=rank, stage=stage.stage, dp_rank=stage.dp_rank, nodes=[stage.lo, stage.hi],
+        rank=rank, stage=stage.stage, dp_rank=stage.dp_rank, tp_rank=stage.tp_rank, nodes=[stage.lo, stage.hi],
         measured_peak_bytes=int(live.peak), peak_at=live.peak_at, host_peak_bytes=int(live.host_peak),
         predicted_peak_bytes=pred_peak,
         measured_step_time_s=statistics.median(timed) if timed else None,

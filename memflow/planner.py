@@ -275,16 +275,20 @@ def plan_request(req: PlanRequest, *, progress: Progress = SILENT) -> Plan:
 
 
 def tp_degrees(cl: Cluster, req: PlanRequest) -> list[int]:
-    """The tensor-parallel degrees a plan searches: the one the request fixes; else on GPUs 1, 2 and a
-    whole machine (Megatron's choice; a group stays inside a machine, on its fast link), each one
-    more capture and search (the degrees between are left to ``--tp``); on ``cpu-N`` only 1 (its
-    graphs are measured, minutes per degree: ``--tp`` asks for one)."""
+    """The tensor-parallel degrees a plan searches: the one the request fixes; else, where a machine's
+    devices talk over an NVLink-class link (at least :data:`TP_LINK_BANDWIDTH`: Megatron's setting;
+    over PCIe its all-reduces per layer cost more than they save), 1, 2 and a whole machine of at most
+    8 (Megatron's choice), each one more capture and search (the degrees between are left to ``--tp``);
+    otherwise, and on ``cpu-N`` (its graphs are measured, minutes per degree), only 1."""
     if req.tp is not None:
         return [req.tp]
-    if cl.device.kind == "cpu":
+    if cl.device.kind == "cpu" or cl.intra_link.bandwidth < TP_LINK_BANDWIDTH:
         return [1]
     n = cl.devices_per_node
-    return sorted({1, n} | ({2} if n % 2 == 0 else set()))
+    return sorted(t for t in {1, 2, min(n, 8)} if n % t == 0)
+
+
+TP_LINK_BANDWIDTH = 100e9  # bytes/s: the devices of a machine an unfixed plan splits tensors over
 
 
 @dataclasses.dataclass

@@ -60,14 +60,15 @@ def test_long_search_shows_progress_and_keeps_its_budget(tmp_path, capsys):
     """A search given seconds reports, about once a second, its iterations, best time and
     whether anything fits, then a summary per tensor-parallel degree searched; the budget is for the
     whole plan (each degree its share)."""
-    rc = main(["plan", GPT2, "--gpus", "4", "--time-budget", "2.5", "-o", str(tmp_path / "p.yaml")])
+    rc = main(["plan", GPT2, "--gpus", "4", "--gpu-type", "a100-80gb", "--time-budget", "2.5",
+               "-o", str(tmp_path / "p.yaml")])
     err = capsys.readouterr().err
     assert rc == 0
     lines = err.replace("\r", "\n").splitlines()
     ticks = [ln for ln in lines if ln.startswith("memflow: searching ") and " it [" in ln]
     assert len(ticks) >= 3 and any("best " in ln for ln in ticks), err  # the bar: iterations, rate, best so far
     summary = [ln for ln in lines if ln.startswith("memflow: searched ")]
-    assert len(summary) == 3 and all("iterations in" in ln for ln in summary)  # tp 1, 2 and 4 on 4 × V100
+    assert len(summary) == 3 and all("iterations in" in ln for ln in summary)  # tp 1, 2 and 4 on 4 × A100 (NVLink)
     secs = sum(float(ln.split(" in ")[1].split(" s")[0]) for ln in summary)
     assert secs < 2.5 * 1.4  # the degrees, the chains and the memory-unaware search share it
 

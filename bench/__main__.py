@@ -1,7 +1,7 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
 Names: profile, simulator, search, sweep, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu,
-seeds, unseen, selective, llama7b, tp, tp-runs, quick (small versions of profile, simulator, search and fidelity, for CI), all.
+seeds, unseen, selective, llama7b, tp, tp-runs, megatron-sel, quick (small versions of profile, simulator, search and fidelity, for CI), all.
 ``python -m bench NAME --quick`` runs NAME's small version (where it has one) into its own ``NAME-quick`` section.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ BENCHES = {  # ``all`` runs them in this order: the short ones first
     "unseen": "bench.bench_unseen",  # plans run on models the project was not built on, at two memory caps
     "selective": "bench.bench_selective",  # per-op selective recompute: held bytes, replay time, executor peaks
     "llama7b": "bench.bench_llama7b",  # Llama-7B planned on 8 × V100, 4 × A100-40GB, 1 × A100-80GB (simulated)
+    "megatron-sel": "bench.bench_megatron_sel",  # GPT-2 small's recompute policies beside Megatron's figures
     "tp-runs": "bench.bench_tp_runs",  # tp plans on cpu-2/cpu-4: losses against plain training, peaks predicted
     "tp": "bench.bench_tp",  # GPT-2 large and Llama-7B with tensor parallelism, against Megatron-style baselines
 }

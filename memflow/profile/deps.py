@@ -173,10 +173,12 @@ def _forget_user_modules() -> None:
             del sys.modules[name]
 
 
-def _build(model_file: str, batch_size: int, rec: _Recorder) -> Deps:
-    """Import, build, batch, optimizer, forward and loss under ``rec``; the record."""
+def _build(model_file: str, batch_size: int, rec: _Recorder, guard: bool = True) -> Deps:
+    """Import, build, batch, optimizer, forward and loss under ``rec``; the record. ``guard``: load the
+    file as :func:`memflow.model_file.load_model_file` guards it (a forked child of its own first;
+    a child of ours, whose end only loses the record, need not)."""
     rec.on = True
-    spec = load_model_file(model_file)
+    spec = load_model_file(model_file, guard=guard)
     torch.manual_seed(0)
     with FakeTensorMode(allow_non_fake_inputs=True), quiet_fake():
         model = spec.build()
@@ -221,7 +223,7 @@ def _in_child(model_file: str, batch_size: int) -> Deps:
     _forget_user_modules()
     rec = _recorder()
     os.environ = _environ(rec)
-    return _build(model_file, batch_size, rec)
+    return _build(model_file, batch_size, rec, guard=False)
 
 
 _memo: dict[str, Deps] = {}

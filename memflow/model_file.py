@@ -447,7 +447,8 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
         # imports (seconds, cold); imported here, the child inherits it instead of importing it again
         _import_dynamo()
         ended = first_in_child(lambda mark: _trial(p, shown, mark),
-                               spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown])
+                               spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown],
+                               meanwhile=_import_export)
         if ended is not None:
             raise ModelLoadError(f"{shown}: the model file {ended}")
     return _load(p, shown)
@@ -470,6 +471,16 @@ def _import_dynamo() -> None:
         importlib.import_module("torch._dynamo")
     except Exception:  # noqa: BLE001 - only a head start; the capture meets any error itself
         pass
+
+
+def _import_export() -> None:
+    """The modules of ``torch.export`` its first export imports (a few tenths of a second, cold):
+    imported while the guard's child runs, and inherited by the profiler's forked processes."""
+    for name in ("torch.export._trace", "torch._functorch.aot_autograd"):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - only a head start
+            pass
 
 
 def _load(p: Path, shown: str) -> ModelSpec:

@@ -232,6 +232,13 @@ def cold_cli_against(rev: str, pairs: int = 6) -> None:
     with tempfile.TemporaryDirectory() as wt:
         subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", wt, sha], check=True,
                        capture_output=True)
+        # memflow.search and memflow.simulator are the checkout's search/ and simulator/ (mapped by
+        # the editable install, which would give this checkout's to both): linked into the other
+        # revision's package, found there first
+        for sub in ("search", "simulator"):
+            link = Path(wt) / "memflow" / sub
+            if (Path(wt) / sub).is_dir() and not link.exists():
+                link.symlink_to(Path("..") / sub)
         try:
             runs: dict[str, list[float]] = {sha: [], "this checkout": []}
             for _ in range(pairs):

@@ -75,6 +75,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from memflow.errors import ModelLoadError
+from memflow.gcfreeze import freeze, paused_collection
 from memflow.model_guard import first_in_child, phases_to_stdout
 
 __all__ = [
@@ -445,15 +446,20 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
         raise ModelLoadError(f"{shown}: not a file (expected a model.py file)")
     if p.suffix != ".py":
         raise ModelLoadError(f"{shown}: not a .py file (a model file is a Python file)")
-    if guard:
-        # first: torch._dynamo, which the capture after every load needs and which building on the meta device
-        # imports (seconds, cold); imported here, the child inherits it instead of importing it again
-        _import_dynamo()
-        ended = first_in_child(lambda mark: _trial(p, shown, mark),
-                               spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown])
-        if ended is not None:
-            raise ModelLoadError(f"{shown}: the model file {ended}")
-    return _load(p, shown)
+    # no cyclic collection while modules load (what they make lives on: a collection would walk torch's
+    # objects for nothing, and the guard's child, forked meanwhile, inherits the pause for its imports)
+    with paused_collection():
+        if guard:
+            # first: torch._dynamo, which the capture after every load needs and which building on the meta
+            # device imports (seconds, cold); imported here, the child inherits it instead of importing it again
+            _import_dynamo()
+            freeze()
+            ended = first_in_child(lambda mark: _trial(p, shown, mark),
+                                   spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown],
+                                   meanwhile=_import_export)
+            if ended is not None:
+                raise ModelLoadError(f"{shown}: the model file {ended}")
+        return _load(p, shown)
 
 
 def _trial(p: Path, shown: str, mark: Callable[[str, str], None]) -> None:
@@ -473,6 +479,16 @@ def _import_dynamo() -> None:
         importlib.import_module("torch._dynamo")
     except Exception:  # noqa: BLE001 - only a head start; the capture meets any error itself
         pass
+
+
+def _import_export() -> None:
+    """The modules of ``torch.export`` its first export imports (a few tenths of a second, cold):
+    imported while the guard's child runs, and inherited by the profiler's forked processes."""
+    for name in ("torch.export._trace", "torch._functorch.aot_autograd"):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - only a head start
+            pass
 
 
 def _load(p: Path, shown: str) -> ModelSpec:

@@ -163,14 +163,16 @@ class _Phases:
 
 
 def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None,
-                   spawn: list[str] | None = None) -> str | None:
+                   spawn: list[str] | None = None, meanwhile: Callable[[], None] | None = None) -> str | None:
     """Run ``work(mark)`` in a forked child first; None when ``work``
     returned or raised, else how the child ended or hung (``"exited with code 0 during import"``), naming
     the phase ``mark(during, unfinished)`` announced last. Linux only. A process already running
     other threads is not forked (a fork copies only this thread: another's locks could hang the
     child): ``spawn``, a command that runs the same work in a new interpreter and writes its phases
     (``during\tunfinished`` lines, then ``done``) to its stdout, is run instead (slower: it imports
-    torch afresh), or, without one, nothing (the caller runs the code in-process, unguarded)."""
+    torch afresh), or, without one, nothing (the caller runs the code in-process, unguarded).
+    ``meanwhile()``: run here while a forked child works (what this side needs next and may do
+    before the user's code is known to be safe: imports of torch's own modules)."""
     limit = timeout_s() if limit_s is None else limit_s
     if not sys.platform.startswith("linux"):
         return None
@@ -189,6 +191,11 @@ def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None
             os.close(rfd)
             _child(work, wfd, err.fileno(), parent)
         os.close(wfd)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except Exception:  # noqa: BLE001 - only a head start on this side
+                pass
         phases = _Phases(rfd)
         deadline = time.monotonic() + limit
         status = None

@@ -1,9 +1,9 @@
 """``search(graphs, global_batch, cluster, ...) -> SearchResult``: the planner's search.
 
 Runs ``chains`` Metropolis–Hastings chains (with ``processes`` > 1: the
-first, then the memory-unaware search, here and the other chains beside them
-in a forked child that inherits the context, or, without fork, all in a pool
-of worker processes) from the seed strategies, each with its own RNG spawned
+first here, the other chains beside it in a forked child that inherits the
+context and the memory-unaware search in another, or, without fork, all in a
+pool of worker processes) from the seed strategies, each with its own RNG spawned
 from ``numpy.random.SeedSequence(seed)``, and reports the fastest strategy
 that fits, the baselines beside it, and the Pareto front of (step time, max
 peak memory) over every strategy evaluated. The result does not depend on
@@ -120,10 +120,13 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     whole_budget_s = time_budget_s
     if time_budget_s is not None:
         # the budget is wall-clock for the whole search: here the chains run one after another;
-        # with processes, the first chain and then the memory-unaware search run in this process
-        # while the other chains run beside them (one after another in one child when forked)
+        # forked, the first chain runs here, the other chains one after another in one child and the
+        # memory-unaware search in another; in a pool, the first chain and then the memory-unaware
+        # search take one worker while the other chains take the others
         extra = unaware_fraction if (baselines and memory_aware) else 0.0
-        share = chains + extra if processes <= 1 else max(1.0 + extra, chains - 1.0)
+        forked = processes > 1 and chains > 1 and start_method in (None, "fork")
+        share = (chains + extra if processes <= 1 else max(1.0, chains - 1.0) if forked
+                 else max(1.0 + extra, chains - 1.0))
         time_budget_s = time_budget_s / share
         p = ChainParams(**{**p.__dict__, "time_budget_s": time_budget_s})
     evaluator = Evaluator(ctx)
@@ -148,13 +151,18 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
     def rest() -> list:  # every chain but the first
         return [chain(i) for i in range(1, chains)]
 
-    child = None
+    child = aside = None
     if processes > 1 and chains > 1 and start_method in (None, "fork"):
-        child = ForkedJobs(rest)  # the first chain and the memory-unaware search here, the rest beside them
+        child = ForkedJobs(rest)  # the first chain here, the rest beside it, and the memory-unaware
+        # search beside both (it is shorter than a chain: behind the first, it was the search's tail)
+        if child.running and want_unaware:
+            aside = ForkedJobs(unaware)
     if child is not None and child.running:
         results = [chain(0)]
         if want_unaware:
-            unaware_res = unaware()
+            unaware_res = aside.result() if aside is not None else None
+            if unaware_res is None:
+                unaware_res = unaware()
         got = child.result()
         results += got if got is not None else rest()
     elif processes > 1 and (chains > 1 or want_unaware):

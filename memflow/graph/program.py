@@ -240,11 +240,14 @@ class StepProgram:
 
     # ------------------------------------------------------------- whole step
     def run_step(self, inputs: list[torch.Tensor], on_phase: Callable[[int], None] | None = None,
-                 wrap: Callable | None = None) -> torch.Tensor:
+                 wrap: Callable | None = None, watch: Any = None) -> torch.Tensor:
         """Forward + backward of the whole step, node by node; returns the (detached) loss.
 
         ``on_phase(p)`` is called as each phase starts (phase numbering of
         :mod:`memflow.graph.record`); ``on_phase(2n)`` marks the end of backward.
+        ``watch``: an object whose ``forward(k, env)`` is called right before node k's forward
+        (``env``: the values by name) and ``backward(k, state, grads)`` right before its backward
+        (its :class:`ForwardState` and the gradients by value name); it must keep no tensor.
         """
         n = self.n
         # under autocast, as a training loop's `with autocast(): loss = ...` runs it: the forward
@@ -256,6 +259,8 @@ class StepProgram:
         for k in range(n):
             if on_phase:
                 on_phase(k)
+            if watch is not None:
+                watch.forward(k, env)
             states.append(self.forward_node(k, env, wrap=wrap))
             self.drop_dead(env, k)
         torch.clear_autocast_cache()
@@ -264,6 +269,8 @@ class StepProgram:
         for k in range(n - 1, -1, -1):
             if on_phase:
                 on_phase(2 * n - 1 - k)
+            if watch is not None:
+                watch.backward(k, states[k], grads)
             self.backward_node(k, states[k], grads)
             states[k] = None
         grads.clear()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -107,7 +107,8 @@ def _batch_dims(batches: dict[int, list]) -> list[bool] | None:
 
 
 def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granularity: str | int = "auto",
-                   seed: int = 0, processes: int = 1) -> dict[int, TaskGraph]:
+                   seed: int = 0, processes: int = 1, on_built: Callable[[], None] | None = None
+                   ) -> dict[int, TaskGraph]:
     """``{b: capture_graph(spec, b, dtype=dtype, granularity=granularity)}`` for every size, faster.
 
     The graphs are the same ones (fake mode, no times); what is shared is the work
@@ -128,14 +129,15 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
 
     ``processes`` > 1 (and ``fork`` available): the fixed-size exports run in a
     forked process beside the symbolic export, and the symbolic program's sizes
-    are shared with a second one forked after it. The first of these makes the
+    are shared with up to ``processes`` more forked after it. The first of these makes the
     optimizer state and records the optimizer phase of a steady-state step on its
     own (:func:`memflow.profile.trace.opt_phase_alone`: the phase does not depend
     on the batch), and sends both here before its export; this process rebuilds
     the state from that description, and no size steps the optimizer, here or
     there (without them the state is made here and the first symbolic size steps
     in full). Results come back pickled; a process that fails has its sizes
-    captured here, one by one.
+    captured here, one by one. ``on_built()`` is called here once the model is built (side work
+    that may fork then; not when a single size is captured).
     """
     sizes = list(dict.fromkeys(sizes))
     for b in sizes:
@@ -146,12 +148,15 @@ def capture_graphs(spec: Any, sizes: list[int], *, dtype: str = "fp32", granular
     # the model and the programs outlive every traced step; the steps' garbage is freed by
     # reference counting (fake tensors: nothing real waits on a collection)
     with long_lived(), paused_collection():
-        return _capture_graphs(spec, sizes, dtype=dtype, granularity=granularity, seed=seed, processes=processes)
+        return _capture_graphs(spec, sizes, dtype=dtype, granularity=granularity, seed=seed, processes=processes,
+                               on_built=on_built)
 
 
 def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str | int, seed: int,
-                    processes: int) -> dict[int, TaskGraph]:
+                    processes: int, on_built: Callable[[], None] | None) -> dict[int, TaskGraph]:
     shared = SharedCapture(spec, sizes, dtype=dtype, granularity=granularity, seed=seed)
+    if on_built is not None:
+        on_built()
     general = [b for b in sizes if b >= 2]
     dims = _batch_dims({b: shared.batches[b] for b in general}) if len(general) >= 2 else None
     symbolic = general if dims is not None else []
@@ -204,11 +209,20 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
             got, state = shared.trace(prog, first, state) if first else ({}, state)
             mine = rest
             if got is not None and processes > 1 and len(rest) >= 2:
-                theirs = rest[(len(rest) + 1) // 2:]  # the smaller half: a forked process starts slower
-                h = ForkedJobs(lambda t=theirs, st=state: shared.trace(prog, t, st)[0])
-                if h.running:
-                    forked.append((theirs, h))
-                    mine = [b for b in rest if b not in theirs]
+                # the sizes in up to `processes` + 1 parts, this process's the largest (a forked
+                # process starts slower), one forked process for each other: the fixed-size
+                # process is through its own export by now, so three traces take two cores
+                parts = min(len(rest), processes + 1)
+                groups, i = [], 0
+                for k in range(parts):
+                    n = len(rest) // parts + (k < len(rest) % parts)
+                    groups.append(rest[i:i + n])
+                    i += n
+                for theirs in groups[1:]:
+                    h = ForkedJobs(lambda t=theirs, st=state: shared.trace(prog, t, st)[0])
+                    if h.running:
+                        forked.append((theirs, h))
+                        mine = [b for b in mine if b not in theirs]
             if got is not None:
                 more, state = shared.trace(prog, mine, state)
                 got = None if more is None else {**got, **more}

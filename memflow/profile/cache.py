@@ -23,7 +23,7 @@ from typing import Callable
 
 from ..fileio import atomic_write_text
 from ..graph.record import TaskGraph
-from .deps import Deps, record, recorded
+from .deps import Deps, record, record_soon, recorded
 
 __all__ = ["ProfileCache", "ProfileKey", "FORMAT_VERSION"]
 
@@ -90,6 +90,12 @@ class ProfileCache:
             warnings.warn(f"profile cache entry {path} is unreadable ({type(e).__name__}: {e}); recomputing",
                           stacklevel=3)
             return None
+
+    def prepare(self, key: str) -> None:
+        """Begin recording what the model file of ``key`` (a :class:`ProfileKey`) reads, for the
+        :meth:`put` that follows (:func:`memflow.profile.deps.record_soon`)."""
+        if isinstance(key, ProfileKey):
+            record_soon(key.model_file, key.batch_size)
 
     def put(self, key: str, graph: TaskGraph) -> None:
         """Store ``graph`` under ``key``; not one whose measured times disagreed with their own

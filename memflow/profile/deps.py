@@ -40,7 +40,7 @@ from ..graph.build import model_signature
 from ..graph.diagnose import quiet_fake
 from ..model_file import load_model_file
 
-__all__ = ["Deps", "record", "recorded"]
+__all__ = ["Deps", "record", "record_soon", "recorded"]
 
 _MEMFLOW = str(Path(__file__).resolve().parent.parent)
 _PACKAGES = ("memflow", "memflow_user_model_")  # the user's model modules are loaded again anyway
@@ -173,10 +173,12 @@ def _forget_user_modules() -> None:
             del sys.modules[name]
 
 
-def _build(model_file: str, batch_size: int, rec: _Recorder) -> Deps:
-    """Import, build, batch, optimizer, forward and loss under ``rec``; the record."""
+def _build(model_file: str, batch_size: int, rec: _Recorder, guard: bool = True) -> Deps:
+    """Import, build, batch, optimizer, forward and loss under ``rec``; the record. ``guard``: load the
+    file as :func:`memflow.model_file.load_model_file` guards it (a forked child of its own first;
+    a child of ours, whose end only loses the record, need not)."""
     rec.on = True
-    spec = load_model_file(model_file)
+    spec = load_model_file(model_file, guard=guard)
     torch.manual_seed(0)
     with FakeTensorMode(allow_non_fake_inputs=True), quiet_fake():
         model = spec.build()
@@ -221,20 +223,37 @@ def _in_child(model_file: str, batch_size: int) -> Deps:
     _forget_user_modules()
     rec = _recorder()
     os.environ = _environ(rec)
-    return _build(model_file, batch_size, rec)
+    return _build(model_file, batch_size, rec, guard=False)
 
 
 _memo: dict[str, Deps] = {}
+_soon: dict[str, ForkedJobs] = {}  # records begun by record_soon, by model file
+
+
+def record_soon(model_file: str, batch_size: int) -> None:
+    """Begin :func:`record`'s work now, in a forked child, for the next :func:`record` of the
+    file to take (the profiler starts it once the model is built: it runs beside the profiling
+    instead of after it)."""
+    key = os.path.abspath(model_file)
+    got = _memo.get(key)
+    if key in _soon or (got is not None and got.holds()):
+        return
+    job = ForkedJobs(lambda: _in_child(model_file, batch_size))
+    if job.running:
+        _soon[key] = job
 
 
 def record(model_file: str, batch_size: int) -> Deps | None:
     """What building ``model_file``'s model reads (None: it could not be run). A record made
-    earlier in this process is reused while it holds."""
+    earlier in this process (or begun by :func:`record_soon`) is reused while it holds."""
     key = os.path.abspath(model_file)
     got = _memo.get(key)
     if got is not None and got.holds():
         return got
-    got = ForkedJobs(lambda: _in_child(model_file, batch_size)).result()
+    job = _soon.pop(key, None)
+    got = job.result() if job is not None else None
+    if got is None or not got.holds():
+        got = ForkedJobs(lambda: _in_child(model_file, batch_size)).result()
     if got is None:  # no fork here (or the child could not build it): in this process, as it stands
         got = _in_process(model_file, batch_size)
     if got is not None:

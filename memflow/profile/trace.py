@@ -33,13 +33,14 @@ from ..graph.record import (
     carried_bytes,
 )
 from ..graph.actions import HostSwap, make_wrap
-from ..graph.training import grad_meta, unique_params
+from ..graph.training import casts, grad_meta, unique_params
 from ..kinds import SWAP
 from ..memory import BufferEvent, LiveBytes, storages
 from ..progress import detail
 from .fakecache import warm_call
 from .opcost import OpCost
 from .selective import selective_figures
+from .selective_nodes import NodeWatch, node_figures
 
 __all__ = ["trace_step", "node_state", "state_tensors", "OptPhase", "opt_phase_alone"]
 
@@ -270,6 +271,23 @@ def _data_reads(call, inputs: dict) -> list[str]:
     return out
 
 
+def _selective(program: StepProgram, inputs: list, optimizer: torch.optim.Optimizer, cost: OpCost,
+               watch: NodeWatch | None, how: str, autocast: bool) -> list[dict]:
+    """The nodes' ``sel_*`` figures (see :func:`trace_step`'s ``selective``)."""
+    if not how:
+        return [{}] * program.n
+    state = state_tensors(program, optimizer)
+    if watch is not None:
+        try:
+            return node_figures(watch, inputs, state, cost, autocast=autocast)
+        except Exception:  # noqa: BLE001 - NotByNode, or an op that will not run alone: the traced step has them
+            pass
+        torch.clear_autocast_cache()
+        for p in program.split.parameters():
+            p.grad = None
+    return selective_figures(program, inputs, optimizer, state, cost)
+
+
 def trace_step(
     program: StepProgram,
     inputs: list[torch.Tensor],
@@ -286,7 +304,7 @@ def trace_step(
     cpu_swap: bool = False,
     opt_phase: OptPhase | None = None,
     opt_out: list | None = None,
-    selective: bool = True,
+    selective: str = "nodes",
 ) -> TaskGraph:
     """Run a warm-up step and a traced step; return the TaskGraph (no times yet).
 
@@ -306,14 +324,17 @@ def trace_step(
     optimizer state (:class:`OptPhase`): the step is traced without ``optimizer.step()``
     and the record takes that phase from it. ``opt_out``: a list that receives this step's
     own :class:`OptPhase` (nothing when the phase cannot be told apart from the batch's
-    buffers, e.g. the optimizer read a buffer that is not a gradient). ``selective``: also trace a
-    forward and backward with every node under the ``selective`` action
-    (:func:`memflow.profile.selective.selective_figures`) for the nodes' ``sel_*`` figures."""
+    buffers, e.g. the optimizer read a buffer that is not a gradient). ``selective``: how the
+    nodes' ``sel_*`` figures are had: ``"step"``, a traced forward and backward with every node
+    under the ``selective`` action (:func:`memflow.profile.selective.selective_figures`);
+    ``"nodes"``, the same figures from one run per distinct node
+    (:func:`memflow.profile.selective_nodes.node_figures`), or the traced step where that cannot
+    be; ``""``, none."""
     n = program.n
     params = unique_params(program.split)
 
-    def step(on_phase=None, optimize=True, around_opt=None):
-        program.run_step(inputs, on_phase=on_phase)
+    def step(on_phase=None, optimize=True, around_opt=None, watch=None):
+        program.run_step(inputs, on_phase=on_phase, watch=watch)
         if on_phase:
             on_phase(2 * n)
         with around_opt() if around_opt else contextlib.nullcontext():
@@ -350,8 +371,9 @@ def trace_step(
             live.mark()
         return t
 
+    watch = NodeWatch(program, live) if selective == "nodes" else None
     with live, torch.autograd.graph.saved_tensors_hooks(saved, _same):
-        step(on_phase, optimize=opt_phase is None, around_opt=opt.around)
+        step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=watch)
         live.set_phase(2 * n + 1)
     grad_param = {}
     for ev, pname in grad_events:
@@ -387,8 +409,7 @@ def trace_step(
     replayed = _transients(live, state_bytes, n, *carried, peaks=live.phase_mark)
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
-    sel = (selective_figures(program, inputs, optimizer, state_tensors(program, optimizer), cost) if selective
-           else [{}] * n)
+    sel = _selective(program, inputs, optimizer, cost, watch, selective, autocast=casts(dtype))
     states, param_table, _ = node_state(program, optimizer)
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in storages(t)}.values())
     input_of = {name: sum(s.nbytes() for s in storages(t)) for name, t in zip(program.placeholders, inputs)

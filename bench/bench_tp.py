@@ -24,13 +24,16 @@ CASES = [
     ("llama7b", "a100-8-nvlink", 8, None),
     ("llama7b", "a100-8-nvlink", 8, "32GiB"),
     ("llama7b", "h100-2x8-ib", 16, None),
+    # more devices than the batch has samples: data parallelism alone cannot use them
+    ("gpt2_medium", "64×a100-80gb", 8, None),
 ]
 
 
 def _case(model: str, cluster: str, batch: int, mem: str | None) -> tuple[list, list[list]]:
     t0 = time.perf_counter()
-    p = memflow.plan(str(ROOT / "examples" / f"{model}.py"), cluster=cluster, gpu_memory=mem, batch_size=batch,
-                     dtype="bf16")
+    where = dict(gpus=int(cluster.split("×")[0]), gpu_type=cluster.split("×")[1]) if "×" in cluster \
+        else dict(cluster=cluster)
+    p = memflow.plan(str(ROOT / "examples" / f"{model}.py"), gpu_memory=mem, batch_size=batch, dtype="bf16", **where)
     secs = time.perf_counter() - t0
     pred = p.predicted
     fit = {k: b for k, b in p.baselines.items() if b.fits}
@@ -49,9 +52,9 @@ def _case(model: str, cluster: str, batch: int, mem: str | None) -> tuple[list, 
     return row, bases
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, only: list | None = None) -> None:
     rows, bases = [], []
-    for case in CASES[:1] if quick else CASES:
+    for case in only or (CASES[:1] if quick else CASES):
         r, b = _case(*case)
         rows.append(r)
         bases += b

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from memflow.errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
-from memflow.executor import (RankReport, RunConfig, RunReport, format_report, free_port, plain_losses, run_plan,
-                              stage_schedule)
+from memflow.executor import RankReport, RunConfig, RunReport, format_report, free_port, run_plan, stage_schedule
 from memflow.executor.report import read_report
 from memflow.strategy import Strategy
+from tests.reference import plain_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = {m: str(ROOT / "examples" / f"{m}.py") for m in ("gpt2", "resnet", "lstm")}
@@ -33,14 +33,8 @@ def _tiny(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-_PLAIN: dict = {}
-
-
 def plain(model: str, steps: int) -> list[float]:
-    key = (model, steps)
-    if key not in _PLAIN:
-        _PLAIN[key] = plain_losses(EX[model], B, steps, seed=0)
-    return _PLAIN[key]
+    return plain_losses(EX[model], B, steps, seed=0)
 
 
 def assert_losses(result: dict, model: str, steps: int | None = None, first: int = 0) -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from memflow.errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
-from memflow.executor import (RankReport, RunConfig, RunReport, format_report, free_port, plain_losses, run_plan,
-                              stage_schedule)
+from memflow.executor import RankReport, RunConfig, RunReport, format_report, free_port, run_plan, stage_schedule
 from memflow.executor.report import read_report
 from memflow.strategy import Strategy
+from tests.reference import plain_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = {m: str(ROOT / "examples" / f"{m}.py") for m in ("gpt2", "resnet", "lstm")}
@@ -33,14 +33,8 @@ def _tiny(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-_PLAIN: dict = {}
-
-
 def plain(model: str, steps: int) -> list[float]:
-    key = (model, steps)
-    if key not in _PLAIN:
-        _PLAIN[key] = plain_losses(EX[model], B, steps, seed=0)
-    return _PLAIN[key]
+    return plain_losses(EX[model], B, steps, seed=0)
 
 
 def assert_losses(result: dict, model: str, steps: int | None = None, first: int = 0) -> None:
@@ -157,10 +151,23 @@ def test_resnet_pp2_recompute_and_swap():
     assert_losses(run("resnet", st, steps=2), "resnet")
 
 
-def test_shard_state_dp2_lowers_peak(dp2_result):
+@pytest.fixture(scope="module")
+def zero1_runs(tmp_path_factory):
+    """dp2_result's strategy with the optimizer state sharded (ZeRO-1): two steps checkpointed, the same
+    run resumed to four steps, and four steps uninterrupted (one set of runs for the sharding and the
+    resume tests)."""
     st = strategy("lstm", dp=2, microbatches=2, schedule="gpipe")
     st.sharding = ["optimizer"]
-    res = run("lstm", st, steps=2)
+    ck = tmp_path_factory.mktemp("zero1") / "ck"
+    kw = dict(checkpoint_dir=str(ck), checkpoint_every=2)
+    first = run("lstm", st, steps=2, **kw)
+    step2_saved = (ck / "step_000002" / ".metadata").exists()
+    resumed = run("lstm", st, steps=4, resume=True, **kw)
+    return dict(first=first, step2_saved=step2_saved, resumed=resumed, whole=run("lstm", st, steps=4))
+
+
+def test_shard_state_dp2_lowers_peak(dp2_result, zero1_runs):
+    res = zero1_runs["whole"]
     assert_losses(res, "lstm")
     for a, b in zip(res.ranks, dp2_result.ranks):
         assert a.measured_peak_bytes < b.measured_peak_bytes
@@ -206,19 +213,14 @@ def test_model_mismatch_is_refused():
 
 
 # ------------------------------------------------------- checkpoints, failures
-def test_resume_equals_uninterrupted(tmp_path):
-    st = strategy("lstm", dp=2, microbatches=1)
-    st.sharding = ["optimizer"]
-    kw = dict(checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=2)
-    first = run("lstm", st, steps=2, **kw)
-    assert (tmp_path / "ck" / "step_000002" / ".metadata").exists()
-    resumed = run("lstm", st, steps=4, resume=True, **kw)
+def test_resume_equals_uninterrupted(zero1_runs):
+    first, resumed, whole = zero1_runs["first"], zero1_runs["resumed"], zero1_runs["whole"]
+    assert zero1_runs["step2_saved"]
     assert resumed.first_step == 2 and resumed.steps == [2, 3]
     assert_losses(first, "lstm")
     assert_losses(resumed, "lstm", first=2)
     # the same arithmetic as an uninterrupted run, to the bit (a fresh optimizer
     # state would move the step-3 loss by ~6e-6 relative, inside RTOL)
-    whole = run("lstm", st, steps=4)
     assert first.losses + resumed.losses == whole.losses
 
 

@@ -43,7 +43,7 @@ def _within(pred, real, tol):
 def test_measured_replay_peak_matches_real_step(example):
     """Acceptance 1: the graph's liveness replay vs live bytes of a real plain step (< 3%)."""
     name, spec = example
-    g = capture_graph(spec, 8, measure=True, repeats=1)
+    g = capture_graph(spec, 8, measure=True, repeats=0)  # memory traced on real tensors (no phase timing)
     real = measure_plain_step(spec, 8, repeats=1)
     assert g.state_bytes == pytest.approx(real.state_bytes, rel=1e-3)  # export may fold tiny constant buffers
     assert _within(replay(g).peak_bytes, real.peak_bytes, 0.03), (name, replay(g).peak_bytes, real.peak_bytes)

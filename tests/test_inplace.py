@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from memflow.executor import plain_losses
 from memflow.graph.inplace import functional_twin
 from memflow.planner import plan
 from memflow.runner import run
+from tests.reference import plain_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"resnet50": ROOT / "examples" / "resnet50.py", "unet": ROOT / "tests" / "inplace_models" / "unet.py"}

@@ -90,9 +90,9 @@ def captures(monkeypatch, tmp_path):
     return seen
 
 
-def _plan(path, out, gpu="v100-16gb"):
-    rc = main(["plan", str(path), "--gpus", "2", "--gpu-type", gpu, "--batch-size", "4", "--iterations", "200",
-               "--quiet", "-o", str(out)])
+def _plan(path, out, gpu="v100-16gb", batch=4):
+    rc = main(["plan", str(path), "--gpus", "2", "--gpu-type", gpu, "--batch-size", str(batch),
+               "--iterations", "200", "--quiet", "-o", str(out)])
     assert rc == 0
     p = load_plan(out)
     check_model(p)  # what `memflow run` checks first: the model as it is now is the one planned
@@ -137,11 +137,12 @@ def test_a_changed_helper_module_or_data_file_is_a_miss(tmp_path, monkeypatch, c
 
 
 def test_measured_cpu_profiles_follow_the_environment_too(tmp_path, monkeypatch, captures):
+    # batch 2: micro-batches 2 and 1 timed by the cpu-2 processes (batch 4 added a third size, the same path)
     path = tmp_path / "envmodel.py"
     path.write_text(ENV_MODEL)
-    small = _plan(path, tmp_path / "a.yaml", gpu="cpu")
+    small = _plan(path, tmp_path / "a.yaml", gpu="cpu", batch=2)
     monkeypatch.setenv("TOY_LAYERS", "6")
-    big = _plan(path, tmp_path / "b.yaml", gpu="cpu")
+    big = _plan(path, tmp_path / "b.yaml", gpu="cpu", batch=2)
     assert len(big.node_names) > len(small.node_names)
 
 

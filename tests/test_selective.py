@@ -14,7 +14,7 @@ import torch
 
 from bench.bench_fidelity import run_case
 from memflow.cluster import Cluster
-from memflow.executor import RunConfig, plain_losses, run_plan
+from memflow.executor import RunConfig, run_plan
 from memflow.graph.selective import is_expensive, policy
 from memflow.kinds import ACTIONS, KEEP, RECOMPUTE, SELECTIVE, SWAP
 from memflow.planfile import Plan, load_plan
@@ -26,6 +26,7 @@ from memflow.search.exact import solve_exact
 from memflow.simulator import Simulator
 from memflow.strategy import Strategy
 from memflow.summary import action_lines
+from tests.reference import plain_losses
 
 MODEL = Path(__file__).resolve().parent / "models" / "sac.py"
 B, S, H, HEADS, LAYERS = 8, 32, 32, 4, 3  # tests/models/sac.py at batch B

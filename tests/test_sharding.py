@@ -243,7 +243,7 @@ def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, kind, monke
     from pathlib import Path
 
     from bench.bench_fidelity import run_case
-    from memflow.executor import plain_losses
+    from tests.reference import plain_losses
 
     root = Path(__file__).resolve().parents[1]
     path = str(root / "examples" / "gpt2.py") if model == "gpt2" else str(root / "tests" / "models" / "tied.py")
@@ -267,7 +267,7 @@ def test_zero3_runs_as_plain_training_and_as_predicted(kind, monkeypatch):
     from pathlib import Path
 
     from bench.bench_fidelity import run_case
-    from memflow.executor import plain_losses
+    from tests.reference import plain_losses
 
     root = Path(__file__).resolve().parents[1]
     path = str(root / "examples" / "gpt2.py")
@@ -292,7 +292,7 @@ def test_zero3_on_four_ranks_runs_as_plain_training_and_as_predicted(model, kind
     from pathlib import Path
 
     from bench.bench_fidelity import run_case
-    from memflow.executor import plain_losses
+    from tests.reference import plain_losses
 
     path = str(Path(__file__).resolve().parents[1] / "examples" / f"{model}.py")
     rows = run_case(path, {}, 8, kind, steps=3, runs=1, warmup=1)

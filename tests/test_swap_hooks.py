@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from memflow.graph.actions import HostSwap, make_wrap
-from memflow.executor.launch import plain_losses
 from memflow.graph.build import capture_program
 from memflow.memory import LiveBytes
 from memflow.model_file import flatten, load_model_file
 from memflow.graph.training import unique_params
+from tests.reference import plain_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -45,7 +45,9 @@ def _case(model: str, cluster: str, batch: int, mem: str | None) -> tuple[list, 
            f"{max(pred.peak_bytes) / 2**30:.1f} / {min(pred.capacity_bytes) / 2**30:.1f}",
            f"{best}: {fit[best].step_time_s:.3f} s" if best else "none fits",
            f"{fit[best].step_time_s / pred.step_time_s:.2f}×" if best and pred.fits else "—",
-           f"{mbest}: {meg[mbest].step_time_s:.3f} s" if mbest else "none fits",
+           f"{mbest}: {meg[mbest].step_time_s:.3f} s" if mbest else
+           ("none fits" if any(k.startswith(("megatron", "tp+fsdp")) for k in p.baselines) else
+            "none (a machine of more than 8)"),
            f"{meg[mbest].step_time_s / pred.step_time_s:.2f}×" if mbest and pred.fits else "—", f"{secs:.0f}"]
     bases = [[model, where, k, "yes" if b.fits else "no", f"{b.step_time_s:.3f}", f"{max(b.peak_bytes) / 2**30:.1f}"]
              for k, b in sorted(p.baselines.items(), key=lambda kv: (not kv[1].fits, kv[1].step_time_s))]

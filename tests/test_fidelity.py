@@ -73,20 +73,24 @@ def test_stacked_lstm_program_holds_what_eager_holds():
 
 def test_run_log_records_each_rank_and_predicts_after_the_fact(tmp_path, monkeypatch):
     """A run launched without a prediction is logged (memflow.runlog); the prediction bench's
-    after-the-fact peak for it (graph traced on this host, simulated on cpu-N) matches each rank."""
+    after-the-fact peak for it (graph traced on this host, simulated on cpu-N) matches each rank.
+    (The 4-layer LSTM at micro-batches of 32: the cpu-1 profile the peak cases above made, which both
+    after-the-fact predictions below read from the session's cache.)"""
     from bench.bench_prediction import predict_peaks, rows_of
     from memflow import runlog
 
     log = tmp_path / "runs.jsonl"
     monkeypatch.setenv("MEMFLOW_RUN_LOG", str(log))
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
-    monkeypatch.setenv("MEMFLOW_LSTM_LAYERS", "2")
-    st = Strategy.from_boundaries(4, [2], dp=1, microbatches=2, actions=["keep", "swap", "keep", "recompute"])
-    cfg = RunConfig(model_file="examples/lstm.py", batch_size=16, strategy=st.to_dict(), steps=2)
+    monkeypatch.setenv("MEMFLOW_LSTM_LAYERS", "4")
+    st = Strategy.from_boundaries(6, [3], dp=1, microbatches=2,
+                                  actions=["keep", "swap", "keep", "recompute", "keep", "recompute"])
+    cfg = RunConfig(model_file="examples/lstm.py", batch_size=64, strategy=st.to_dict(), steps=2)
     report = run_plan(cfg, nproc=2, timeout_s=240)
     monkeypatch.delenv("MEMFLOW_LSTM_LAYERS")  # the record carries the model's settings
+    monkeypatch.delenv("MEMFLOW_RUN_LOG")  # (logged; a profile's cache key holds every MEMFLOW_* setting)
     (rec,) = runlog.read(log)
-    assert rec["env"]["MEMFLOW_LSTM_LAYERS"] == "2" and rec["batch_size"] == 16 and len(rec["ranks"]) == 2
+    assert rec["env"]["MEMFLOW_LSTM_LAYERS"] == "4" and rec["batch_size"] == 64 and len(rec["ranks"]) == 2
     assert [r["measured_peak_bytes"] for r in rec["ranks"]] == [r.measured_peak_bytes for r in report.ranks]
     assert all(r["predicted_peak_bytes"] is None for r in rec["ranks"])
     preds = predict_peaks(rec)

@@ -457,6 +457,7 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
             ended = first_in_child(lambda mark: _trial(p, shown, mark),
                                    spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown],
                                    meanwhile=_import_export)
+            freeze()  # and torch.export's modules, imported meanwhile
             if ended is not None:
                 raise ModelLoadError(f"{shown}: the model file {ended}")
         return _load(p, shown)

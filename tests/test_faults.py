@@ -144,6 +144,14 @@ def wait_for(cond, timeout: float, step: float = 0.1):
     return cond()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def own_processes():
+    """These tests watch how ranks are started and stopped: without the session's fork server."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MEMFLOW_FORKSERVER", raising=False)
+        yield
+
+
 @pytest.fixture
 def mark(monkeypatch) -> str:
     m = uuid.uuid4().hex

@@ -42,6 +42,7 @@ from typing import Callable
 import torch
 
 from .. import errors, runlog
+from ..forkserver import connect as served
 from ..errors import DeviceOutOfMemoryError, ExecutionError
 from ..graph.training import autocast
 from ..model_file import flatten, load_model_file
@@ -269,8 +270,11 @@ def _direct(config: RunConfig, cfg_path: str, nproc: int, rdzv_endpoint: str | N
         with open(log_path, "w") as log, sigterm_raises():
             try:
                 for r in range(nproc):
-                    procs.append(popen(cmd, death_signal=signal.SIGKILL, stdout=log, stderr=subprocess.STDOUT,
-                                       env={**env, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)}))
+                    renv = {**env, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)}
+                    # a warm fork server where one is named (memflow.executor.forkserver), else a new process
+                    procs.append(served(cmd, renv, log_path, log_path)
+                                 or popen(cmd, death_signal=signal.SIGKILL, stdout=log, stderr=subprocess.STDOUT,
+                                          env=renv))
                 try:
                     first = watch(procs, timeout_s, poll_s=0.05, tick=tail)
                 except TimeoutError:

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import CaptureError
+from ..forkserver import connect as served
 from ..graph.build import capture_program
 from ..graph.training import autocast, opt_params
 from ..model_file import load_model_file
@@ -113,9 +114,10 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
         procs: list[subprocess.Popen] = []
         try:
             for r in range(procs_n):
-                with open(d / f"err{r}.txt", "w") as err:
-                    procs.append(popen([sys.executable, "-m", "memflow.profile.concurrent", tmp, str(r)], env=env,
-                                       stdout=subprocess.DEVNULL, stderr=err))
+                cmd = [sys.executable, "-m", "memflow.profile.concurrent", tmp, str(r)]
+                with open(d / f"err{r}.txt", "w") as err:  # (a warm fork server's process where one is named)
+                    procs.append(served(cmd, env, None, str(d / f"err{r}.txt"))
+                                 or popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err))
             try:
                 failed = watch(procs, timeout_s)
             except TimeoutError:

@@ -50,6 +50,16 @@ def _strategy(kind: str, n: int) -> Strategy:
         # the host (each shard copied into the gathered buffer before its gather)
         return Strategy(dp=2, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["parameters"],
                         optimizer_on_host=[True], params_on_host=[True])
+    if kind == "offload":  # one rank: every node's parameters streamed in from the host for each pass, its
+        # gradients out, the optimizer on the host (ZeRO-Offload/Infinity on one GPU)
+        return Strategy(dp=1, pp=1, stage_of=[0] * n, actions=["keep"] * n, sharding=["parameters"],
+                        optimizer_on_host=[True], params_on_host=[True])
+    if kind == "pp2-offload-rec-m2":  # two stages of one rank, each streaming its parameters from the host,
+        # every other node recomputed (its replay reads the backward's copy in), two micro-batches
+        return Strategy.from_boundaries(n, half, dp=1, microbatches=2,
+                                        actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)],
+                                        sharding=["parameters"] * 2, optimizer_on_host=[True] * 2,
+                                        params_on_host=[True] * 2)
     if kind in ("dp2-pp2-fsdp", "dp2-pp2-fsdp-offload"):  # four ranks: two stages, each ZeRO-3 over its two
         # data-parallel ranks (with the parameters' shards, gradients and optimizer on the host)
         off = kind.endswith("offload")

@@ -16,10 +16,12 @@ data-parallel ranks split (:data:`memflow.kinds.Sharding`): ``none``;
 the parameters are broadcast); ``gradients`` (ZeRO-2: also the gradients, each
 rank keeping its reduce-scattered share of each bucket); ``parameters``
 (ZeRO-3/FSDP: also the parameters, gathered per node for its forward and its
-backward). Without data parallelism every level shards nothing.
+backward). Without data parallelism every level shards nothing, but for
+``parameters`` with the parameters on the host (below).
 ``optimizer_on_host[s]`` keeps that stage's optimizer state in host memory;
-``params_on_host[s]`` also its parameters' shards (valid only with sharding ``parameters`` on dp > 1
-ranks, and with the optimizer on the host). The plain data show both as one per-stage
+``params_on_host[s]`` also its parameters' shards (valid only with sharding ``parameters`` and the
+optimizer on the host; at dp 1 a node's "shard" is all its parameters, streamed in from the host for
+each pass and its gradients out: ZeRO-Offload/Infinity on one GPU). The plain data show both as one per-stage
 ``offload`` (:data:`memflow.kinds.Offload`: ``none`` / ``optimizer`` / ``optimizer+parameters``),
 read back into the two; a record without ``offload`` reads as before.
 Older plans' ``shard_state`` (a flag per stage, ZeRO-1) is read as
@@ -115,7 +117,8 @@ class Strategy:
                 for h, p in zip(self.optimizer_on_host, self.params_on_host)]
 
     def params_host(self, s: int) -> bool:
-        """Whether stage ``s``'s parameter shards live in host memory (ZeRO-3 on dp > 1 ranks)."""
+        """Whether stage ``s``'s parameter shards live in host memory (ZeRO-3 with the optimizer on the host;
+        at dp 1 a shard is the whole of a node's parameters)."""
         return bool(self.params_on_host[s]) and self.sharded(s) == SHARD_PARAMETERS
 
     # ------------------------------------------------------------ factories
@@ -224,7 +227,7 @@ class Strategy:
         for s, on in enumerate(self.params_on_host):
             if on and (self.sharded(s) != SHARD_PARAMETERS or not self.optimizer_on_host[s]):
                 raise StrategyError(
-                    f"stage {s}: offload {OFFLOAD_PARAMETERS!r} needs sharding 'parameters' on dp > 1 ranks and the "
+                    f"stage {s}: offload {OFFLOAD_PARAMETERS!r} needs sharding 'parameters' and the "
                     f"optimizer on the host (got sharding {self.sharding[s]!r}, dp {self.dp}, optimizer on host "
                     f"{bool(self.optimizer_on_host[s])})")
         if batch_size is not None:
@@ -257,8 +260,13 @@ class Strategy:
     upgrade_data = staticmethod(upgrade_dict)  # (memflow.typed.from_data: and read it back)
 
     def sharded(self, s: int) -> Sharding:
-        """Stage ``s``'s effective sharding level: ``none`` without data parallelism."""
-        return self.sharding[s] if self.dp > 1 else SHARD_NONE
+        """Stage ``s``'s effective sharding level: ``none`` without data parallelism, except
+        ``parameters`` with the parameters on the host (one rank streams each node's parameters in from
+        the host and its gradients out: ZeRO-Offload/Infinity on one GPU, TensorFlowMem's variables on
+        the host)."""
+        if self.dp > 1 or (self.sharding[s] == SHARD_PARAMETERS and self.params_on_host[s]):
+            return self.sharding[s]
+        return SHARD_NONE
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Strategy":

@@ -24,6 +24,7 @@ from memflow.kinds import KEEP, RECOMPUTE, SHARD_GRADIENTS, SHARD_PARAMETERS
 from memflow.strategy import Strategy
 
 from .context import SearchContext
+from .fixes import offload_on_one
 from .mcmc import ChainParams, ChainResult, Evaluator, run_chain
 from .seeds import few_microbatches, seed_strategies, start_pool
 
@@ -47,8 +48,14 @@ def chen_sqrt_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
 def sharded_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
     """ZeRO-2 with every node recomputed, and FSDP (ZeRO-3) with every node kept or recomputed, on
     the most data-parallel mesh, for a few micro-batch counts (none without data parallelism; a
-    level out of the search's levels is left out)."""
+    level out of the search's levels is left out). On one device only ``fsdp+offload``: every node's
+    parameters streamed in from the host, the optimizer there (ZeRO-Infinity on one GPU)."""
     dp = max(ctx.dps)
+    if dp == 1 and offload_on_one(ctx):
+        return [(f"fsdp+offload/m{m}", Strategy(dp=1, pp=ctx.N, stage_of=so, actions=[KEEP] * ctx.n, microbatches=m,
+                                                sharding=[SHARD_PARAMETERS] * ctx.N, optimizer_on_host=[True] * ctx.N,
+                                                params_on_host=[True] * ctx.N))
+                for m in few_microbatches(ctx, 1, ctx.N) for so in [ctx.partition(ctx.N, ctx.global_batch // m)]]
     if dp < 2 or not ctx.allow_shard:
         return []
     pp = ctx.N // dp

@@ -84,11 +84,6 @@ def mesh_choices(num_devices: int, global_batch: int, limits: MeshLimits = MeshL
                               f"no valid mesh: {N} devices need pp = N/dp ≤ {max_stages} nodes with global batch "
                               f"{gb} divisible by dp")
         dps = fit
-    if lim.offload == OFFLOAD_PARAMETERS:  # (the parameters' shards: ZeRO-3 on dp > 1 ranks)
-        dps = [d for d in dps if d > 1]
-        if not dps:
-            raise ConfigError(f"offload {OFFLOAD_PARAMETERS} needs dp > 1: no valid mesh of {N} devices and global "
-                              f"batch {gb} has one")
     m = lim.microbatches
     if m is None:
         return {d: divisors(gb // d, lim.max_microbatches) or [1] for d in dps}

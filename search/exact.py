@@ -44,6 +44,7 @@ from memflow.simulator.stage import stage_peak
 from memflow.strategy import Strategy
 
 from .context import GraphProvider, SearchContext
+from .fixes import offload_on_one
 
 __all__ = ["ExactResult", "solve_exact", "space_size"]
 
@@ -65,12 +66,14 @@ class _OutOfTime(Exception):
 
 def _flag_opts(ctx: SearchContext, dp: int, flags: bool):
     """A stage's per-stage options ``(sharding level, optimizer on the host, parameters on the
-    host)``: the parameters only at ZeRO-3 on dp > 1 ranks with the optimizer on the host; an
-    offload the user fixed, only it."""
+    host)``: the parameters only at ZeRO-3 with the optimizer on the host (on one rank: the level
+    only with them, :func:`search.fixes.offload_on_one`); an offload the user fixed, only it."""
     sh = list(ctx.shard_levels) if (flags and dp > 1 and ctx.allow_shard) else [SHARD_NONE]
     ho = [False, True] if (flags and ctx.allow_host) else [False]
     out = [(a, b, c) for a in sh for b in ho for c in ((False, True) if b and a == SHARD_PARAMETERS and dp > 1
                                                          else (False,))]
+    if flags and dp == 1 and offload_on_one(ctx):
+        out.append((SHARD_PARAMETERS, True, True))
     off = ctx.fixed_offload
     if off is not None:
         out = [f for f in out if (f[1], f[2]) == (off != OFFLOAD_NONE, off == OFFLOAD_PARAMETERS)]

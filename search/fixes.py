@@ -29,6 +29,7 @@ from .context import SearchContext
 
 __all__ = [
     "make", "with_action", "can_shard", "shard_levels", "shard_up", "set_shard", "set_host", "set_params_host",
+    "offload_on_one",
     "cuts", "boundary_shifts", "shifts",
     "cascade", "overfull_stages", "fullest_stage", "freeing_actions", "kept_by_saved", "free_stage", "deepen",
     "exchange", "move_node", "one_f_one_b", "more_microbatches", "unswaps", "host_offs", "host_relief",
@@ -39,7 +40,8 @@ __all__ = [
 # ------------------------------------------------------------------ one-step edits
 def make(st: Strategy, **kw) -> Strategy:
     """A copy of ``st`` with fields replaced (cheap: no dict round trip). A stage's parameters stay on
-    the host only while it keeps ZeRO-3 on dp > 1 ranks and its optimizer on the host."""
+    the host only while it keeps ZeRO-3 (on one rank: the level that goes with them) and its optimizer
+    on the host."""
     new = Strategy(
         dp=kw.get("dp", st.dp), pp=kw.get("pp", st.pp),
         stage_of=list(kw.get("stage_of", st.stage_of)), actions=list(kw.get("actions", st.actions)),
@@ -99,16 +101,29 @@ def set_host(st: Strategy, s: int, on: bool, ctx: SearchContext) -> Strategy | N
     return make(st, optimizer_on_host=oh)
 
 
+def offload_on_one(ctx: SearchContext) -> bool:
+    """Whether a stage without data parallelism may stream its parameters from the host (ZeRO-3's
+    level with the parameters on the host, on one rank: ZeRO-Offload/Infinity on one GPU)."""
+    return ctx.allow_host and ctx.allow_shard and SHARD_PARAMETERS in ctx.shard_levels
+
+
 def set_params_host(st: Strategy, s: int, on: bool, ctx: SearchContext) -> Strategy | None:
     """``st`` with stage ``s``'s parameters' shards on the host (``on``: its optimizer too) or back
     on the device (its optimizer stays on the host); None where the stage is not at ZeRO-3 on
-    dp > 1 ranks, the context allows no host state, or the stage is so already."""
-    if not ctx.allow_host or st.sharded(s) != SHARD_PARAMETERS or bool(st.params_on_host[s]) == on:
+    dp > 1 ranks, the context allows no host state, or the stage is so already. On one rank (dp 1)
+    the stage's level goes to ``parameters`` with them and back to ``none`` without them."""
+    if not ctx.allow_host or bool(st.params_on_host[s]) == on:
         return None
-    ph, oh = list(st.params_on_host), list(st.optimizer_on_host)
+    ph, oh, sh = list(st.params_on_host), list(st.optimizer_on_host), list(st.sharding)
+    if st.dp == 1:
+        if on and not offload_on_one(ctx):
+            return None
+        sh[s] = SHARD_PARAMETERS if on else SHARD_NONE
+    elif st.sharded(s) != SHARD_PARAMETERS:
+        return None
     ph[s] = on
     oh[s] = oh[s] or on
-    return make(st, params_on_host=ph, optimizer_on_host=oh)
+    return make(st, params_on_host=ph, optimizer_on_host=oh, sharding=sh)
 
 
 def cuts(stage_of: list[int]) -> list[int]:

@@ -150,9 +150,9 @@ def toggle_host(state: State, rng, ctx) -> Strategy | None:
 
 def toggle_offload(state: State, rng, ctx) -> Strategy | None:
     """Flip one ZeRO-3 stage's parameters between the host and the device (offload
-    ``optimizer+parameters`` ↔ ``optimizer``)."""
+    ``optimizer+parameters`` ↔ ``optimizer``); on one rank (dp 1) any stage's."""
     st = state.strategy
-    z3 = [s for s in range(st.pp) if st.sharded(s) == SHARD_PARAMETERS]
+    z3 = [s for s in range(st.pp) if st.sharded(s) == SHARD_PARAMETERS or (st.dp == 1 and fx.offload_on_one(ctx))]
     if not z3 or not ctx.allow_host:
         return None
     s = _pick(rng, z3)

@@ -401,11 +401,11 @@ class Simulator:
         options (``shard``: its sharding level; ``host_bw``: the host-link bandwidth it gets; ``stage``:
         its index, whose dp ring times ZeRO-3's collectives; ``params_host``: ZeRO-3's shards on the
         host), cached as the simulator's own."""
-        shard = shard if dp > 1 else SHARD_NONE
-        comm = None
-        if shard == SHARD_PARAMETERS:
-            comm = (*self._ring(stage, dp), self.cluster.device.kind == "cpu")
         ph = shard == SHARD_PARAMETERS and bool(params_host)
+        shard = shard if dp > 1 or ph else SHARD_NONE  # (dp 1: ZeRO-3 only as parameter offload)
+        comm = None
+        if shard == SHARD_PARAMETERS:  # (dp 1: no collective, only the host copies on the unit timeline)
+            comm = (*(self._ring(stage, dp) if dp > 1 else (math.inf, 0.0)), self.cluster.device.kind == "cpu")
         return self._stage_eval((a, b, tuple(actions), shard, bool(opt_host) or ph, dp, host_bw, comm, ph), detail)
 
     def _stage_eval(self, key: tuple, detail: bool = False) -> StageEval:
@@ -449,7 +449,10 @@ class Simulator:
         lfac = [0.0] * pp
         buckets = [()] * pp
         comm = [None] * pp
-        if dp > 1:
+        if dp == 1:  # parameter offload on one rank: no collective, the host copies on the unit timeline
+            comm = [(math.inf, 0.0, self.cluster.device.kind == "cpu") if shard[s] == SHARD_PARAMETERS else None
+                    for s in range(pp)]
+        else:
             for s in range(pp):
                 bw, lat = self._ring(s, dp)
                 nb = len(specs[s].buckets)

@@ -595,7 +595,7 @@ class StageModel:
         copy_out = prefetch = None
         sync1 = syncN = 0
         z2 = dp > 1 and shard == SHARD_GRADIENTS
-        z3 = dp > 1 and shard == SHARD_PARAMETERS
+        z3 = shard == SHARD_PARAMETERS and (dp > 1 or params_host)  # (dp 1: only as parameter offload)
         ph = z3 and params_host
         copies, sync_fl, sync_end = self._syncs["z3"] if z3 else self.sync_copies(dp if z2 else 0)
         sync = dp > 1 and copies

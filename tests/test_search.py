@@ -316,12 +316,19 @@ def _all_strategies(ctx):
             for m in ctx.ms[dp]:
                 for acts in itertools.product(ctx.actions, repeat=ctx.n):
                     for sched in SCHEDULES:
-                        flags = [(sh, ho) for sh in (ctx.shard_levels if dp > 1 else ["none"]) for ho in (False, True)]
+                        # (level, optimizer on the host, parameters on the host: with ZeRO-3 and the
+                        # host optimizer; on one rank the level only with them)
+                        flags = [(sh, ho, ph) for sh in (ctx.shard_levels if dp > 1 else ["none"])
+                                 for ho in (False, True) for ph in ((False, True) if ho and sh == "parameters"
+                                                                     else (False,))]
+                        if dp == 1:
+                            flags.append(("parameters", True, True))
                         for per_stage in itertools.product(flags, repeat=pp):
                             yield Strategy.from_boundaries(ctx.n, list(cuts), dp=dp, actions=list(acts),
                                                            microbatches=m, schedule=sched,
                                                            sharding=[f[0] for f in per_stage],
-                                                           optimizer_on_host=[f[1] for f in per_stage])
+                                                           optimizer_on_host=[f[1] for f in per_stage],
+                                                           params_on_host=[f[2] for f in per_stage])
 
 
 def test_mesh_jumps_carry_per_stage_options_by_node():

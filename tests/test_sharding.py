@@ -369,9 +369,9 @@ def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():
 
 # ------------------------------------------------------------------ parameters on the host
 def test_offload_reads_writes_and_is_checked():
-    """Offload per stage: ``optimizer+parameters`` needs ZeRO-3 on dp > 1 ranks and the optimizer on
-    the host; the plain data show it as ``offload`` beside ``optimizer_on_host``, read back whole;
-    a record without ``offload`` (an older plan) reads as before."""
+    """Offload per stage: ``optimizer+parameters`` needs ZeRO-3 and the optimizer on the host (on one
+    rank the level is in effect only with it); the plain data show it as ``offload`` beside
+    ``optimizer_on_host``, read back whole; a record without ``offload`` (an older plan) reads as before."""
     st = Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"])
     assert st.offload == ["none"] and st.to_dict()["offload"] == ["none"]
     off = st.copy(offload=["optimizer+parameters"])
@@ -380,8 +380,13 @@ def test_offload_reads_writes_and_is_checked():
     assert Strategy.from_dict(off.to_dict()) == off
     old = {k: v for k, v in st.to_dict().items() if k != "offload"}
     assert Strategy.from_dict(old) == st
+    one = Strategy(1, 1, [0, 0], ["keep"] * 2, sharding=["parameters"], optimizer_on_host=[True],
+                   params_on_host=[True])
+    one.validate(2, 1)
+    assert one.sharded(0) == "parameters" and one.params_host(0)
+    assert one.copy(offload=["optimizer"]).sharded(0) == "none"  # (one rank: nothing to shard without it)
     for bad in (st.copy(sharding=["gradients"], offload=["optimizer+parameters"]),
-                Strategy(1, 1, [0, 0], ["keep"] * 2, sharding=["parameters"], optimizer_on_host=[True],
+                Strategy(1, 1, [0, 0], ["keep"] * 2, sharding=["optimizer"], optimizer_on_host=[True],
                          params_on_host=[True]),
                 Strategy(2, 1, [0, 0], ["keep"] * 2, sharding=["parameters"], params_on_host=[True])):
         with pytest.raises(StrategyError, match="needs sharding 'parameters'"):
@@ -500,7 +505,7 @@ def test_search_and_exact_offload_parameters_where_only_it_fits_on_the_device():
     # fixed by the user: every strategy the search returns offloads the parameters
     r2 = search(lambda mb: g, 8, cl.with_memory(2 * peak["z3"]), seed=1,
                 limits=MeshLimits(offload="optimizer+parameters"))
-    assert r2.best.offload == ["optimizer+parameters"] and r2.best.dp == 2
+    assert r2.best.offload == ["optimizer+parameters"] * r2.best.pp
     with pytest.raises(ConfigError, match="offload"):
         PlanRequest("m.py", sharding="gradients", offload="optimizer+parameters")
 
@@ -528,3 +533,79 @@ def test_offload_edits_keep_strategies_valid():
     assert [c.offload for c in relief] == [["optimizer", "none"], ["none", "none"]]
     for c in relief + [fx.make(on, stage_of=[0, 1, 1, 1])]:
         c.validate(4, 4)
+
+
+# ------------------------------------------------------------------ parameters on the host, one rank
+def test_offload_on_one_rank_peaks_by_hand():
+    """One rank with its parameters on the host (ZeRO-Offload/Infinity on one GPU): a node's parameters
+    are copied in whole before each pass and freed after, its gradient flattened and copied out, so
+    the peak is ZeRO-3's over two ranks with every unit whole (x1 and x0 in, g1, x2's flat copy: B1),
+    the host holds every parameter, gradient and AdamW state, and the step grows by the copies."""
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+    from tests.test_simulator import MS, make_cluster
+
+    P, A, S = 10**6, 1000, 1000
+    g = chain_graph(3, act_bytes=A, saved_bytes=S, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
+    cl = make_cluster(1)
+    st = Strategy(1, 1, [0] * 3, ["keep"] * 3, sharding=["parameters"], optimizer_on_host=[True],
+                  params_on_host=[True])
+    r = Simulator(g, cl).evaluate(st, detail=True)
+    assert r.peak_bytes == [2 * P + P + P + 3 * A + 2 * S]
+    b = r.breakdown[0]
+    assert b["params"] == 0 and b["optimizer"] == 0 and b["grads"] == 0
+    assert Simulator(g, cl).evaluate(st).peak_bytes == r.peak_bytes  # the search's path agrees
+    assert r.host_bytes[0] == 3 * P + 3 * P + 6 * P
+    keep = Simulator(g, cl).evaluate(st.copy(offload=["optimizer"]))  # (the level has no effect without it)
+    assert keep.peak_bytes[0] > r.peak_bytes[0]
+    # on a host link where a unit's copy takes 10 ms (5-10x a pass), the copies set the step: three
+    # in for the forward, three again for the backward, three gradients out, one after another
+    slow = Simulator(g, make_cluster(1, host_bw=1e8)).evaluate(st).step_time_s
+    assert 9 * 10 * MS <= slow <= 9 * 10 * MS + 9 * MS + 0.5 * MS
+
+
+def test_search_and_exact_stream_parameters_on_one_device_when_only_that_fits():
+    """A chain on one GPU whose memory holds one node's parameters at a time but not all of them (nor
+    with the optimizer on the host): the exact solver and the MCMC both put the parameters on the
+    host, and the MCMC's plan is within 2% of the exact optimum."""
+    from memflow.cluster import Cluster
+    from memflow.search import MeshLimits, SearchContext, search, solve_exact
+    from memflow.simulator import Simulator
+    from memflow.simulator.synthetic import chain_graph
+
+    n = 4
+    g = chain_graph(n, act_bytes=1 << 20, saved_bytes=1 << 20, param_bytes=P_CHAIN, fwd_s=20e-3, bwd_s=40e-3)
+    cl = Cluster.for_gpus(1, "v100-16gb")
+    host = Strategy(1, 1, [0] * n, ["recompute"] * n, optimizer_on_host=[True])
+    off = host.copy(sharding=["parameters"], offload=["optimizer+parameters"])
+    lo, hi = Simulator(g, cl).evaluate(off).peak_bytes[0], Simulator(g, cl).evaluate(host).peak_bytes[0]
+    assert lo < hi
+    cl = cl.with_memory((lo + hi) // 2 + (8 << 20))
+    lim = MeshLimits(dp=1)
+    ex = solve_exact(ctx=SearchContext(lambda mb: g, 8, cl, limits=lim))
+    r = search(lambda mb: g, 8, cl, seed=1, limits=lim)
+    assert ex.best is not None and ex.best.params_on_host == [True] and ex.best.sharded(0) == "parameters"
+    assert r.best is not None and r.best.params_on_host == [True]
+    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+
+
+@pytest.mark.parametrize("kind,ranks", [("offload", 1), ("pp2-offload-rec-m2", 2)])
+def test_offload_on_one_rank_runs_as_plain_training_and_as_predicted(kind, ranks, monkeypatch):
+    """GPT-2 tiny with every node's parameters streamed in from the host on one rank (cpu-1), and on a
+    two-stage pipeline of one rank each with every other node recomputed (its replay reads the
+    backward's copy in) and two micro-batches: the losses of plain training, every rank's peak as
+    predicted."""
+    from pathlib import Path
+
+    from bench.bench_fidelity import run_case
+    from tests.reference import plain_losses
+
+    path = str(Path(__file__).resolve().parents[1] / "examples" / "gpt2.py")
+    rows = run_case(path, {}, 8, kind, steps=3, runs=1, warmup=1)
+    assert len(rows) == ranks
+    for r in rows:
+        assert abs(r["pp"] / r["mp"] - 1) <= 0.05, r
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    ref = plain_losses(path, 8, 3, seed=0)
+    got = rows[0]["losses"]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)

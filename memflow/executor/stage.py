@@ -142,7 +142,8 @@ class Stage:
         for p in self.params:  # (in the order the nodes read them, as the profiler lists them)
             if id(p) not in shared_ids:
                 owned[first[id(p)] - self.lo].append(p)
-        self.sharding = sharding if dp > 1 else SHARD_NONE
+        # (dp 1: ZeRO-3 only with the parameters on the host, each node's streamed in and out)
+        self.sharding = sharding if dp > 1 or (sharding == SHARD_PARAMETERS and params_host) else SHARD_NONE
         self.z3: Zero3Sync | None = None
         self.host_tensors: list[torch.Tensor] = []  # model state this rank holds in host memory
         if self.sharding == SHARD_GRADIENTS:  # ZeRO-2: each rank keeps its slice of every bucket

@@ -1,6 +1,7 @@
 """ZeRO-3 / FSDP on the node program: each graph node's parameters sharded, gathered around its passes.
 
-A stage at sharding level ``parameters`` (dp > 1) makes every local node an FSDP *unit*: the
+A stage at sharding level ``parameters`` (dp > 1, or dp 1 with the parameters on the host: then a
+gather is the copy in from the host and a reduce-scatter nothing) makes every local node an FSDP *unit*: the
 trainable parameters only that node reads (:func:`unit_params`). Before the first step each
 unit's parameters become views of one flat buffer of the unit's elements padded to a multiple
 of ``dp`` (``full``); rank ``r`` copies slice ``r`` of it into a tensor of its own (``shard``:
@@ -128,8 +129,9 @@ class Zero3Sync:
         self.host = host  # the units' shards (and gradient slices) in host memory
         self.dp = dp
         self.rank = rank
-        self.gloo = dist.get_backend(group) == "gloo"
-        self.ranks = dist.get_process_group_ranks(group)  # global rank of each dp rank (broadcast sources)
+        # (dp 1, parameters on the host: no collective; a gather is the copy in, a reduce-scatter nothing)
+        self.gloo = dp > 1 and dist.get_backend(group) == "gloo"
+        self.ranks = dist.get_process_group_ranks(group) if dp > 1 else []  # (broadcast sources)
         self.units: dict[int, _Unit] = {x: _Unit(x, ps, dp, rank, host) for x, ps in enumerate(units) if ps}
         dev = next((u.full.device for u in self.units.values()), None)
         self.copy_stream = torch.cuda.Stream(dev) if host and dev is not None and dev.type == "cuda" \
@@ -182,7 +184,11 @@ class Zero3Sync:
                 with torch.cuda.stream(self.copy_stream):
                     mine.copy_(u.shard.detach(), non_blocking=True)
                 torch.cuda.current_stream(mine.device).wait_stream(self.copy_stream)
-                works = [dist.all_gather_into_tensor(u.full, mine, group=self.group, async_op=True)]
+                works = [dist.all_gather_into_tensor(u.full, mine, group=self.group, async_op=True)] \
+                    if self.dp > 1 else []
+            elif self.dp == 1:  # (parameters on the host, one rank: the copy in is the gather)
+                u.full.copy_(u.shard.detach())
+                works = []
             elif self.gloo:  # (host shards on the CPU: the same plain copy, from host memory)
                 u.full[self.rank * k:(self.rank + 1) * k].copy_(u.shard.detach())
                 works = [dist.broadcast(u.full[r * k:(r + 1) * k], src=self.ranks[r], group=self.group, async_op=True)
@@ -258,7 +264,9 @@ class Zero3Sync:
         self._wait()
         flat = flat_grads(u.params, u.padded - u.numel, u.full)
         k = u.k
-        if self.gloo:  # (a chunk of the other ranks' copies is left undefined: they die)
+        if self.dp == 1:  # (one rank: the flat copy is the sum)
+            works = []
+        elif self.gloo:  # (a chunk of the other ranks' copies is left undefined: they die)
             works = [dist.reduce(flat[r * k:(r + 1) * k], dst=self.ranks[r], group=self.group, async_op=True)
                      for r in range(self.dp)]
         else:  # pragma: no cover - needs GPUs (NCCL's in-place form: the output is the input's own chunk)

@@ -427,9 +427,9 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
               [["MoE experts", "12 → 48 (4×); 0.66 B → 2.5 B parameters", _cell(one, " experts"), _cell(acc, " experts"),
                 "examples/moe.py: 6 blocks, d_model 1024, d_ff 4096, top-2, 50.3 M parameters per expert "
                 "(0.70 B at 12, 2.51 B at 48). Parameters, gradients and AdamW state are 16 B per parameter on "
-                "the GPU unless the plan puts the optimizer on the host (then 8 B); MemFlow does not offload "
-                "parameters or gradients, so its gain is bounded by those 8 B per parameter fitting on the "
-                "GPU (TensorFlowMem keeps variables on the host)."]], "",
+                "the GPU unless the plan puts the optimizer on the host (then 8 B) or streams the parameters "
+                "from the host too (then one block's at a time, with the next one's copy in flight: "
+                "TensorFlowMem's variables on the host); the host memory (the preset's) then bounds it."]], "",
               [_plans("single-pass plan at its max", one), _plans("accumulation plan at its max", acc)])
     else:
         table("TensorFlowMem — MoE", [["", "12 → 48", "error: " + err("moe"), "", ""]], "")
@@ -529,6 +529,8 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
 
 
 if __name__ == "__main__":
+    if "--quick" in sys.argv:  # (as ``python -m bench seeds --quick``: into the seeds-quick section)
+        os.environ["MEMFLOW_BENCH_QUICK"] = "1"
     _rows = next((a.split("=", 1)[1] if "=" in a else sys.argv[i + 2] for i, a in enumerate(sys.argv[1:])
                   if a.startswith("--rows")), None)
     main(quick="--quick" in sys.argv, rows=_rows.split(",") if _rows else None, write="--no-write" not in sys.argv)

@@ -37,12 +37,14 @@ def stage_table(plan: Plan) -> list[str]:
         cap = pr.capacity_bytes[devs[0]]
         opts = []
         lvl = st.sharded(s)
-        if lvl != SHARD_NONE:
+        if lvl != SHARD_NONE and st.dp > 1:
             opts.append(SHARD_LABELS[lvl])
         if st.tp > 1:
             split = sum(1 for k in nodes if st.partitioning and st.partitioning[k] != "replicated")
             opts.append(f"tensor parallel over {st.tp} ({split}/{len(nodes)} nodes split)")
-        if st.params_host(s):
+        if st.params_host(s) and st.dp == 1:
+            opts.append("parameters streamed in from the host per node, gradients out, optimizer on host")
+        elif st.params_host(s):
             opts.append("parameters + optimizer on host")
         elif st.optimizer_on_host[s]:
             opts.append("optimizer on host")

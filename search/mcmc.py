@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from memflow.kinds import ONE_F_ONE_B, SCHEDULES, SHARD_NONE
+from memflow.kinds import ONE_F_ONE_B, SCHEDULES, SHARD_NONE, SHARD_PARAMETERS
 from memflow.strategy import Strategy
 
 from . import fixes as fx
@@ -182,7 +182,8 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                 yield fx.make(st, stage_of=list(so), schedule=sched, sharding=unsharded,
                               optimizer_on_host=off)
     for dp in ctx.dps:
-        if dp == st.dp:
+        same = dp == st.dp  # (this mesh: only the full offload, at every micro-batch count)
+        if same and (any(st.params_on_host) or not ctx.allow_host):
             continue
         pp = ctx.N // dp
         shards = fx.shard_levels(ctx, dp)
@@ -201,12 +202,19 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                 ho_opts = _flag_patterns(hosts, st.optimizer_on_host, st.stage_of, stage_of, pp)
                 scheds = ([st.schedule] + [x for x in SCHEDULES if x != st.schedule] if pp > 1 and m > 1
                           else [ONE_F_ONE_B])
+                # and every stage streaming its parameters from the host (ZeRO-3's level with the
+                # optimizer and parameters there; on one rank the level only with them)
+                full_off = ctx.allow_host and (SHARD_PARAMETERS in shards if dp > 1 else fx.offload_on_one(ctx))
                 for sched in scheds:
-                    for sh in sh_opts:
+                    for sh in sh_opts if not same else ():
                         for ho in ho_opts:
                             yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
                                            microbatches=m, schedule=sched, sharding=list(sh),
                                            optimizer_on_host=list(ho))
+                    if full_off:
+                        yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
+                                       microbatches=m, schedule=sched, sharding=[SHARD_PARAMETERS] * pp,
+                                       optimizer_on_host=[True] * pp, params_on_host=[True] * pp)
 
 
 def _flag_patterns(values: list[bool], old: list[bool] | None, old_stage_of: list[int], stage_of: list[int],

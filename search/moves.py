@@ -101,9 +101,14 @@ def refactor_mesh(state: State, rng, ctx) -> Strategy | None:
     lv = fx.shard_levels(ctx, dp)
     shard = [max(st.sharding, key=lv.index) if set(st.sharding) <= set(lv) else lv[-1]] * pp
     host = [bool(any(st.optimizer_on_host))] * pp
+    # parameters streamed from the host carry over with the level that goes with them (dp 1 too)
+    off = any(st.params_on_host) and ctx.allow_host and (
+        shard[0] == SHARD_PARAMETERS if dp > 1 else fx.offload_on_one(ctx))
+    if off:
+        shard, host = [SHARD_PARAMETERS] * pp, [True] * pp
     sched = st.schedule if pp > 1 else ONE_F_ONE_B
     return Strategy(dp=dp, pp=pp, stage_of=stage_of, actions=list(st.actions), microbatches=m, schedule=sched,
-                    sharding=shard, optimizer_on_host=host)
+                    sharding=shard, optimizer_on_host=host, params_on_host=[off] * pp)
 
 
 def change_microbatches(state: State, rng, ctx) -> Strategy | None:

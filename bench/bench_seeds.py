@@ -12,7 +12,8 @@ One part runs for real on this CPU: ResNet-50 (tiny scale) under an accounted-me
 PyTorch's largest batch (in-process, bisection) against the largest single-pass plan, run through the
 executor under its capacity and timed beside plain.
 
-Run: ``python -m bench seeds`` (``--quick``: fewer rows, no accumulation column for the knobs).
+Run: ``python -m bench seeds`` (``--quick``: fewer rows, and no accumulation column for the two
+costliest knobs, the deep ResNet's depth and the LSTM's sequence length).
 """
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ def extremes(example: str, model_env: dict, gpu: str, batch: int) -> list[tuple[
 # ---------------------------------------------------------------- the rows
 def row_resnet50(gpu: str, quick: bool) -> dict:
     one = run_fit("resnet50", {}, gpu, "batch", batch=None, upto=4096, max_mb=1)
-    acc = None if quick else run_fit("resnet50", {}, gpu, "batch", batch=None, upto=4096, max_mb=32)
+    acc = run_fit("resnet50", {}, gpu, "batch", batch=None, upto=4096, max_mb=32)
     ext = extremes("resnet50", {}, gpu, one["plan"] + 1) if one["plan"] and not one["hit"] else None
     return dict(one=one, acc=acc, extremes=ext)
 
@@ -187,7 +188,7 @@ def row_deep(quick: bool) -> dict:
 
 def row_moe(quick: bool) -> dict:
     one = run_fit("moe", {}, "titan-x-12gb", "experts", batch=8, upto=256, max_mb=1)
-    acc = None if quick else run_fit("moe", {}, "titan-x-12gb", "experts", batch=8, upto=256, max_mb=8)
+    acc = run_fit("moe", {}, "titan-x-12gb", "experts", batch=8, upto=256, max_mb=8)
     return dict(one=one, acc=acc)
 
 
@@ -214,21 +215,21 @@ def row_rnn(quick: bool) -> dict:
 def row_lm(layers: int, quick: bool) -> dict:
     e = {"MEMFLOW_LSTM_LAYERS": str(layers), "MEMFLOW_LSTM_SEQ": "35"}
     one = run_fit("lstm", e, "titan-x-12gb", "batch", batch=None, upto=16384, max_mb=1)
-    acc = None if quick else run_fit("lstm", e, "titan-x-12gb", "batch", batch=None, upto=16384, max_mb=32)
+    acc = run_fit("lstm", e, "titan-x-12gb", "batch", batch=None, upto=16384, max_mb=32)
     return dict(one=one, acc=acc)
 
 
 def row_nmt(steps: int, quick: bool) -> dict:
     e = {"MEMFLOW_NMT_SEQ": str(steps)}
     one = run_fit("nmt", e, "titan-x-12gb", "batch", batch=None, upto=8192, max_mb=1)
-    acc = None if quick else run_fit("nmt", e, "titan-x-12gb", "batch", batch=None, upto=8192, max_mb=32)
+    acc = run_fit("nmt", e, "titan-x-12gb", "batch", batch=None, upto=8192, max_mb=32)
     return dict(one=one, acc=acc)
 
 
 def row_unet(quick: bool) -> dict:
     one = run_fit("unet3d", {}, "v100-16gb", "batch", batch=None, upto=256, max_mb=1)
     img = run_fit("unet3d", {}, "v100-16gb", "seq", batch=1, upto=512, max_mb=1)
-    acc = None if quick else run_fit("unet3d", {}, "v100-16gb", "batch", batch=None, upto=256, max_mb=32)
+    acc = run_fit("unet3d", {}, "v100-16gb", "batch", batch=None, upto=256, max_mb=32)
     return dict(one=one, acc=acc, img=img)
 
 

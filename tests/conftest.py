@@ -33,7 +33,7 @@ if sys.platform.startswith("linux") and os.environ.get("MEMFLOW_TEST_FORKSERVER"
 
 # Cases marked ``full`` widen a matrix the default suite already covers (another fraction, a
 # larger model of a shape already run); MEMFLOW_TEST_FULL=1 runs them too. The default suite
-# takes about 14 minutes on two cores, most of it real multi-process runs and cpu-N profiles.
+# takes about 10 minutes on two cores, most of it real multi-process runs and cpu-N profiles.
 FULL = os.environ.get("MEMFLOW_TEST_FULL") == "1"
 
 

@@ -278,7 +278,7 @@ def _cell(r: dict | None, unit: str = "") -> str:
         return f"plain {r['plain']}, plan: nothing fits"
     s = f"{r['plain']} → {r['plan']}{'+' if r['hit'] else ''}{unit} ({_gain(r['plain'], r['plan'])})"
     if r.get("ov") is not None:
-        s += f", {100 * r['ov']:+.0f}% per sample"
+        s += f", {round(100 * r['ov']) + 0:+d}% per sample"  # (+ 0: no "-0%")
     return s
 
 

@@ -27,6 +27,7 @@ import runpy
 import select
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -182,8 +183,6 @@ class ServedRank:
             self.conn.close()
 
     def wait(self, timeout: float | None = None) -> int:
-        import subprocess
-
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             left = None if deadline is None else deadline - time.monotonic()

@@ -271,7 +271,7 @@ def _direct(config: RunConfig, cfg_path: str, nproc: int, rdzv_endpoint: str | N
             try:
                 for r in range(nproc):
                     renv = {**env, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)}
-                    # a warm fork server where one is named (memflow.executor.forkserver), else a new process
+                    # a warm fork server where one is named (memflow.forkserver), else a new process
                     procs.append(served(cmd, renv, log_path, log_path)
                                  or popen(cmd, death_signal=signal.SIGKILL, stdout=log, stderr=subprocess.STDOUT,
                                           env=renv))

@@ -281,6 +281,11 @@ def _direct(config: RunConfig, cfg_path: str, nproc: int, rdzv_endpoint: str | N
                     rc, first = None, None
                 if first is not None:  # (the ranks that failed by then; those stopped below are not failures)
                     rc = first[1]
+                    # a rank that dies takes its peers down within milliseconds (their collectives fail), and
+                    # the peer's exit may be seen first: let the others' ends arrive before naming the cause
+                    settle = time.monotonic() + 2.0
+                    while time.monotonic() < settle and any(p.poll() is None for p in procs):
+                        time.sleep(0.02)
                     failures.append((first[0], str(first[1])))
                     failures += [(r, str(p.returncode)) for r, p in enumerate(procs)
                                  if r != first[0] and p.returncode not in (None, 0)]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from memflow.errors import ConfigError, StrategyError
-from memflow.graph.tp import MEGATRON, REPLICATED, shard
+from memflow.graph.tp import MEGATRON, MEGATRON_SP, REPLICATED, SEQUENCE, shard
 from memflow.strategy import Strategy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,18 +36,31 @@ def _program(model: str, tp: int, rank: int = 0):
     return capture_program(spec, 4, fake=False, tp_rank=rank)
 
 
-@pytest.mark.parametrize("model,blocks", [("gpt2", ["transformer.h.0", "transformer.h.1"]),
-                                          ("llama", ["model.embed_tokens", "model.layers.0", "model.layers.1",
-                                                     "lm_head"]),
-                                          ("bert", ["bert.encoder.layer.0", "bert.encoder.layer.1"])])
-def test_transformer_blocks_split_and_nothing_else(tiny, model, blocks):
+@pytest.mark.parametrize("model,blocks,tokens", [
+    ("gpt2", ["transformer.h.0", "transformer.h.1"], ["transformer.ln_f"]),
+    ("llama", ["model.embed_tokens", "model.layers.0", "model.layers.1", "lm_head"], ["model.norm"]),
+    ("bert", ["bert.encoder.layer.0", "bert.encoder.layer.1"], [])])
+def test_transformer_blocks_split_and_nothing_else(tiny, model, blocks, tokens):
     """The blocks' attention and MLP pairs split, and an untied vocabulary (Llama's) by rows: its
     lookup and its output layer with the loss over it; tied vocabularies (GPT-2's, BERT's: read by
-    two nodes), tables of positions, norms and heads a norm reads stay replicated."""
+    two nodes), tables of positions and heads a norm reads stay replicated. With sequence
+    parallelism the blocks' norms and residual adds are split by tokens, and so is a final norm
+    between the last block and the head (its input arrives split)."""
     captured, program, _, _ = _program(model, 2)
-    split = [name for name, kind in zip(captured.names, program.partitioning) if kind == MEGATRON]
+    split = [name for name, kind in zip(captured.names, program.partitioning) if kind in (MEGATRON, MEGATRON_SP)]
     assert split == blocks
-    assert set(program.partitioning) == {MEGATRON, REPLICATED}
+    assert [n for n, kind in zip(captured.names, program.partitioning) if kind == SEQUENCE] == tokens
+    sp_blocks = [n for n, kind in zip(captured.names, program.partitioning) if kind == MEGATRON_SP]
+    assert set(sp_blocks) >= {b for b in blocks if ".layer" in b or ".h." in b}
+    with_sp = program.partitioning
+    import os
+    os.environ["MEMFLOW_TP_SEQUENCE"] = "0"
+    try:
+        _, plain, _, _ = _program(model, 2)
+    finally:
+        del os.environ["MEMFLOW_TP_SEQUENCE"]
+    assert [k for k in plain.partitioning if k != REPLICATED] == [MEGATRON] * len(blocks)
+    assert len(with_sp) == len(plain.partitioning)
 
 
 def test_fused_qkv_is_cut_per_block_and_each_rank_holds_its_heads(tiny):
@@ -167,3 +180,94 @@ def test_tp_runs_as_plain_training_and_as_predicted(model, kind, monkeypatch):
     ref = plain_losses(path, 8, 3, seed=0, pieces=pieces)
     got = rows[0]["losses"]
     assert len(got) == 3 and all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(got, ref)), (got, ref)
+
+
+# ------------------------------------------------------------------ sequence parallelism
+def test_token_chunks_gather_back_whole_with_blocks():
+    """A split along a dimension made of blocks (``[b, s, h]`` viewed as ``[b·s, h]``): each rank's
+    chunk is its part of every block, and the gather puts the whole back in order."""
+    from memflow.graph.sp import all_gather, chunk_of
+    from memflow.graph.tp import TPGroup
+
+    t = torch.arange(4 * 6 * 3.0).reshape(4, 6, 3)
+    flat = t.reshape(24, 3)
+    for r in range(2):
+        assert torch.equal(chunk_of(flat, -2, 4, 2, r), t[:, 3 * r:3 * (r + 1)].reshape(12, 3))
+        assert torch.equal(chunk_of(t, -2, 1, 2, r), t[:, 3 * r:3 * (r + 1)])
+    g = TPGroup(2)  # no process group: each rank's part stands in for every rank's
+    assert torch.equal(all_gather(g, t[:, :3], -2, 1, (0, "x")), torch.cat([t[:, :3], t[:, :3]], 1))
+    assert g.moved[(0, "x")] == t.numel() * 4 // 2  # half an all-reduce of the whole
+
+
+def test_seq_views_follow_the_tokens():
+    from memflow.graph.sp_rules import Seq, seq_view
+    from memflow.graph.tp_rules import _groups
+
+    st = Seq(-2, 1, frozenset())
+    merged = seq_view(st, (4, 32, 64), (128, 64), _groups((4, 32, 64), (128, 64)), 2)
+    assert (merged.dim, merged.outer) == (-2, 4)  # the batch dims become blocks
+    back = seq_view(merged, (128, 64), (4, 32, 64), _groups((128, 64), (4, 32, 64)), 2)
+    assert (back.dim, back.outer) == (-2, 1)
+    # the features cut into heads: the tokens stay where they are
+    heads = seq_view(st, (4, 32, 64), (4, 32, 4, 16), _groups((4, 32, 64), (4, 32, 4, 16)), 2)
+    assert (heads.dim, heads.outer) == (-3, 1)
+    # the tokens merged with the features after them: not a token split any more
+    assert seq_view(st, (4, 32, 64), (4, 2048), _groups((4, 32, 64), (4, 2048)), 2) is None
+
+
+def test_sequence_parallel_blocks_move_what_megatron_moves_and_save_less(tiny, monkeypatch):
+    """Per block, sequence parallelism's all-gathers and reduce-scatters move in the forward what
+    Megatron's two all-reduces move (counted as all-reduce bytes); the backward adds only the
+    norms' and biases' partial gradients; the blocks save less, each rank keeping its tokens of the
+    norms' and residuals' tensors."""
+    from memflow.model_file import load_model_file
+    from memflow.profile import profile_model
+
+    spec = dataclasses.replace(load_model_file(ROOT / "examples" / "gpt2.py"), tp=2)
+    sp = profile_model(spec, 4, cache=False)
+    monkeypatch.setenv("MEMFLOW_TP_SEQUENCE", "0")
+    mg = profile_model(spec, 4, cache=False)
+    blocks = [k for k, nd in enumerate(sp.nodes) if nd.partitioning == MEGATRON_SP]
+    assert blocks and all(mg.nodes[k].partitioning == MEGATRON for k in blocks)
+    h, tokens = 64, 4 * 32
+    for k in blocks:
+        a, b = sp.nodes[k], mg.nodes[k]
+        assert a.tp_fwd_bytes == b.tp_fwd_bytes and a.tp_fwd_collectives == 2 * b.tp_fwd_collectives
+        partial = (4 * h + 2 * h) * 4  # ln_1's and ln_2's weight and bias, the two row biases (fp32)
+        # the first block splits its whole input at its entry: its gradient is all-gathered
+        entry = tokens * h * 4 // 2 if k == blocks[0] else 0
+        assert a.tp_bwd_bytes == b.tp_bwd_bytes + partial + entry
+        assert a.saved_bytes < b.saved_bytes
+
+
+def test_sequence_parallel_borders_train_as_plain_training():
+    """A whole operand varying along the tokens (a position table, split alike), one broadcast
+    along them (a gate: its gradient summed over the group) and a node that mixes the tokens (its
+    input gathered, its output split again) on two gloo ranks: plain training's losses, each rank's
+    peak within 5% of its prediction."""
+    from bench.bench_fidelity import run_case
+    from memflow.executor import plain_losses
+
+    path = str(ROOT / "tests" / "models" / "sp_mix.py")
+    rows = run_case(path, {}, 8, "tp2", steps=3, runs=1, warmup=1)
+    assert len(rows) == 2
+    for r in rows:
+        assert abs(r["pp"] / r["mp"] - 1) <= 0.05, r
+    ref = plain_losses(path, 8, 3, seed=0)
+    got = rows[0]["losses"]
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
+
+
+def test_sequence_parallel_partitionings_of_the_mixing_model():
+    from memflow.graph.build import capture_program
+    from memflow.model_file import load_model_file
+
+    spec = dataclasses.replace(load_model_file(ROOT / "tests" / "models" / "sp_mix.py"), tp=2)
+    captured, program, _, _ = capture_program(spec, 4, fake=False)
+    kinds = dict(zip(captured.names, program.partitioning))
+    assert kinds == {"embed": REPLICATED, "block0": MEGATRON_SP, "mix": SEQUENCE, "block1": MEGATRON_SP,
+                     "norm": REPLICATED}
+    sites = {c.index: sorted(str(n.target).rsplit("_", 1)[0] for n in c.module.graph.nodes if n.op == "call_module")
+             for c in program.calls}
+    assert sites[2] == ["sp_gather", "sp_scatter"]  # the running mean: whole in, split again out
+    assert "sp_gather" in sites[4]  # the final norm's input arrives split; the head reads it whole

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 from typing import Any
 
 import torch
@@ -35,7 +36,10 @@ def program_of(captured: Captured, tp: int = 1, tp_rank: int = 0) -> StepProgram
     program = StepProgram(captured.split, captured.unread)
     if tp > 1:
         program.tp = TPGroup(tp, tp_rank)
-        program.partitioning = apply_tp(program, program.tp)
+        # MEMFLOW_TP_SEQUENCE=0: Megatron's pairs alone, without sequence parallelism (a comparison
+        # switch; like every MEMFLOW_ variable it is part of the profile cache's key)
+        sequence = os.environ.get("MEMFLOW_TP_SEQUENCE", "1") != "0"
+        program.partitioning = apply_tp(program, program.tp, sequence=sequence)
     return program
 
 

@@ -39,12 +39,16 @@ import torch.distributed as dist
 import torch.fx
 
 from .program import StepProgram
+from .sp import SPOp, insert_seq_ops
 from .tp_rules import SPLITS, VIEWS, NodeSplit, analyse, weight_of
 
-__all__ = ["TPGroup", "apply_tp", "record_tp", "shard", "origin_of", "REPLICATED", "MEGATRON"]
+__all__ = ["TPGroup", "apply_tp", "record_tp", "shard", "origin_of", "REPLICATED", "MEGATRON", "MEGATRON_SP",
+           "SEQUENCE"]
 
 REPLICATED = "replicated"
 MEGATRON = "megatron"  # column- and row-split linear pairs, the ops between them split by heads/features
+MEGATRON_SP = "megatron+sp"  # ... and the ops outside them split by tokens (sequence parallelism)
+SEQUENCE = "sequence"  # no linear split; the ops split by tokens
 
 aten = torch.ops.aten
 
@@ -230,6 +234,8 @@ def rewrite(gm: torch.fx.GraphModule, sp: NodeSplit, group: TPGroup, k: int) -> 
                 size = new.args[1]
                 size = [_div(s, tp) for s in size] if isinstance(size, (list, tuple)) else _div(size, tp)
                 new.args = (new.args[0], size) + tuple(new.args[2:])
+    # -- sequence parallelism's scatters, gathers and partial-gradient sites
+    insert_seq_ops(graph, root, env, gm, sp, group, k)
     # -- enter before the column-split linears' input (one per input value)
     entered: dict[str, torch.fx.Node] = {}
     by_name = {n.name: n for n in gm.graph.nodes}
@@ -238,7 +244,11 @@ def rewrite(gm: torch.fx.GraphModule, sp: NodeSplit, group: TPGroup, k: int) -> 
         x = weight_of(old, params | placeholders)[0]
         if x.name not in entered:
             site = f"tp_enter_{len(entered)}"
-            root.add_module(site, TPOp("enter", group, (k, site)))
+            if x.name in sp.enter_gathers:  # token-split: gathered, its backward reduce-scattered
+                d, o = sp.enter_gathers[x.name]
+                root.add_module(site, SPOp("gather_enter", group, (k, site), d, o))
+            else:
+                root.add_module(site, TPOp("enter", group, (k, site)))
             with graph.inserting_after(env[x]):
                 entered[x.name] = graph.call_module(site, (env[x],))
         new = env[old]
@@ -250,7 +260,11 @@ def rewrite(gm: torch.fx.GraphModule, sp: NodeSplit, group: TPGroup, k: int) -> 
         x, weight, _, bias = weight_of(old, params | placeholders)
         pk = old.target.overloadpacket
         site = f"tp_reduce_{i}"
-        root.add_module(site, TPOp("reduce", group, (k, site)))
+        if name in sp.rs:  # summed and split by tokens
+            d, o = sp.rs[name]
+            root.add_module(site, SPOp("reduce_scatter", group, (k, site), d, o))
+        else:
+            root.add_module(site, TPOp("reduce", group, (k, site)))
         with graph.inserting_after(new):
             if pk is aten.linear:
                 mm = graph.call_function(aten.linear.default, (new.args[0], new.args[1]))
@@ -265,7 +279,13 @@ def rewrite(gm: torch.fx.GraphModule, sp: NodeSplit, group: TPGroup, k: int) -> 
         if bias is not None:
             b = env[by_name[bias]]
             with graph.inserting_after(red):
-                last = graph.call_function(aten.add.Tensor, (red, b))
+                if name in sp.rs:  # added to split tokens: its gradient summed over the group
+                    root.add_module(f"{site}_bias", SPOp("partial", group, (k, f"{site}_bias")))
+                    b = graph.call_module(f"{site}_bias", (b,))
+                    with graph.inserting_after(b):
+                        last = graph.call_function(aten.add.Tensor, (red, b))
+                else:
+                    last = graph.call_function(aten.add.Tensor, (red, b))
         new.replace_all_uses_with(last)
         graph.erase_node(new)
     # -- losses over vocabulary-split logits
@@ -321,9 +341,12 @@ def _set_attr(program: StepProgram, name: str, value: torch.Tensor) -> None:
     setattr(obj, last, value)
 
 
-def apply_tp(program: StepProgram, group: TPGroup) -> list[str]:
+def apply_tp(program: StepProgram, group: TPGroup, sequence: bool = True) -> list[str]:
     """Make ``program`` rank ``group.rank``'s of a ``group.size``-way tensor-parallel group, in place;
-    returns each node's partitioning (:data:`MEGATRON` or :data:`REPLICATED`)."""
+    returns each node's partitioning (:data:`MEGATRON`, :data:`MEGATRON_SP`, :data:`SEQUENCE` or
+    :data:`REPLICATED`). With ``sequence``, the ops outside the column/row pairs are split by tokens
+    where the rules allow (:mod:`memflow.graph.sp_rules`); the nodes are analysed in order, each
+    knowing which of its inputs arrive token-split."""
     tp = group.size
     if tp == 1:
         return [REPLICATED] * program.n
@@ -332,36 +355,54 @@ def apply_tp(program: StepProgram, group: TPGroup) -> list[str]:
         for a in c.arg_names:
             if a in program.attrs:
                 readers[a] = readers.get(a, 0) + 1
-    kinds = []
-    for c in program.calls:
+
+    def node_params(c: Any) -> tuple[dict[str, str], set[str]]:
         phs = [n for n in c.module.graph.nodes if n.op == "placeholder"]
         arg_of = {ph.name: a for ph, a in zip(phs, c.arg_names)}
-        params = {ph for ph, a in arg_of.items()
-                  if a in program.attrs and readers[a] == 1 and _trainable(program.attr_value(a))}
+        return arg_of, {ph for ph, a in arg_of.items()
+                        if a in program.attrs and readers[a] == 1 and _trainable(program.attr_value(a))}
+
+    def divisible(sp: NodeSplit, arg_of: dict[str, str]) -> bool:
+        return all(program.attr_value(arg_of[ph]).shape[dim] % (blocks * tp) == 0
+                   for ph, (dim, blocks) in sp.shards.items())
+
+    plain = []
+    for c in program.calls:
+        arg_of, params = node_params(c)
         sp = analyse(c.module, params, tp)
-        if not sp.split:
+        plain.append(sp if sp.split and divisible(sp, arg_of) else None)
+    if not any(plain):  # nothing to split: no tokens either (an LSTM's group would only repeat it)
+        return [REPLICATED] * program.n
+    layouts: dict[str, tuple[int, int]] = {}  # inter-node value -> its token split
+    kinds = []
+    for c, sp in zip(program.calls, plain):
+        arg_of, params = node_params(c)
+        if sequence:
+            seq_in = {ph: layouts[a] for ph, a in arg_of.items() if a in layouts}
+            # split at the entry only where a column-split linear will gather the tokens back
+            acts = {ph for ph, a in arg_of.items() if a not in program.attrs} if sp is not None else set()
+            sp = analyse(c.module, params, tp, seq_in, acts, columns=sp is not None)
+            if sp.split and not divisible(sp, arg_of):
+                sp = analyse(c.module, params, tp, seq_in, acts, columns=False)
+        if sp is None or not (sp.split or sp.seq):
             kinds.append(REPLICATED)
             continue
+        c.module = rewrite(c.module, sp, group, c.index)
+        setattr(program.split, f"submod_{c.index}", c.module)
         for ph, (dim, blocks) in sp.shards.items():
             full = program.attr_value(arg_of[ph])
-            if full.shape[dim] % (blocks * tp):
-                break
-        else:
-            c.module = rewrite(c.module, sp, group, c.index)
-            setattr(program.split, f"submod_{c.index}", c.module)
-            for ph, (dim, blocks) in sp.shards.items():
-                full = program.attr_value(arg_of[ph])
-                with torch.no_grad():
-                    local = shard(full.detach(), dim, blocks, tp, group.rank)
-                local = torch.nn.Parameter(local, requires_grad=True)
-                key = id(local)
-                _ORIGIN[key] = (weakref.ref(local, _forget), weakref.ref(full))
-                _set_attr(program, arg_of[ph], local)
-            kinds.append(MEGATRON)
-            continue
-        kinds.append(REPLICATED)
+            with torch.no_grad():
+                local = shard(full.detach(), dim, blocks, tp, group.rank)
+            local = torch.nn.Parameter(local, requires_grad=True)
+            _ORIGIN[id(local)] = (weakref.ref(local, _forget), weakref.ref(full))
+            _set_attr(program, arg_of[ph], local)
+        for i, lay in sp.out_seq.items():
+            name = c.out_items.get(i) if c.out_items else c.out_name
+            if name is not None:
+                layouts[name] = lay
+        tokens = bool(sp.entry or sp.out_seq or sp.rs or sp.enter_gathers)
+        kinds.append((MEGATRON_SP if tokens else MEGATRON) if sp.split else SEQUENCE if tokens else REPLICATED)
     return kinds
-
 
 
 def record_tp(graph: Any, program: StepProgram) -> None:

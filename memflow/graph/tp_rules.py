@@ -30,6 +30,7 @@ of v; 0 while not yet known), and the column-split linears it came from.
 """
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,9 @@ import torch
 import torch.fx
 from torch.fx.experimental.symbolic_shapes import optimization_hint as hint_int
 
-__all__ = ["Split", "NodeSplit", "analyse", "weight_of"]
+from .sp_rules import Seq, seq_op
+
+__all__ = ["Split", "Seq", "NodeSplit", "analyse", "weight_of"]
 
 aten = torch.ops.aten
 
@@ -51,6 +54,7 @@ ELEMENTWISE = {
 VIEWS = {aten.view, aten.reshape, aten._unsafe_view}
 SOFTMAX = {aten.softmax, aten._softmax, aten.log_softmax, aten._log_softmax}
 SPLITS = {aten.split, aten.split_with_sizes, aten.chunk}
+DIMS = {aten.transpose, aten.permute, aten.unsqueeze, aten.squeeze, aten.expand, aten.slice, aten.select}
 IGNORED = {aten._assert_tensor_metadata}  # checks, no output
 LINEARS = {aten.linear, aten.addmm, aten.mm, aten.matmul}
 
@@ -72,12 +76,25 @@ class NodeSplit:
     losses: list[str] = field(default_factory=list)  # cross-entropy over vocabulary-split logits
     embeddings: list[str] = field(default_factory=list)  # lookups in vocabulary-split tables
     shards: dict[str, tuple[int, int]] = field(default_factory=dict)
-    states: dict[str, Split] = field(default_factory=dict)  # fx name -> state of each split value
+    states: dict[str, Any] = field(default_factory=dict)  # fx name -> state (Split or Seq) of each split value
     reason: str = ""  # why nothing is split, when nothing is
+    # sequence parallelism (memflow.graph.sp_rules): value -> (dim, outer) of every token-split value's
+    # layout at the collectives; the ops (by name) each gather or scatter feeds
+    entry: dict[str, tuple[int, int]] = field(default_factory=dict)  # inputs split at the node's entry
+    gathers: dict[str, tuple[int, int, tuple[str, ...]]] = field(default_factory=dict)  # made whole for ops
+    enter_gathers: dict[str, tuple[int, int]] = field(default_factory=dict)  # made whole for column linears
+    scatters: dict[str, tuple[int, int, tuple[str, ...]]] = field(default_factory=dict)  # whole, split for ops
+    partials: dict[str, tuple[str, ...]] = field(default_factory=dict)  # whole, read by ops on split tokens
+    rs: dict[str, tuple[int, int]] = field(default_factory=dict)  # row linears reduce-scattered
+    out_seq: dict[int | None, tuple[int, int]] = field(default_factory=dict)  # output position -> layout
 
     @property
     def split(self) -> bool:
         return bool(self.columns or self.embeddings)
+
+    @property
+    def seq(self) -> bool:
+        return bool(self.entry or self.gathers or self.enter_gathers or self.out_seq)
 
 
 class _Blocked(Exception):
@@ -152,9 +169,11 @@ def _groups(ish: tuple[int, ...], osh: tuple[int, ...]) -> list[tuple[list[int],
 class _Propagation:
     """One pass over a node's ops with a set of linears allowed to be column-split."""
 
-    def __init__(self, gm: torch.fx.GraphModule, params: set[str], tp: int, blocked: set[str]):
+    def __init__(self, gm: torch.fx.GraphModule, params: set[str], tp: int, blocked: set[str],
+                 seq_in: dict[str, tuple[int, int]] | None = None, entry: set[str] | None = None,
+                 columns: bool = True):
         self.gm, self.params, self.tp, self.blocked = gm, params, tp, blocked
-        self.state: dict[torch.fx.Node, Any] = {}  # Split, or a list of them (a split op's result)
+        self.state: dict[torch.fx.Node, Any] = {}  # Split, Seq, or a list of them (a split op's result)
         self.blocks: dict[str, int] = {}  # column linear -> blocks of its output features
         self.columns: list[str] = []
         self.rows: list[str] = []
@@ -163,13 +182,52 @@ class _Propagation:
         self.uses = {n.name: len(n.users) for n in gm.graph.nodes}
         self.nodes = {n.name: n for n in gm.graph.nodes}
         self.out_in: dict[str, tuple[int, int]] = {}  # column linear -> (out, in) features of its weight
+        self.allow_columns = columns
+        # sequence parallelism: inputs that arrive token-split and those split at the entry
+        self.whole: set = set()  # values the current op reads whole (gathered for it)
+        self.entry: dict[str, tuple[int, int]] = {}
+        self.gathers: dict[str, tuple[int, int, list[str]]] = {}
+        self.enter_gathers: dict[str, tuple[int, int]] = {}
+        self.scatters: dict[str, tuple[int, int, list[str]]] = {}
+        self.partials: dict[str, list[str]] = {}
+        self.rs: dict[str, tuple[int, int]] = {}
+        self.out_seq: dict[int | None, tuple[int, int]] = {}
+        self.canon: tuple[tuple[int, ...], int, int] | None = None  # (global shape, dim, outer) of the tokens
+        seq_in = seq_in or {}
+        for n in gm.graph.nodes:
+            if n.op != "placeholder":
+                continue
+            sh = _shape(n)
+            if n.name in seq_in:
+                d, o = seq_in[n.name]
+                self.state[n] = Seq(d, o, frozenset([f"arr:{n.name}"]))
+            elif n.name in (entry or ()) and f"in:{n.name}" not in blocked and self._entry_ok(n, sh):
+                self.entry[n.name] = (-2, 1)
+                self.state[n] = Seq(-2, 1, frozenset([f"in:{n.name}"]))
+            else:
+                continue
+            if self.canon is None and sh is not None:
+                self.canon = (sh, self.state[n].dim, self.state[n].outer)
+
+    def _entry_ok(self, n: torch.fx.Node, sh: tuple | None) -> bool:
+        """An activation worth splitting at the entry: floating, the shape of one of the node's
+        outputs (the residual stream a block reads and writes), tokens divisible by the group."""
+        v = n.meta.get("val")
+        if sh is None or len(sh) < 2 or not v.is_floating_point() or sh[-2] < 2 or sh[-2] % self.tp:
+            return False
+        out = next(m for m in self.gm.graph.nodes if m.op == "output").args[0]
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        return any(isinstance(o, torch.fx.Node) and _shape(o) == sh for o in outs)
 
     def _out_in(self, weight: str, layout: str) -> tuple[int, int]:
         sh = _shape(self.nodes[weight]) or (0, 0)
         return (sh[0], sh[-1]) if layout == "oi" else (sh[-1], sh[0])
 
+    def _st(self, a: Any) -> Any:
+        return None if not isinstance(a, torch.fx.Node) or a in self.whole else self.state.get(a)
+
     def _s(self, a: Any) -> Split | None:
-        st = self.state.get(a) if isinstance(a, torch.fx.Node) else None
+        st = self._st(a)
         return st if isinstance(st, Split) else None
 
     def _set_blocks(self, st: Split, k: int) -> None:
@@ -188,14 +246,23 @@ class _Propagation:
     def run(self) -> None:
         for node in self.gm.graph.nodes:
             if node.op == "output":
-                for a in node.all_input_nodes:
-                    if (st := self._s(a)) is not None or isinstance(self.state.get(a), list):
-                        o = st.origins if st else frozenset().union(*(s.origins for s in self.state[a] if s))
+                out = node.args[0]
+                items = list(enumerate(out)) if isinstance(out, (tuple, list)) else [(None, out)]
+                for i, a in items:
+                    st = self._st(a)
+                    if isinstance(st, Seq):
+                        self.out_seq[i] = (st.dim, st.outer)
+                    elif isinstance(st, Split) or isinstance(st, list):
+                        o = st.origins if isinstance(st, Split) else frozenset().union(
+                            *(s.origins for s in st if isinstance(s, Split)))
                         raise _Blocked(o, "a split value leaves the node")
                 continue
             if node.op != "call_function":
                 continue
-            ins = [a for a in node.all_input_nodes if self.state.get(a) is not None]
+            self.whole = set()
+            if any(isinstance(self.state.get(a), Seq) for a in node.all_input_nodes) and self._seq(node):
+                continue
+            ins = [a for a in node.all_input_nodes if self._st(a) is not None]
             if _packet(node) is aten.embedding and not ins and self._embedding(node):
                 continue
             w = weight_of(node, self.params)
@@ -205,10 +272,69 @@ class _Propagation:
             if not ins:
                 continue
             if node.target is operator.getitem:
-                lst = self.state.get(node.args[0])
+                lst = self._st(node.args[0])
                 self.state[node] = lst[node.args[1]] if isinstance(lst, list) else None
                 continue
             self.state[node] = self._op(node, [self._s(a) for a in ins], ins)
+
+    # ---- sequence parallelism
+    def _seq(self, node: torch.fx.Node) -> bool:
+        """Token-split inputs: True when the op carried the split on (its state is set); else the
+        inputs it needs whole are gathered for it (``self.whole``) and the caller goes on."""
+        pk = _packet(node)
+        if node.target is operator.getitem:
+            return False
+        if pk in IGNORED:
+            return True
+        w = weight_of(node, self.params)
+        if w is not None:
+            x = w[0]
+            st = self.state.get(x)
+            if isinstance(st, Seq) and self._column_ok(node, w):
+                self.enter_gathers[x.name] = (st.dim, st.outer)
+                self.whole.add(x)
+            for a in node.all_input_nodes:
+                if isinstance(self.state.get(a), Seq) and a not in self.whole:
+                    self._gather(a, node)
+            return False
+        res, scatter, partial = seq_op(node, pk, self.state.get, _shape, VIEWS, DIMS, SOFTMAX, SPLITS,
+                                       ELEMENTWISE, _groups, self.tp)
+        if res is not None:
+            st = res[0] if isinstance(res, list) else res
+            for a in scatter:
+                self.scatters.setdefault(a.name, (st.dim, st.outer, []))[2].append(node.name)
+            for a in partial:
+                self.partials.setdefault(a.name, []).append(node.name)
+            self.state[node] = res
+            return True
+        for a in node.all_input_nodes:
+            if isinstance(self.state.get(a), Seq):
+                self._gather(a, node)
+        return False
+
+    def _gather(self, a: torch.fx.Node, node: torch.fx.Node) -> None:
+        st = self.state[a]
+        lost = frozenset(o for o in st.origins if not o.startswith("arr:"))
+        if lost:  # a split this node made, undone at once: not worth its collectives
+            raise _Blocked(lost, f"{node.name} reads the tokens of {a.name} whole")
+        self.gathers.setdefault(a.name, (st.dim, st.outer, []))[2].append(node.name)
+        self.whole.add(a)
+
+    def _column_ok(self, node: torch.fx.Node, w: tuple) -> bool:
+        _, weight, _, bias = w
+        single = self.uses[weight] == 1 and (bias is None or self.uses[bias] == 1)
+        return self.allow_columns and node.name not in self.blocked and single
+
+    def _rs_layout(self, osh: tuple | None) -> tuple[int, int] | None:
+        """The token split of a row-split linear's output [tokens..., features] (None: all-reduced)."""
+        if self.canon is None or osh is None:
+            return None
+        sh, d, o = self.canon
+        if tuple(osh[:-1]) == tuple(sh[:-1]):
+            return d, o
+        if d == -2 and len(osh) == 2 and osh[0] == math.prod(sh[:-1]):
+            return -2, o * math.prod(sh[:-2])
+        return None
 
     # ---- linears
     def _linear(self, node: torch.fx.Node, w: tuple) -> None:
@@ -216,7 +342,7 @@ class _Propagation:
         st = self._s(x)
         single = self.uses[weight] == 1 and (bias is None or self.uses[bias] == 1)
         if st is None:
-            if node.name in self.blocked or not single:
+            if not self._column_ok(node, w):
                 return
             self.columns.append(node.name)
             self.state[node] = Split(-1, 0, frozenset([node.name]))
@@ -226,6 +352,10 @@ class _Propagation:
         if st.dim != -1 or st.groups != 1 or not single:
             raise _Blocked(st.origins, f"{node.name} reads a split value it cannot contract")
         self.rows.append(node.name)  # its output is summed over the group: replicated after
+        lay = self._rs_layout(_shape(node)) if f"rs:{node.name}" not in self.blocked else None
+        if lay is not None:  # ... or summed and split by tokens (sequence parallelism)
+            self.rs[node.name] = lay
+            self.state[node] = Seq(lay[0], lay[1], frozenset([f"rs:{node.name}"]))
 
     def _embedding(self, node: torch.fx.Node) -> bool:
         """A lookup in a vocabulary-sized table (at least four rows per column: not a table of
@@ -275,8 +405,7 @@ class _Propagation:
         a = len(ish) + st.dim
         if pk in VIEWS:
             return self._view(node, st, ish, osh, a)
-        if pk in (aten.transpose, aten.permute, aten.unsqueeze, aten.squeeze, aten.expand, aten.slice,
-                  aten.select):
+        if pk in DIMS:
             return self._dims(node, pk, st, ish, osh, a)
         if pk in SOFTMAX or pk in SPLITS:
             dim = node.args[1] if pk in SOFTMAX else (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0))
@@ -397,27 +526,36 @@ def _shape_of(v: torch.Tensor) -> tuple[int, ...]:
     return tuple(hint_int(s) if not isinstance(s, int) else s for s in v.shape)
 
 
-def analyse(gm: torch.fx.GraphModule, params: set[str], tp: int) -> NodeSplit:
+def analyse(gm: torch.fx.GraphModule, params: set[str], tp: int, seq_in: dict[str, tuple[int, int]] | None = None,
+            entry: set[str] | None = None, columns: bool = True) -> NodeSplit:
     """The Megatron partitioning of a node's graph over ``tp`` ranks (see the module docstring).
-    ``params``: the node module's placeholders that are trainable parameters only this node reads."""
+    ``params``: the node module's placeholders that are trainable parameters only this node reads.
+    Sequence parallelism (:mod:`memflow.graph.sp_rules`): ``seq_in`` names the inputs that arrive
+    token-split (placeholder -> (dim, outer)), ``entry`` the activations that may be split at the
+    node's entry; ``columns`` False: no linear is column-split (tokens only)."""
     blocked: set[str] = set()
     reason = ""
     while True:
-        prop = _Propagation(gm, params, tp, blocked)
+        prop = _Propagation(gm, params, tp, blocked, seq_in, entry, columns)
         try:
             prop.run()
         except _Blocked as b:
             new = set(b.origins) - blocked
             reason = b.why
             if not new:  # nothing left to give up: should not happen
-                return NodeSplit(reason=b.why)
+                return _gathered(gm, seq_in, b.why)
             blocked |= new
             continue
         break
-    if not (prop.columns or prop.embeddings):
-        return NodeSplit(reason=reason or "no linear layer with a replicated input")
     out = NodeSplit(columns=list(prop.columns), rows=list(prop.rows), losses=list(prop.losses),
-                    embeddings=list(prop.embeddings))
+                    embeddings=list(prop.embeddings), entry=dict(prop.entry),
+                    gathers={k: (d, o, tuple(u)) for k, (d, o, u) in prop.gathers.items()},
+                    enter_gathers=dict(prop.enter_gathers),
+                    scatters={k: (d, o, tuple(u)) for k, (d, o, u) in prop.scatters.items()},
+                    partials={k: tuple(u) for k, u in prop.partials.items()}, rs=dict(prop.rs),
+                    out_seq=dict(prop.out_seq))
+    if not (out.split or out.seq):
+        return NodeSplit(reason=reason or "no linear layer with a replicated input")
     by_name = {n.name: n for n in gm.graph.nodes}
     for name in prop.columns:
         _, weight, layout, bias = weight_of(by_name[name], params)
@@ -430,5 +568,15 @@ def analyse(gm: torch.fx.GraphModule, params: set[str], tp: int) -> NodeSplit:
         out.shards[weight] = (1 if layout == "oi" else 0, 1)
     for name in prop.embeddings:
         out.shards[by_name[name].args[0].name] = (0, 1)
-    out.states = {n.name: s for n, s in prop.state.items() if isinstance(s, Split)}
+    out.states = {n.name: s for n, s in prop.state.items() if isinstance(s, (Split, Seq))}
+    return out
+
+
+def _gathered(gm: torch.fx.GraphModule, seq_in: dict[str, tuple[int, int]] | None, why: str) -> NodeSplit:
+    """Nothing split: the inputs that arrive token-split are gathered at the entry."""
+    out = NodeSplit(reason=why)
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" and n.name in (seq_in or {}):
+            d, o = seq_in[n.name]
+            out.gathers[n.name] = (d, o, tuple(u.name for u in n.users))
     return out

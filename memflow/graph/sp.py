@@ -1,0 +1,190 @@
+"""Sequence parallelism on the node program: the token-split collectives and where they go.
+
+The rules (:mod:`memflow.graph.sp_rules`, run by :func:`memflow.graph.tp_rules.analyse`)
+say which values of a node are split by tokens; :func:`insert_seq_ops` puts the
+collectives at the borders into the rewritten node module:
+
+- *scatter* (forward: this rank's tokens; backward: the gradients all-gathered):
+  a whole input split at the node's entry, or a whole operand an op combines
+  with split tokens (a position embedding added to split hidden states);
+- *gather* (forward: all-gather; backward: this rank's tokens of the gradient,
+  which every rank computed whole and alike): a split value an op needs whole;
+- *gather-enter* (forward: all-gather; backward: reduce-scatter, the partial
+  input gradients of the column-split linears summed): before the column-split
+  linears, in place of tensor parallelism's *enter*;
+- *reduce-scatter* (forward: reduce-scatter; backward: all-gather): after a
+  row-split linear, in place of its all-reduce;
+- *partial* (forward: as it is; backward: all-reduce): a whole operand (a
+  norm's weight, a bias) of an op on split tokens, whose gradient each rank
+  holds for its tokens only.
+
+Each collective records the bytes of the ring all-reduce of equal cost
+(an all-gather or reduce-scatter of ``B`` whole bytes moves half of an
+all-reduce of ``B``), so the simulator's all-reduce terms price them. On gloo
+the reduce-scatter is an all-reduce and a slice (gloo's own reduce-scatter
+works on a temporary of its own thread that the byte counter cannot see); on
+NCCL it is ``reduce_scatter``. The profiler runs the same ops without a group
+(nothing sent), so its counted bytes are the executor's.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.fx
+
+__all__ = ["SPOp", "insert_seq_ops", "chunk_of", "all_gather", "reduce_scatter"]
+
+
+def _blocks(t: torch.Tensor, a: int, outer: int) -> torch.Tensor:
+    sh = list(t.shape)
+    return t.reshape(sh[:a] + [outer, sh[a] // outer] + sh[a + 1:])
+
+
+def chunk_of(t: torch.Tensor, dim: int, outer: int, size: int, rank: int) -> torch.Tensor:
+    """Rank ``rank``'s tokens of a whole ``t``: of each of the ``outer`` blocks along ``dim``, its
+    ``1/size`` part."""
+    a = t.dim() + dim
+    sh = list(t.shape)
+    sh[a] //= size
+    return _blocks(t, a, outer).chunk(size, a + 1)[rank].contiguous().reshape(sh)
+
+
+def all_gather(group: Any, x: torch.Tensor, dim: int, outer: int, key: tuple) -> torch.Tensor:
+    """The whole of a token-split ``x`` (the inverse of :func:`chunk_of` over the group)."""
+    a = x.dim() + dim
+    xc = x.contiguous()
+    group.moved[key] = xc.numel() * xc.element_size() * group.size // 2
+    parts = [torch.empty_like(xc) for _ in range(group.size)]
+    if group.group is not None:
+        dist.all_gather(parts, xc, group=group.group)
+    else:  # profiling: the same buffers, nothing sent
+        for p in parts:
+            p.copy_(xc)
+    whole = torch.cat([_blocks(p, a, outer) for p in parts], a + 1)
+    sh = list(x.shape)
+    sh[a] *= group.size
+    return whole.reshape(sh)
+
+
+def reduce_scatter(group: Any, x: torch.Tensor, dim: int, outer: int, key: tuple) -> torch.Tensor:
+    """This rank's tokens of the group's sum of ``x``."""
+    group.moved[key] = x.numel() * x.element_size() // 2
+    if group.group is not None and dist.get_backend(group.group) == "nccl":  # pragma: no cover - needs GPUs
+        pieces = [chunk_of(x, dim, outer, group.size, r) for r in range(group.size)]
+        out = torch.empty_like(pieces[group.rank])
+        dist.reduce_scatter(out, pieces, group=group.group)
+        return out
+    y = x.clone(memory_format=torch.contiguous_format)
+    if group.group is not None:
+        dist.all_reduce(y, group=group.group)
+    return chunk_of(y, dim, outer, group.size, group.rank)
+
+
+class _Gather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, op):
+        ctx.op = op
+        return all_gather(op.group, x, op.dim, op.outer, op.key + ("fwd",))
+
+    @staticmethod
+    def backward(ctx, g):
+        op = ctx.op
+        if op.kind == "gather_enter":
+            return reduce_scatter(op.group, g, op.dim, op.outer, op.key + ("bwd",)), None
+        return chunk_of(g, op.dim, op.outer, op.group.size, op.group.rank), None
+
+
+class _Scatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, op):
+        ctx.op = op
+        return chunk_of(x, op.dim, op.outer, op.group.size, op.group.rank)
+
+    @staticmethod
+    def backward(ctx, g):
+        op = ctx.op
+        return all_gather(op.group, g, op.dim, op.outer, op.key + ("bwd",)), None
+
+
+class _ReduceScatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, op):
+        ctx.op = op
+        return reduce_scatter(op.group, x, op.dim, op.outer, op.key + ("fwd",))
+
+    @staticmethod
+    def backward(ctx, g):
+        op = ctx.op
+        return all_gather(op.group, g, op.dim, op.outer, op.key + ("bwd",)), None
+
+
+class _Partial(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, op):
+        ctx.op = op
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.contiguous()
+        ctx.op.group.all_reduce(g, ctx.op.key + ("bwd",))
+        return g, None
+
+
+_FUNCS = {"gather": _Gather, "gather_enter": _Gather, "scatter": _Scatter, "reduce_scatter": _ReduceScatter,
+          "partial": _Partial}
+
+
+class SPOp(torch.nn.Module):
+    """One sequence-parallel collective site of a rewritten node (see the module docstring)."""
+
+    def __init__(self, kind: str, group: Any, key: tuple[int, str], dim: int = -2, outer: int = 1):
+        super().__init__()
+        self.kind, self.group, self.key, self.dim, self.outer = kind, group, key, dim, outer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _FUNCS[self.kind].apply(x, self)
+
+
+def insert_seq_ops(graph: torch.fx.Graph, root: torch.nn.Module, env: dict, gm: torch.fx.GraphModule, sp: Any,
+                   group: Any, k: int) -> None:
+    """Put node ``k``'s token-split collectives (``sp``: its :class:`~memflow.graph.tp_rules.NodeSplit`)
+    into ``graph``, the copy of ``gm``'s graph ``env`` maps to."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    first_op = next(env[n] for n in gm.graph.nodes if n.op != "placeholder")
+    count = [0]
+
+    def site(kind: str, dim: int = -2, outer: int = 1) -> str:
+        name = f"sp_{kind}_{count[0]}"
+        count[0] += 1
+        root.add_module(name, SPOp(kind, group, (k, name), dim, outer))
+        return name
+
+    def before_users(value: str, users: tuple[str, ...], kind: str, dim: int = -2, outer: int = 1) -> None:
+        v = env[by_name[value]]
+        targets = [env[by_name[u]] for u in users]
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        at = min(targets, key=order.__getitem__)
+        if v.op == "placeholder" and order[at] < order[first_op]:
+            at = first_op
+        with graph.inserting_before(at):
+            new = graph.call_module(site(kind, dim, outer), (v,))
+        for t in targets:
+            t.replace_input_with(v, new)
+
+    for name, (d, o) in sp.entry.items():
+        v = env[by_name[name]]
+        users = list(v.users)
+        with graph.inserting_before(first_op):
+            new = graph.call_module(site("scatter", d, o), (v,))
+        for u in users:
+            u.replace_input_with(v, new)
+        env[by_name[name]] = new  # (what later sites read)
+    for name, (d, o, users) in sp.gathers.items():
+        before_users(name, tuple(dict.fromkeys(users)), "gather", d, o)
+    for name, (d, o, users) in sp.scatters.items():
+        before_users(name, tuple(dict.fromkeys(users)), "scatter", d, o)
+    for name, users in sp.partials.items():
+        before_users(name, tuple(dict.fromkeys(users)), "partial")

@@ -11,7 +11,10 @@ collectives at the borders into the rewritten node module:
   which every rank computed whole and alike): a split value an op needs whole;
 - *gather-enter* (forward: all-gather; backward: reduce-scatter, the partial
   input gradients of the column-split linears summed): before the column-split
-  linears, in place of tensor parallelism's *enter*;
+  linears, in place of tensor parallelism's *enter*. :class:`SPColumns` fuses it
+  with the linears that read the gathered value, as Megatron does: they keep
+  this rank's tokens for their backward, not the whole, and the backward
+  all-gathers them again;
 - *reduce-scatter* (forward: reduce-scatter; backward: all-gather): after a
   row-split linear, in place of its all-reduce;
 - *partial* (forward: as it is; backward: all-reduce): a whole operand (a
@@ -34,7 +37,7 @@ import torch
 import torch.distributed as dist
 import torch.fx
 
-__all__ = ["SPOp", "insert_seq_ops", "chunk_of", "all_gather", "reduce_scatter"]
+__all__ = ["SPOp", "SPColumns", "insert_seq_ops", "chunk_of", "all_gather", "reduce_scatter"]
 
 
 def _blocks(t: torch.Tensor, a: int, outer: int) -> torch.Tensor:
@@ -131,6 +134,65 @@ class _Partial(torch.autograd.Function):
         g = g.contiguous()
         ctx.op.group.all_reduce(g, ctx.op.key + ("bwd",))
         return g, None
+
+
+class _Columns(torch.autograd.Function):
+    """The column-split linears reading one gathered value, keeping only this rank's tokens."""
+
+    @staticmethod
+    def forward(ctx, x, op, *params):
+        ctx.op = op
+        ctx.autocast = torch.is_autocast_enabled(x.device.type)
+        ctx.save_for_backward(x, *params)
+        whole = all_gather(op.group, x, op.dim, op.outer, op.key + ("fwd",))
+        outs, i = [], 0
+        for layout, bias in op.specs:
+            w = params[i] if layout == "oi" else params[i].t()
+            outs.append(torch.nn.functional.linear(whole, w, params[i + 1] if bias else None))
+            i += 1 + bias
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        x, *params = ctx.saved_tensors
+        op = ctx.op
+        with torch.autocast(x.device.type, enabled=ctx.autocast):
+            whole = all_gather(op.group, x, op.dim, op.outer, op.key + ("bwd", "again"))
+            flat = whole.reshape(-1, whole.shape[-1])
+            gx, gps, i = None, [], 0
+            for (layout, bias), g in zip(op.specs, grads):
+                if g is None:
+                    gps += [None] * (1 + bias)
+                    i += 1 + bias
+                    continue
+                g2 = g.reshape(-1, g.shape[-1])
+                w = params[i] if layout == "oi" else params[i].t()  # [out, in]
+                part = g2 @ w.to(g2.dtype)
+                gx = part if gx is None else gx + part
+                gw = g2.t() @ flat.to(g2.dtype)
+                gps.append(gw if layout == "oi" else gw.t())
+                if bias:
+                    gps.append(g2.sum(0))
+                i += 1 + bias
+            shape = whole.shape
+            del whole, flat
+            if gx is not None:
+                gx = reduce_scatter(op.group, gx.reshape(shape), op.dim, op.outer, op.key + ("bwd",))
+        gps = [None if gp is None else gp.to(p.dtype) for gp, p in zip(gps, params)]
+        return (gx.to(x.dtype) if gx is not None else None, None, *gps)
+
+
+class SPColumns(torch.nn.Module):
+    """Megatron's sequence-parallel column linears: ``x`` (this rank's tokens) all-gathered, each
+    linear of ``specs`` ((weight layout ``"oi"``/``"io"``, has bias)) applied to the whole; the
+    backward gathers the tokens again and reduce-scatters the input gradient."""
+
+    def __init__(self, group: Any, key: tuple[int, str], dim: int, outer: int, specs: list[tuple[str, bool]]):
+        super().__init__()
+        self.group, self.key, self.dim, self.outer, self.specs = group, key, dim, outer, list(specs)
+
+    def forward(self, x: torch.Tensor, *params: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return _Columns.apply(x, self, *params)
 
 
 _FUNCS = {"gather": _Gather, "gather_enter": _Gather, "scatter": _Scatter, "reduce_scatter": _ReduceScatter,

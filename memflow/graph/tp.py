@@ -30,6 +30,7 @@ blocks use.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import weakref
@@ -39,7 +40,7 @@ import torch.distributed as dist
 import torch.fx
 
 from .program import StepProgram
-from .sp import SPOp, insert_seq_ops
+from .sp import SPColumns, SPOp, insert_seq_ops
 from .tp_rules import SPLITS, VIEWS, NodeSplit, analyse, weight_of
 
 __all__ = ["TPGroup", "apply_tp", "record_tp", "shard", "origin_of", "REPLICATED", "MEGATRON", "MEGATRON_SP",
@@ -236,19 +237,19 @@ def rewrite(gm: torch.fx.GraphModule, sp: NodeSplit, group: TPGroup, k: int) -> 
                 new.args = (new.args[0], size) + tuple(new.args[2:])
     # -- sequence parallelism's scatters, gathers and partial-gradient sites
     insert_seq_ops(graph, root, env, gm, sp, group, k)
+    by_name = {n.name: n for n in gm.graph.nodes}
+    # -- token-split inputs of column-split linears: gathered for them, fused with them
+    _fuse_columns(graph, root, env, by_name, sp, params | placeholders, group, k)
     # -- enter before the column-split linears' input (one per input value)
     entered: dict[str, torch.fx.Node] = {}
-    by_name = {n.name: n for n in gm.graph.nodes}
     for name in sp.columns:
         old = by_name[name]
         x = weight_of(old, params | placeholders)[0]
+        if x.name in sp.enter_gathers:
+            continue
         if x.name not in entered:
             site = f"tp_enter_{len(entered)}"
-            if x.name in sp.enter_gathers:  # token-split: gathered, its backward reduce-scattered
-                d, o = sp.enter_gathers[x.name]
-                root.add_module(site, SPOp("gather_enter", group, (k, site), d, o))
-            else:
-                root.add_module(site, TPOp("enter", group, (k, site)))
+            root.add_module(site, TPOp("enter", group, (k, site)))
             with graph.inserting_after(env[x]):
                 entered[x.name] = graph.call_module(site, (env[x],))
         new = env[old]
@@ -327,6 +328,38 @@ def rewrite(gm: torch.fx.GraphModule, sp: NodeSplit, group: TPGroup, k: int) -> 
         graph.erase_node(new)
     graph.lint()
     return torch.fx.GraphModule(root, graph, class_name=type(gm).__name__)
+
+
+def _fuse_columns(graph: torch.fx.Graph, root: torch.nn.Module, env: dict, by_name: dict, sp: NodeSplit,
+                  names: set[str], group: TPGroup, k: int) -> None:
+    """Each token-split value the column-split linears read: one :class:`~memflow.graph.sp.SPColumns`
+    call in place of them (its outputs theirs, in order)."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for j, (xname, (d, o)) in enumerate(sp.enter_gathers.items()):
+        cols = [c for c in sp.columns if weight_of(by_name[c], names)[0].name == xname]
+        specs, args, dead = [], [env[by_name[xname]]], []
+        for c in cols:
+            _, w, layout, b = weight_of(by_name[c], names)
+            specs.append((layout, b is not None))
+            args.append(env[by_name[w]])
+            if b is not None:
+                args.append(env[by_name[b]])
+            dead += [a for a in env[by_name[c]].all_input_nodes if a.op == "call_function"
+                     and getattr(a.target, "overloadpacket", None) in (aten.t, aten.transpose)]
+        site = f"sp_columns_{j}"
+        root.add_module(site, SPColumns(group, (k, site), d, o, specs))
+        first = min((env[by_name[c]] for c in cols), key=order.__getitem__)
+        with graph.inserting_before(first):
+            call = graph.call_module(site, tuple(args))
+            outs = [graph.call_function(operator.getitem, (call, i)) for i in range(len(cols))]
+        for c, out in zip(cols, outs):
+            new = env[by_name[c]]
+            out.meta = dict(new.meta)
+            new.replace_all_uses_with(out)
+            graph.erase_node(new)
+        for t in dead:
+            if not t.users:
+                graph.erase_node(t)
 
 
 def _trainable(v: Any) -> bool:

@@ -65,7 +65,8 @@ def _strategy(kind: str, n: int) -> Strategy:
         off = kind.endswith("offload")
         return Strategy.from_boundaries(n, half, dp=2, microbatches=2, sharding=["parameters"] * 2,
                                         optimizer_on_host=[off] * 2, params_on_host=[off] * 2)
-    if kind == "tp2":  # tensor parallel over two ranks (memflow.graph.tp)
+    if kind in ("tp2", "tp2-nosp"):  # tensor parallel over two ranks (memflow.graph.tp); nosp: without
+        # sequence parallelism (the plan's partitioning says which, the executor follows it)
         return Strategy.single(n).copy(tp=2)
     if kind == "tp2-rec-m2":  # tensor parallel, every other node recomputed (the replay runs the collectives
         # again), two micro-batches
@@ -157,7 +158,7 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     probe = _strategy(kind, 2)
     ndev = probe.num_devices
     cl = Cluster.load(f"cpu-{ndev}")
-    src = GraphSource(spec, cl, tp=probe.tp)
+    src = GraphSource(spec, cl, tp=probe.tp, sequence=not kind.endswith("-nosp"))
     # the node count from the graph at the size the case runs (one device with two micro-batches
     # profiled the whole batch too for it, a measured profile the case never used)
     mb = batch // (probe.dp * probe.microbatches)

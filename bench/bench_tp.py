@@ -38,7 +38,7 @@ def _case(model: str, cluster: str, batch: int, mem: str | None) -> tuple[list, 
     pred = p.predicted
     fit = {k: b for k, b in p.baselines.items() if b.fits}
     best = min(fit, key=lambda k: fit[k].step_time_s) if fit else None
-    meg = {k: b for k, b in fit.items() if k.startswith(("megatron", "tp+fsdp"))}
+    meg = {k: b for k, b in fit.items() if k.startswith(("megatron", "tp+"))}
     mbest = min(meg, key=lambda k: meg[k].step_time_s) if meg else None
     where = f"{cluster}" + (f", {mem}" if mem else "")
     row = [model, where, batch, p.strategy.summary() if pred.fits else "nothing fits", f"{pred.step_time_s:.3f}",
@@ -46,7 +46,7 @@ def _case(model: str, cluster: str, batch: int, mem: str | None) -> tuple[list, 
            f"{best}: {fit[best].step_time_s:.3f} s" if best else "none fits",
            f"{fit[best].step_time_s / pred.step_time_s:.2f}×" if best and pred.fits else "—",
            f"{mbest}: {meg[mbest].step_time_s:.3f} s" if mbest else
-           ("none fits" if any(k.startswith(("megatron", "tp+fsdp")) for k in p.baselines) else
+           ("none fits" if any(k.startswith(("megatron", "tp+")) for k in p.baselines) else
             "none (a machine of more than 8)"),
            f"{meg[mbest].step_time_s / pred.step_time_s:.2f}×" if mbest and pred.fits else "—", f"{secs:.0f}"]
     bases = [[model, where, k, "yes" if b.fits else "no", f"{b.step_time_s:.3f}", f"{max(b.peak_bytes) / 2**30:.1f}"]

@@ -173,6 +173,9 @@ class ModelSpec:
     # the tensor-parallel degree its step is captured for (memflow.graph.tp): a program of tp > 1 is
     # one rank's share of every split node; set by the planner, not by the file
     tp: int = 1
+    # with tp > 1, whether the ops between Megatron's pairs are split by tokens (sequence parallelism,
+    # memflow.graph.sp_rules); set by the planner (a plan searches both) and by the executor from the plan
+    sequence: bool = True
 
     # -- construction -------------------------------------------------------
     def build(self) -> nn.Module:

@@ -20,7 +20,7 @@ from .errors import ConfigError, ModelLoadError, PlanMismatchError
 from .gcfreeze import freeze, long_lived, paused_collection
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
-from .graph.tp import REPLICATED
+from .graph.tp import REPLICATED, uses_sequence
 from .kinds import SELECTIVE
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
 from .modelenv import applied, file_sha256, model_env
@@ -112,9 +112,12 @@ class GraphSource:
     """Costed task graphs per micro-batch size for one model, precision and device (cached)."""
 
     def __init__(self, spec: ModelSpec, cluster: Cluster, *, dtype: str = "fp32", granularity: Any = "auto",
-                 progress: Progress = SILENT, cache: bool = True, measure: bool | None = None, tp: int = 1):
-        # tp > 1: every graph is one tensor-parallel rank's share of the step (memflow.graph.tp)
-        spec = dataclasses.replace(spec, tp=tp) if tp != spec.tp else spec
+                 progress: Progress = SILENT, cache: bool = True, measure: bool | None = None, tp: int = 1,
+                 sequence: bool = True):
+        # tp > 1: every graph is one tensor-parallel rank's share of the step (memflow.graph.tp), with
+        # sequence parallelism or without
+        if (tp, sequence) != (spec.tp, spec.sequence):
+            spec = dataclasses.replace(spec, tp=tp, sequence=sequence)
         self.spec, self.cluster, self.dtype, self.granularity = spec, cluster, dtype, granularity
         self.progress, self.cache = progress, cache
         # None: measured on cpu-N, predicted for a named GPU; True: measured on this host's GPU too
@@ -299,14 +302,22 @@ class _TPRun:
     grouped: Cluster  # the usable cluster, a device per tensor-parallel group
     graphs: dict
     result: Any
+    sequence: bool = True  # (tp > 1) the graphs split the ops between Megatron's pairs by tokens
+
+    @property
+    def tokens_split(self) -> bool:
+        """Some node of these graphs is split by tokens (sequence parallelism found something)."""
+        g = next(iter(self.graphs.values()))
+        return self.tp > 1 and uses_sequence([nd.partitioning for nd in g.nodes]) and any(
+            nd.partitioning != REPLICATED for nd in g.nodes)
 
 
 def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress,
-               tp: int, share: float = 1.0) -> _TPRun | None:
-    """The search at one tensor-parallel degree, given ``share`` of the request's time budget; None where
-    tp > 1 splits nothing and was not asked for."""
+               tp: int, share: float = 1.0, sequence: bool = True) -> _TPRun | None:
+    """The search at one tensor-parallel degree (with sequence parallelism or without), given ``share``
+    of the request's time budget; None where tp > 1 splits nothing and was not asked for."""
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=progress,
-                         cache=req.cache, measure=req.measure or None, tp=tp)
+                         cache=req.cache, measure=req.measure or None, tp=tp, sequence=sequence)
     limits = request_limits(req)
     try:
         grouped = usable.grouped(tp)  # (tp > 1: a device per tensor-parallel group; ConfigError if it cannot)
@@ -324,7 +335,7 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
         check_tp(graphs[sizes[0]], spec.name, tp)
     freeze()
     n_chain = req.iterations or (None if req.time_budget_s else default_iterations(graphs[sizes[0]].n))
-    tps = f", tp {tp}" if tp > 1 else ""
+    tps = (f", tp {tp}" + ("" if sequence else " without sequence parallelism")) if tp > 1 else ""
     budget = req.time_budget_s * share if req.time_budget_s else None
     what = (f"searching {cl.num_devices} × {cl.device.name} ({len(sizes)} micro-batch sizes{tps}, seed {req.seed}"
             + (f", {budget:.3g} s budget" if budget else "") + "), first chain")
@@ -335,15 +346,41 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
     best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
     progress.note(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains{tps}): "
                   f"{best_s}")
-    return _TPRun(tp, grouped, graphs, res)
+    return _TPRun(tp, grouped, graphs, res, sequence)
 
 
 TP_BASELINES = ("megatron", "tp+fsdp")  # the baselines a tp > 1 search adds beside the tp 1 search's
 
 
-def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
+def _tp_runs(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest,
+             progress: Progress) -> list[_TPRun]:
+    """Every degree's search; a degree above 1 with sequence parallelism and, where that split some
+    node by tokens, without it too (it saves memory; its extra collectives — the column linears'
+    inputs gathered again in the backward, the norms' partial gradients — cost time where memory is
+    plentiful), each half of the degree's share of the time budget."""
     degrees = tp_degrees(cl, req)  # (a time budget is for the whole plan: each degree gets its share)
-    runs = [r for tp in degrees if (r := _search_tp(spec, cl, usable, B, req, progress, tp, 1 / len(degrees)))]
+    runs = []
+    for tp in degrees:
+        share = 1 / len(degrees)
+        r = _search_tp(spec, cl, usable, B, req, progress, tp, share / 2 if tp > 1 else share)
+        if r is None:
+            continue
+        runs.append(r)
+        if r.tokens_split and (plain := _search_tp(spec, cl, usable, B, req, progress, tp, share / 2, False)):
+            runs.append(plain)
+    return runs
+
+
+def _baseline_name(name: str, r: _TPRun) -> str:
+    """A tp search's baseline, named with sequence parallelism where its graphs have it."""
+    if not r.tokens_split:
+        return name
+    return name.replace("megatron", "megatron+sp", 1) if name.startswith("megatron") else \
+        name.replace("tp+", "tp+sp+", 1)
+
+
+def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
+    runs = _tp_runs(spec, cl, usable, B, req, progress)
     fitting = [r for r in runs if r.result.fits]
     run = min(fitting, key=lambda r: r.result.best_eval.step_time_s) if fitting else runs[0]
     res, graphs, limits = run.result, run.graphs, request_limits(req)
@@ -361,10 +398,11 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
     if run.tp > 1:
         best = best.copy(tp=run.tp, partitioning=[nd.partitioning for nd in graph.nodes])
     sim = Simulator(graph, usable).evaluate(best, detail=True)
-    baselines = {name: baseline_result(ev, runs[0].tp) for name, (st, ev) in runs[0].result.baselines.items()}
-    for r in runs[1:]:
-        baselines.update({name: baseline_result(ev, r.tp) for name, (st, ev) in r.result.baselines.items()
-                          if name.startswith(TP_BASELINES)})
+    baselines = {}
+    for i, r in enumerate(runs):  # (the first run's every baseline, the tp ones of the others)
+        baselines.update({_baseline_name(name, r) if name.startswith(TP_BASELINES) else name:
+                          baseline_result(ev, r.tp)
+                          for name, (st, ev) in r.result.baselines.items() if i == 0 or name.startswith(TP_BASELINES)})
     on_file = str(spec.path) != "<module>"
     return Plan(
         model_file=str(Path(spec.path).resolve()) if on_file else "",
@@ -473,7 +511,8 @@ def plan_graph(p: Plan, cache: bool = True, progress: Progress = SILENT) -> Task
         check_model(p, spec)
         st = p.settings
         source = GraphSource(spec, p.get_cluster(), dtype=st.dtype, granularity=st.granularity, cache=cache,
-                             measure=st.measure or None, progress=progress, tp=p.strategy.tp)
+                             measure=st.measure or None, progress=progress, tp=p.strategy.tp,
+                             sequence=uses_sequence(p.strategy.partitioning))
         return source.all([p.micro_batch_size])[p.micro_batch_size]
 
 

@@ -28,11 +28,11 @@ def tiny(request):
         os.environ["MEMFLOW_EXAMPLE_SCALE"] = old
 
 
-def _program(model: str, tp: int, rank: int = 0):
+def _program(model: str, tp: int, rank: int = 0, sequence: bool = True):
     from memflow.graph.build import capture_program
     from memflow.model_file import load_model_file
 
-    spec = dataclasses.replace(load_model_file(ROOT / "examples" / f"{model}.py"), tp=tp)
+    spec = dataclasses.replace(load_model_file(ROOT / "examples" / f"{model}.py"), tp=tp, sequence=sequence)
     return capture_program(spec, 4, fake=False, tp_rank=rank)
 
 
@@ -53,12 +53,7 @@ def test_transformer_blocks_split_and_nothing_else(tiny, model, blocks, tokens):
     sp_blocks = [n for n, kind in zip(captured.names, program.partitioning) if kind == MEGATRON_SP]
     assert set(sp_blocks) >= {b for b in blocks if ".layer" in b or ".h." in b}
     with_sp = program.partitioning
-    import os
-    os.environ["MEMFLOW_TP_SEQUENCE"] = "0"
-    try:
-        _, plain, _, _ = _program(model, 2)
-    finally:
-        del os.environ["MEMFLOW_TP_SEQUENCE"]
+    _, plain, _, _ = _program(model, 2, sequence=False)
     assert [k for k in plain.partitioning if k != REPLICATED] == [MEGATRON] * len(blocks)
     assert len(with_sp) == len(plain.partitioning)
 
@@ -158,7 +153,7 @@ def test_a_model_with_nothing_to_split_is_one_line(tiny, tmp_path):
 
 # ------------------------------------------------------------------ runs (gloo ranks)
 # (Llama's two-rank case widens the four-rank one: MEMFLOW_TEST_FULL=1)
-@pytest.mark.parametrize("model,kind", [("gpt2", "tp2"), ("bert", "tp2-rec-m2"),
+@pytest.mark.parametrize("model,kind", [("gpt2", "tp2"), ("gpt2", "tp2-nosp"), ("bert", "tp2-rec-m2"),
                                         pytest.param("llama", "tp2", marks=pytest.mark.full),
                                         ("llama", "dp2-tp2"), ("gpt2", "pp2-tp2")])
 def test_tp_runs_as_plain_training_and_as_predicted(model, kind, monkeypatch):
@@ -166,7 +161,8 @@ def test_tp_runs_as_plain_training_and_as_predicted(model, kind, monkeypatch):
     pipeline stages of a group each), BERT also with every other node recomputed (the replay runs the
     group's all-reduces again) and two micro-batches: the losses of plain single-process training
     over the same pieces of each batch within 1e-4 (relative), every rank's peak within 5% of its
-    prediction."""
+    prediction. ``nosp``: a plan without sequence parallelism (Megatron's pairs alone), which the
+    executor reads off the plan's partitioning."""
     from bench.bench_fidelity import run_case
     from memflow.executor import plain_losses
 
@@ -215,7 +211,7 @@ def test_seq_views_follow_the_tokens():
     assert seq_view(st, (4, 32, 64), (4, 2048), _groups((4, 32, 64), (4, 2048)), 2) is None
 
 
-def test_sequence_parallel_blocks_move_what_megatron_moves_and_save_less(tiny, monkeypatch):
+def test_sequence_parallel_blocks_move_what_megatron_moves_and_save_less(tiny):
     """Per block, sequence parallelism's all-gathers and reduce-scatters move in the forward what
     Megatron's two all-reduces move (counted as all-reduce bytes); the backward adds the norms' and
     biases' partial gradients and the gathers again of the column linears' inputs (Megatron's:
@@ -225,8 +221,7 @@ def test_sequence_parallel_blocks_move_what_megatron_moves_and_save_less(tiny, m
 
     spec = dataclasses.replace(load_model_file(ROOT / "examples" / "gpt2.py"), tp=2)
     sp = profile_model(spec, 4, cache=False)
-    monkeypatch.setenv("MEMFLOW_TP_SEQUENCE", "0")
-    mg = profile_model(spec, 4, cache=False)
+    mg = profile_model(dataclasses.replace(spec, sequence=False), 4, cache=False)
     blocks = [k for k, nd in enumerate(sp.nodes) if nd.partitioning == MEGATRON_SP]
     assert blocks and all(mg.nodes[k].partitioning == MEGATRON for k in blocks)
     h, tokens = 64, 4 * 32
@@ -273,3 +268,47 @@ def test_sequence_parallel_partitionings_of_the_mixing_model():
              for c in program.calls}
     assert sites[2] == ["sp_gather", "sp_scatter"]  # the running mean: whole in, split again out
     assert "sp_gather" in sites[4]  # the final norm's input arrives split; the head reads it whole
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_fused_columns_backward_equals_autograd(autocast):
+    """The fused gather + column linears (a group of one: the gathers are the identity) give the
+    gradients autograd gives the plain linears, under bf16 autocast too."""
+    from memflow.graph.sp import SPColumns
+    from memflow.graph.tp import TPGroup
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 8, requires_grad=True)
+    w1, b1 = torch.randn(12, 8, requires_grad=True), torch.randn(12, requires_grad=True)
+    w2 = torch.randn(8, 4, requires_grad=True)  # [in, out], as HF's Conv1D
+    cols = SPColumns(TPGroup(1), (0, "c"), -2, 1, [("oi", True), ("io", False)])
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        y1, y2 = cols(x, w1, b1, w2)
+        loss = (y1.float().square().sum() + y2.float().sin().sum())
+    got = torch.autograd.grad(loss, (x, w1, b1, w2))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        r1, r2 = torch.nn.functional.linear(x, w1, b1), x @ w2
+        ref_loss = (r1.float().square().sum() + r2.float().sin().sum())
+    want = torch.autograd.grad(ref_loss, (x, w1, b1, w2))
+    tol = 2e-2 if autocast else 1e-5
+    for g, r in zip(got, want):
+        assert g.dtype == r.dtype and torch.allclose(g, r, rtol=tol, atol=tol * r.abs().max().item())
+
+
+def test_a_tp_plan_searches_with_and_without_sequence_parallelism(tiny):
+    """Sequence parallelism saves memory and costs collectives (the column linears' inputs gathered
+    again in the backward, the norms' partial gradients): a tp degree is searched with it and without
+    it, and the plan is the faster of the two, its partitioning saying which."""
+    from memflow import planner
+    from memflow.graph.tp import uses_sequence
+    from memflow.progress import SILENT
+
+    req = planner._request(str(ROOT / "examples" / "gpt2.py"), None, None,
+                           dict(cluster="a100-8-nvlink", tp=2, batch_size=8, cache=False, iterations=300))
+    spec, cl, usable, B = planner._resolve(req)
+    runs = planner._tp_runs(spec, cl, usable, B, req, SILENT)
+    assert [(r.tp, r.sequence) for r in runs] == [(2, True), (2, False)]
+    times = [r.result.best_eval.step_time_s for r in runs]
+    p = planner.plan_request(req)
+    assert p.predicted.step_time_s == pytest.approx(min(times), rel=1e-9)
+    assert uses_sequence(p.strategy.partitioning) == (times[0] <= times[1])

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from ..errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
 from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from ..graph.build import capture_program
+from ..graph.tp import uses_sequence
 from ..graph.training import autocast, in_model_order
 from ..memory import LiveBytes
 from ..typed import to_data
@@ -105,8 +106,10 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     started = time.perf_counter()
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
 
-    # (with tensor parallelism, this rank's share of every split node: memflow.graph.tp)
-    spec = dataclasses.replace(load_model_file(cfg.model_file, guard=False), tp=strat.tp)  # (loaded, guarded, before)
+    # (with tensor parallelism, this rank's share of every split node: memflow.graph.tp; with sequence
+    # parallelism where the plan's partitioning has it)
+    spec = dataclasses.replace(load_model_file(cfg.model_file, guard=False), tp=strat.tp,
+                               sequence=uses_sequence(strat.partitioning))  # (loaded, guarded, before)
     mb = strat.microbatch_size(cfg.batch_size)
     # captured on the device it runs on: the export bakes device constants (masks, positions) in
     captured, program, _, model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from typing import Any
 
 import torch
@@ -30,15 +29,13 @@ __all__ = ["capture_program", "program_of", "fingerprint", "model_signature", "D
 DTYPES = TRAIN_DTYPES
 
 
-def program_of(captured: Captured, tp: int = 1, tp_rank: int = 0) -> StepProgram:
+def program_of(captured: Captured, tp: int = 1, tp_rank: int = 0, sequence: bool = True) -> StepProgram:
     """The node program of a captured step; with ``tp`` > 1, rank ``tp_rank``'s share of it
-    (:func:`memflow.graph.tp.apply_tp`; its group's process group is set by whoever runs it)."""
+    (:func:`memflow.graph.tp.apply_tp`, with sequence parallelism unless ``sequence`` is False; its
+    group's process group is set by whoever runs it)."""
     program = StepProgram(captured.split, captured.unread)
     if tp > 1:
         program.tp = TPGroup(tp, tp_rank)
-        # MEMFLOW_TP_SEQUENCE=0: Megatron's pairs alone, without sequence parallelism (a comparison
-        # switch; like every MEMFLOW_ variable it is part of the profile cache's key)
-        sequence = os.environ.get("MEMFLOW_TP_SEQUENCE", "1") != "0"
         program.partitioning = apply_tp(program, program.tp, sequence=sequence)
     return program
 
@@ -69,7 +66,7 @@ def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "aut
     with autocast(dtype, on):
         captured = split_step(spec, model, batch, granularity)
     with ctx if mode is not None else contextlib.nullcontext():
-        program = program_of(captured, getattr(spec, "tp", 1), tp_rank)
+        program = program_of(captured, getattr(spec, "tp", 1), tp_rank, getattr(spec, "sequence", True))
     return captured, program, mode, model
 
 

@@ -43,7 +43,7 @@ from .program import StepProgram
 from .sp import SPColumns, SPOp, insert_seq_ops
 from .tp_rules import SPLITS, VIEWS, NodeSplit, analyse, weight_of
 
-__all__ = ["TPGroup", "apply_tp", "record_tp", "shard", "origin_of", "REPLICATED", "MEGATRON", "MEGATRON_SP",
+__all__ = ["TPGroup", "apply_tp", "record_tp", "uses_sequence", "shard", "origin_of", "REPLICATED", "MEGATRON", "MEGATRON_SP",
            "SEQUENCE"]
 
 REPLICATED = "replicated"
@@ -436,6 +436,12 @@ def apply_tp(program: StepProgram, group: TPGroup, sequence: bool = True) -> lis
         tokens = bool(sp.entry or sp.out_seq or sp.rs or sp.enter_gathers)
         kinds.append((MEGATRON_SP if tokens else MEGATRON) if sp.split else SEQUENCE if tokens else REPLICATED)
     return kinds
+
+
+def uses_sequence(partitioning: list[str]) -> bool:
+    """Whether a plan's node partitionings were found with sequence parallelism (an empty list: the
+    default, with it)."""
+    return not partitioning or bool({MEGATRON_SP, SEQUENCE} & set(partitioning))
 
 
 def record_tp(graph: Any, program: StepProgram) -> None:

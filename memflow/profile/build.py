@@ -298,7 +298,7 @@ class SharedCapture:
             with autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity, batch_dims=dims)
             with self.mode:
-                program = program_of(captured, self.spec.tp)
+                program = program_of(captured, self.spec.tp, 0, self.spec.sequence)
         except Exception:  # noqa: BLE001
             return None
         return (captured, program) if captured.symbolic_batch else None
@@ -315,7 +315,7 @@ class SharedCapture:
             with autocast(self.dtype):
                 captured = split_step(self.spec, self.model, self.made[b], self.granularity)
             with self.mode:
-                program = program_of(captured, self.spec.tp)
+                program = program_of(captured, self.spec.tp, 0, self.spec.sequence)
             if loose is not None:
                 handoff.adopt(self, loose, program)
                 loose = None

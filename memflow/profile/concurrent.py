@@ -58,7 +58,7 @@ def _barrier(directory: Path, name: str, rank: int, n: int, timeout_s: float = 6
 def _child(job: dict, rank: int) -> None:
     torch.set_num_threads(job["threads"])
     spec = load_model_file(job["model_file"], guard=False)  # the planner loaded it (guarded) first
-    spec = dataclasses.replace(spec, tp=job["tp"])
+    spec = dataclasses.replace(spec, tp=job["tp"], sequence=job["sequence"])
     d = Path(job["dir"])
     out = {}
     for b in job["sizes"]:
@@ -107,7 +107,7 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
                  f"this host; phase times scaled by {nprocs}/{procs_n}")
     with tempfile.TemporaryDirectory(prefix="memflow_prof_") as tmp, sigterm_raises():
         d = Path(tmp)
-        job = dict(model_file=str(spec.path), sizes=list(sizes), granularity=granularity, dtype=dtype, tp=spec.tp,
+        job = dict(model_file=str(spec.path), sizes=list(sizes), granularity=granularity, dtype=dtype, tp=spec.tp, sequence=spec.sequence,
                    repeats=repeats, threads=threads, n=procs_n, dir=tmp)
         (d / "job.json").write_text(json.dumps(job))
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))

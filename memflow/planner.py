@@ -354,21 +354,46 @@ TP_BASELINES = ("megatron", "tp+fsdp")  # the baselines a tp > 1 search adds bes
 
 def _tp_runs(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest,
              progress: Progress) -> list[_TPRun]:
-    """Every degree's search; a degree above 1 with sequence parallelism and, where that split some
-    node by tokens, without it too (it saves memory; its extra collectives — the column linears'
-    inputs gathered again in the backward, the norms' partial gradients — cost time where memory is
-    plentiful), each half of the degree's share of the time budget."""
+    """Every degree's search, with sequence parallelism where tp > 1; then, for a degree where that
+    split some node by tokens, the search without it (sequence parallelism saves memory; its extra
+    collectives — the column linears' inputs gathered again in the backward, the norms' partial
+    gradients — cost time where memory is plentiful), unless it cannot win: without the tokens split
+    a step loses at most the sequence-parallel collectives' time of every node for every sample
+    (:func:`_sp_comm_bound_s`), so where the memory-unaware optimum with them, less that, is no faster
+    than the best plan found, the search without them is skipped. Each variant gets half of its
+    degree's share of the time budget."""
     degrees = tp_degrees(cl, req)  # (a time budget is for the whole plan: each degree gets its share)
-    runs = []
-    for tp in degrees:
-        share = 1 / len(degrees)
-        r = _search_tp(spec, cl, usable, B, req, progress, tp, share / 2 if tp > 1 else share)
-        if r is None:
+    share = 1 / len(degrees)
+    runs = [r for tp in degrees
+            if (r := _search_tp(spec, cl, usable, B, req, progress, tp, share / 2 if tp > 1 else share))]
+    for r in list(runs):
+        if not r.tokens_split:
             continue
-        runs.append(r)
-        if r.tokens_split and (plain := _search_tp(spec, cl, usable, B, req, progress, tp, share / 2, False)):
+        fitting = [x.result.best_eval.step_time_s for x in runs if x.result.fits]
+        unaware = r.result.baselines.get("memory-unaware search")
+        if fitting and unaware is not None:
+            floor = unaware[1].step_time_s - _sp_comm_bound_s(r, cl, B)
+            if floor >= min(fitting):
+                progress.note(f"tp {r.tp} without sequence parallelism not searched: at best "
+                              f"{floor * 1e3:,.1f} ms, no faster than {min(fitting) * 1e3:,.1f} ms")
+                continue
+        if plain := _search_tp(spec, cl, usable, B, req, progress, r.tp, share / 2, False):
             runs.append(plain)
     return runs
+
+
+def _sp_comm_bound_s(r: _TPRun, cl: Cluster, B: int) -> float:
+    """An upper bound on what a step at this degree can gain without sequence parallelism: every
+    tensor-parallel collective of every node (the smallest micro-batch's graph: the most latency per
+    sample), for every sample of the batch (one data-parallel replica takes them all at most)."""
+    from .simulator.tp import allreduce_s
+
+    b = min(r.graphs)
+    g, link = r.graphs[b], cl.intra_link
+    per_mb = sum(allreduce_s(nd.tp_fwd_bytes, nd.tp_fwd_collectives, r.tp, link.bandwidth, link.latency)
+                 + allreduce_s(nd.tp_bwd_bytes, nd.tp_bwd_collectives, r.tp, link.bandwidth, link.latency)
+                 for nd in g.nodes)
+    return per_mb * B / b
 
 
 def _baseline_name(name: str, r: _TPRun) -> str:

@@ -309,6 +309,9 @@ def test_a_tp_plan_searches_with_and_without_sequence_parallelism(tiny):
     runs = planner._tp_runs(spec, cl, usable, B, req, SILENT)
     assert [(r.tp, r.sequence) for r in runs] == [(2, True), (2, False)]
     times = [r.result.best_eval.step_time_s for r in runs]
+    # the bound the planner skips the search without sequence parallelism by holds
+    unaware = runs[0].result.baselines["memory-unaware search"][1].step_time_s
+    assert times[1] >= unaware - planner._sp_comm_bound_s(runs[0], cl, B)
     p = planner.plan_request(req)
     assert p.predicted.step_time_s == pytest.approx(min(times), rel=1e-9)
     assert uses_sequence(p.strategy.partitioning) == (times[0] <= times[1])

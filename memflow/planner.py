@@ -34,6 +34,7 @@ from .records import BaselineResult, MemoryBreakdown, ParetoPoint, PlanSettings,
 from .request import PlanRequest
 from .search import MeshLimits, SearchContext, default_iterations, mesh_choices, search, solve_exact
 from .simulator import SimResult, Simulator
+from .simulator.tp import allreduce_s
 from .strategy import Strategy
 from .units import parse_bytes
 
@@ -214,7 +215,7 @@ def search_progress(progress: Progress, what: str, iterations: int | None):
         yield cb
 
 
-def _resolve(req: PlanRequest) -> tuple[ModelSpec, Cluster, Cluster, int]:
+def resolve_request(req: PlanRequest) -> tuple[ModelSpec, Cluster, Cluster, int]:
     """(spec, cluster, cluster with the usable memory, global batch) of a plan request."""
     spec = resolve_spec(req.model, req.example_batch, req.batch_size, req.loss_fn)
     cl = resolve_cluster(req.cluster, gpus=req.gpus, gpu_type=req.gpu_type, gpu_memory=req.gpu_memory)
@@ -226,7 +227,7 @@ def _resolve(req: PlanRequest) -> tuple[ModelSpec, Cluster, Cluster, int]:
     return spec, cl, usable, B
 
 
-def _request(model: Any, example_batch: Callable | None, loss_fn: Callable | None, options: dict) -> PlanRequest:
+def make_request(model: Any, example_batch: Callable | None, loss_fn: Callable | None, options: dict) -> PlanRequest:
     if isinstance(model, PlanRequest):
         if example_batch is not None or loss_fn is not None or options:
             raise ConfigError("give a PlanRequest alone, or a model with keyword options, not both")
@@ -241,8 +242,8 @@ def search_problem(model: Any, example_batch: Callable | None = None, loss_fn: C
                    **options: Any) -> tuple[dict[int, TaskGraph], int, Cluster]:
     """What :func:`plan` with these arguments searches: ``(graphs by micro-batch size, global batch,
     cluster with the usable memory)``, e.g. for :func:`memflow.search.solve_exact` on a small graph."""
-    req = _request(model, example_batch, loss_fn, options)
-    spec, cl, usable, B = _resolve(req)
+    req = make_request(model, example_batch, loss_fn, options)
+    spec, cl, usable, B = resolve_request(req)
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, cache=req.cache,
                          measure=req.measure or None, tp=req.tp or 1)
     usable = usable.grouped(req.tp or 1)
@@ -267,12 +268,12 @@ def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | 
         p = memflow.plan("examples/gpt2.py", gpus=4, gpu_type="v100-16gb")
         print(p.predicted.step_time_s, p.strategy.summary())
     """
-    return plan_request(_request(model, example_batch, loss_fn, options), progress=as_progress(progress))
+    return plan_request(make_request(model, example_batch, loss_fn, options), progress=as_progress(progress))
 
 
 def plan_request(req: PlanRequest, *, progress: Progress = SILENT) -> Plan:
     """:func:`plan` for a validated request."""
-    spec, cl, usable, B = _resolve(req)
+    spec, cl, usable, B = resolve_request(req)
     with long_lived():  # what exists now, then the graphs, outlive everything the search makes
         return _plan(spec, cl, usable, B, req, progress)
 
@@ -352,14 +353,14 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
 TP_BASELINES = ("megatron", "tp+fsdp")  # the baselines a tp > 1 search adds beside the tp 1 search's
 
 
-def _tp_runs(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest,
+def tp_runs(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest,
              progress: Progress) -> list[_TPRun]:
     """Every degree's search, with sequence parallelism where tp > 1; then, for a degree where that
     split some node by tokens, the search without it (sequence parallelism saves memory; its extra
     collectives — the column linears' inputs gathered again in the backward, the norms' partial
     gradients — cost time where memory is plentiful), unless it cannot win: without the tokens split
     a step loses at most the sequence-parallel collectives' time of every node for every sample
-    (:func:`_sp_comm_bound_s`), so where the memory-unaware optimum with them, less that, is no faster
+    (:func:`sp_comm_bound_s`), so where the memory-unaware optimum with them, less that, is no faster
     than the best plan found, the search without them is skipped. Each variant gets half of its
     degree's share of the time budget."""
     degrees = tp_degrees(cl, req)  # (a time budget is for the whole plan: each degree gets its share)
@@ -372,7 +373,7 @@ def _tp_runs(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReq
         fitting = [x.result.best_eval.step_time_s for x in runs if x.result.fits]
         unaware = r.result.baselines.get("memory-unaware search")
         if fitting and unaware is not None:
-            floor = unaware[1].step_time_s - _sp_comm_bound_s(r, cl, B)
+            floor = unaware[1].step_time_s - sp_comm_bound_s(r, cl, B)
             if floor >= min(fitting):
                 progress.note(f"tp {r.tp} without sequence parallelism not searched: at best "
                               f"{floor * 1e3:,.1f} ms, no faster than {min(fitting) * 1e3:,.1f} ms")
@@ -382,12 +383,10 @@ def _tp_runs(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReq
     return runs
 
 
-def _sp_comm_bound_s(r: _TPRun, cl: Cluster, B: int) -> float:
+def sp_comm_bound_s(r: _TPRun, cl: Cluster, B: int) -> float:
     """An upper bound on what a step at this degree can gain without sequence parallelism: every
     tensor-parallel collective of every node (the smallest micro-batch's graph: the most latency per
     sample), for every sample of the batch (one data-parallel replica takes them all at most)."""
-    from .simulator.tp import allreduce_s
-
     b = min(r.graphs)
     g, link = r.graphs[b], cl.intra_link
     per_mb = sum(allreduce_s(nd.tp_fwd_bytes, nd.tp_fwd_collectives, r.tp, link.bandwidth, link.latency)
@@ -405,7 +404,7 @@ def _baseline_name(name: str, r: _TPRun) -> str:
 
 
 def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
-    runs = _tp_runs(spec, cl, usable, B, req, progress)
+    runs = tp_runs(spec, cl, usable, B, req, progress)
     fitting = [r for r in runs if r.result.fits]
     run = min(fitting, key=lambda r: r.result.best_eval.step_time_s) if fitting else runs[0]
     res, graphs, limits = run.result, run.graphs, request_limits(req)

@@ -197,18 +197,18 @@ def test_token_chunks_gather_back_whole_with_blocks():
 
 def test_seq_views_follow_the_tokens():
     from memflow.graph.sp_rules import Seq, seq_view
-    from memflow.graph.tp_rules import _groups
+    from memflow.graph.tp_rules import view_groups
 
     st = Seq(-2, 1, frozenset())
-    merged = seq_view(st, (4, 32, 64), (128, 64), _groups((4, 32, 64), (128, 64)), 2)
+    merged = seq_view(st, (4, 32, 64), (128, 64), view_groups((4, 32, 64), (128, 64)), 2)
     assert (merged.dim, merged.outer) == (-2, 4)  # the batch dims become blocks
-    back = seq_view(merged, (128, 64), (4, 32, 64), _groups((128, 64), (4, 32, 64)), 2)
+    back = seq_view(merged, (128, 64), (4, 32, 64), view_groups((128, 64), (4, 32, 64)), 2)
     assert (back.dim, back.outer) == (-2, 1)
     # the features cut into heads: the tokens stay where they are
-    heads = seq_view(st, (4, 32, 64), (4, 32, 4, 16), _groups((4, 32, 64), (4, 32, 4, 16)), 2)
+    heads = seq_view(st, (4, 32, 64), (4, 32, 4, 16), view_groups((4, 32, 64), (4, 32, 4, 16)), 2)
     assert (heads.dim, heads.outer) == (-3, 1)
     # the tokens merged with the features after them: not a token split any more
-    assert seq_view(st, (4, 32, 64), (4, 2048), _groups((4, 32, 64), (4, 2048)), 2) is None
+    assert seq_view(st, (4, 32, 64), (4, 2048), view_groups((4, 32, 64), (4, 2048)), 2) is None
 
 
 def test_sequence_parallel_blocks_move_what_megatron_moves_and_save_less(tiny):
@@ -303,15 +303,15 @@ def test_a_tp_plan_searches_with_and_without_sequence_parallelism(tiny):
     from memflow.graph.tp import uses_sequence
     from memflow.progress import SILENT
 
-    req = planner._request(str(ROOT / "examples" / "gpt2.py"), None, None,
+    req = planner.make_request(str(ROOT / "examples" / "gpt2.py"), None, None,
                            dict(cluster="a100-8-nvlink", tp=2, batch_size=8, cache=False, iterations=300))
-    spec, cl, usable, B = planner._resolve(req)
-    runs = planner._tp_runs(spec, cl, usable, B, req, SILENT)
+    spec, cl, usable, B = planner.resolve_request(req)
+    runs = planner.tp_runs(spec, cl, usable, B, req, SILENT)
     assert [(r.tp, r.sequence) for r in runs] == [(2, True), (2, False)]
     times = [r.result.best_eval.step_time_s for r in runs]
     # the bound the planner skips the search without sequence parallelism by holds
     unaware = runs[0].result.baselines["memory-unaware search"][1].step_time_s
-    assert times[1] >= unaware - planner._sp_comm_bound_s(runs[0], cl, B)
+    assert times[1] >= unaware - planner.sp_comm_bound_s(runs[0], cl, B)
     p = planner.plan_request(req)
     assert p.predicted.step_time_s == pytest.approx(min(times), rel=1e-9)
     assert uses_sequence(p.strategy.partitioning) == (times[0] <= times[1])

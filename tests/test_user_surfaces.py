@@ -68,7 +68,10 @@ def test_long_search_shows_progress_and_keeps_its_budget(tmp_path, capsys):
     ticks = [ln for ln in lines if ln.startswith("memflow: searching ") and " it [" in ln]
     assert len(ticks) >= 3 and any("best " in ln for ln in ticks), err  # the bar: iterations, rate, best so far
     summary = [ln for ln in lines if ln.startswith("memflow: searched ")]
-    assert len(summary) == 3 and all("iterations in" in ln for ln in summary)  # tp 1, 2 and 4 on 4 × A100 (NVLink)
+    # tp 1, 2 and 4 on 4 × A100 (NVLink); 2 and 4 with sequence parallelism and, unless that cannot lose, without
+    assert 3 <= len(summary) <= 5 and all("iterations in" in ln for ln in summary)
+    degrees = [ln.split(", tp ")[1].split()[0].rstrip("):") if ", tp " in ln else "1" for ln in summary]
+    assert sorted(set(degrees)) == ["1", "2", "4"], summary
     secs = sum(float(ln.split(" in ")[1].split(" s")[0]) for ln in summary)
     assert secs < 2.5 * 1.4  # the degrees, the chains and the memory-unaware search share it
 

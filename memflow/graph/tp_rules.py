@@ -41,7 +41,7 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint as hint_int
 
 from .sp_rules import Seq, seq_op
 
-__all__ = ["Split", "Seq", "NodeSplit", "analyse", "weight_of"]
+__all__ = ["Split", "Seq", "NodeSplit", "analyse", "weight_of", "view_groups"]
 
 aten = torch.ops.aten
 
@@ -143,7 +143,7 @@ def weight_of(node: torch.fx.Node, params: set[str]) -> tuple[Any, str, str, str
     return None
 
 
-def _groups(ish: tuple[int, ...], osh: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
+def view_groups(ish: tuple[int, ...], osh: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
     """The dims of a view's input and output that hold the same elements, in order (size-1 dims
     join the group after them)."""
     out, i, j = [], 0, 0
@@ -298,7 +298,7 @@ class _Propagation:
                     self._gather(a, node)
             return False
         res, scatter, partial = seq_op(node, pk, self.state.get, _shape, VIEWS, DIMS, SOFTMAX, SPLITS,
-                                       ELEMENTWISE, _groups, self.tp)
+                                       ELEMENTWISE, view_groups, self.tp)
         if res is not None:
             st = res[0] if isinstance(res, list) else res
             for a in scatter:
@@ -444,7 +444,7 @@ class _Propagation:
         return Split(st.dim, st.groups, origins)
 
     def _view(self, node, st, ish, osh, a):
-        for gi, gj in _groups(ish, osh):
+        for gi, gj in view_groups(ish, osh):
             if a not in gi:
                 continue
             big_i = [i for i in gi if ish[i] != 1]

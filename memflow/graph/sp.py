@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 import torch.fx
 
-__all__ = ["SPOp", "SPColumns", "insert_seq_ops", "chunk_of", "all_gather", "reduce_scatter"]
+__all__ = ["SPOp", "SPColumns", "PartialGrad", "insert_seq_ops", "chunk_of", "all_gather", "reduce_scatter"]
 
 
 def _blocks(t: torch.Tensor, a: int, outer: int) -> torch.Tensor:
@@ -99,22 +99,15 @@ class _Gather(torch.autograd.Function):
         return chunk_of(g, op.dim, op.outer, op.group.size, op.group.rank), None
 
 
-class _Scatter(torch.autograd.Function):
+class _ToTokens(torch.autograd.Function):
+    """Whole to this rank's tokens (``scatter``: a slice; ``reduce_scatter``: the group's sum's);
+    backward: the gradients all-gathered."""
+
     @staticmethod
     def forward(ctx, x, op):
         ctx.op = op
-        return chunk_of(x, op.dim, op.outer, op.group.size, op.group.rank)
-
-    @staticmethod
-    def backward(ctx, g):
-        op = ctx.op
-        return all_gather(op.group, g, op.dim, op.outer, op.key + ("bwd",)), None
-
-
-class _ReduceScatter(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, op):
-        ctx.op = op
+        if op.kind == "scatter":
+            return chunk_of(x, op.dim, op.outer, op.group.size, op.group.rank)
         return reduce_scatter(op.group, x, op.dim, op.outer, op.key + ("fwd",))
 
     @staticmethod
@@ -123,7 +116,10 @@ class _ReduceScatter(torch.autograd.Function):
         return all_gather(op.group, g, op.dim, op.outer, op.key + ("bwd",)), None
 
 
-class _Partial(torch.autograd.Function):
+class PartialGrad(torch.autograd.Function):
+    """The identity forward; backward, the gradient summed over the group (``op.group.all_reduce``):
+    tensor parallelism's *enter*, and sequence parallelism's *partial*."""
+
     @staticmethod
     def forward(ctx, x, op):
         ctx.op = op
@@ -195,8 +191,8 @@ class SPColumns(torch.nn.Module):
         return _Columns.apply(x, self, *params)
 
 
-_FUNCS = {"gather": _Gather, "gather_enter": _Gather, "scatter": _Scatter, "reduce_scatter": _ReduceScatter,
-          "partial": _Partial}
+_FUNCS = {"gather": _Gather, "gather_enter": _Gather, "scatter": _ToTokens, "reduce_scatter": _ToTokens,
+          "partial": PartialGrad}
 
 
 class SPOp(torch.nn.Module):

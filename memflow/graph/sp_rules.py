@@ -31,7 +31,7 @@ from typing import Any, Callable
 import torch
 import torch.fx
 
-__all__ = ["Seq", "seq_op", "seq_view"]
+__all__ = ["Seq", "seq_op", "seq_view", "moved_dim"]
 
 aten = torch.ops.aten
 
@@ -69,31 +69,35 @@ def seq_view(st: Seq, ish: tuple[int, ...], osh: tuple[int, ...], groups: list, 
     return None
 
 
-def _dims(node: torch.fx.Node, pk: Any, st: Seq, ish: tuple, osh: tuple) -> Seq | None:
-    r, ro, a = len(ish), len(osh), len(ish) + st.dim
+def moved_dim(node: torch.fx.Node, pk: Any, a: int, ish: tuple, osh: tuple) -> int | None:
+    """Where dimension ``a`` of a transpose/permute/expand/unsqueeze/squeeze/slice/select's input is
+    in its output (None: the op indexes it, or expands it)."""
+    r, ro = len(ish), len(osh)
     if pk is aten.transpose:
         d0, d1 = node.args[1] % r, node.args[2] % r
-        b = d1 if a == d0 else d0 if a == d1 else a
-    elif pk is aten.permute:
-        b = [d % r for d in node.args[1]].index(a)
-    elif pk is aten.expand:
+        return d1 if a == d0 else d0 if a == d1 else a
+    if pk is aten.permute:
+        return [d % r for d in node.args[1]].index(a)
+    if pk is aten.expand:
         b = a + (ro - r)
-        if osh[b] != ish[a]:
-            return None
-    elif pk is aten.unsqueeze:
+        return b if osh[b] == ish[a] else None
+    if pk is aten.unsqueeze:
         d = node.args[1] % ro
-        b = a + 1 if d <= a else a
-    elif pk is aten.squeeze:
+        return a + 1 if d <= a else a
+    if pk is aten.squeeze:
         dims = node.args[1] if len(node.args) > 1 else [i for i in range(r) if ish[i] == 1]
         dims = [dims] if isinstance(dims, int) else dims
         dims = [d % r for d in dims if ish[d % r] == 1]
-        b = a - sum(1 for d in dims if d < a)
-    else:  # slice, select
-        d = node.args[1] % r if len(node.args) > 1 else 0
-        if d == a:
-            return None
-        b = a - 1 if pk is aten.select and d < a else a
-    return Seq(b - ro, st.outer, st.origins)
+        return a - sum(1 for d in dims if d < a)
+    d = node.args[1] % r if len(node.args) > 1 else 0  # slice, select
+    if d == a:
+        return None
+    return a - 1 if pk is aten.select and d < a else a
+
+
+def _dims(node: torch.fx.Node, pk: Any, st: Seq, ish: tuple, osh: tuple) -> Seq | None:
+    b = moved_dim(node, pk, len(ish) + st.dim, ish, osh)
+    return None if b is None else Seq(b - len(osh), st.outer, st.origins)
 
 
 def _reduced(node: torch.fx.Node, st: Seq, ish: tuple, osh: tuple) -> Seq | None:

@@ -40,7 +40,7 @@ import torch.distributed as dist
 import torch.fx
 
 from .program import StepProgram
-from .sp import SPColumns, SPOp, insert_seq_ops
+from .sp import PartialGrad, SPColumns, SPOp, insert_seq_ops
 from .tp_rules import SPLITS, VIEWS, NodeSplit, analyse, weight_of
 
 __all__ = ["TPGroup", "apply_tp", "record_tp", "uses_sequence", "shard", "origin_of", "REPLICATED", "MEGATRON", "MEGATRON_SP",
@@ -96,19 +96,6 @@ class TPGroup:
         return sum(f), len(f), sum(g), len(g)
 
 
-class _Enter(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, op):
-        ctx.op = op
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        g = g.contiguous()
-        ctx.op.group.all_reduce(g, ctx.op.key + ("bwd",))
-        return g, None
-
-
 class _Reduce(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, op):
@@ -129,7 +116,7 @@ class TPOp(torch.nn.Module):
         self.kind, self.group, self.key = kind, group, key
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (_Enter if self.kind == "enter" else _Reduce).apply(x, self)
+        return (PartialGrad if self.kind == "enter" else _Reduce).apply(x, self)
 
 
 class _VocabCrossEntropy(torch.autograd.Function):

@@ -39,7 +39,7 @@ import torch
 import torch.fx
 from torch.fx.experimental.symbolic_shapes import optimization_hint as hint_int
 
-from .sp_rules import Seq, seq_op
+from .sp_rules import Seq, moved_dim, seq_op
 
 __all__ = ["Split", "Seq", "NodeSplit", "analyse", "weight_of", "view_groups"]
 
@@ -462,28 +462,10 @@ class _Propagation:
         raise _Blocked(st.origins, f"{node.name}: a view that moves the split dimension")
 
     def _dims(self, node, pk, st, ish, osh, a):
-        r, ro = len(ish), len(osh)
-        if pk is aten.transpose:
-            d0, d1 = node.args[1] % r, node.args[2] % r
-            b = d1 if a == d0 else d0 if a == d1 else a
-        elif pk is aten.permute:
-            b = [d % r for d in node.args[1]].index(a)
-        elif pk is aten.expand:
-            b = a + (ro - r)
-        elif pk is aten.unsqueeze:
-            d = node.args[1] % ro
-            b = a + 1 if d <= a else a
-        elif pk is aten.squeeze:
-            dims = node.args[1] if len(node.args) > 1 else [i for i in range(r) if ish[i] == 1]
-            dims = [dims] if isinstance(dims, int) else dims
-            dims = [d % r for d in dims if ish[d % r] == 1]
-            b = a - sum(1 for d in dims if d < a)
-        else:  # slice, select
-            d = node.args[1] % r if len(node.args) > 1 else 0
-            if d == a:
-                raise _Blocked(st.origins, f"{node.name} indexes the split dimension")
-            b = a - 1 if pk is aten.select and d < a else a
-        return Split(b - ro, st.groups, st.origins)
+        b = moved_dim(node, pk, a, ish, osh)
+        if b is None:
+            raise _Blocked(st.origins, f"{node.name} indexes the split dimension")
+        return Split(b - len(osh), st.groups, st.origins)
 
     def _split(self, node, pk, st, ish, a, d):
         vals = node.meta.get("val")

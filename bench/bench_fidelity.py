@@ -74,6 +74,8 @@ def _strategy(kind: str, n: int) -> Strategy:
                         microbatches=2, tp=2)
     if kind == "dp2-tp2":  # four ranks: two data-parallel replicas of a two-rank tensor-parallel group
         return Strategy.single(n, dp=2).copy(tp=2)
+    if kind == "dp2-tp2-fsdp":  # ... each tp rank's parameters sharded over the two replicas (ZeRO-3)
+        return Strategy.single(n, dp=2).copy(tp=2, sharding=["parameters"])
     if kind == "pp2-tp2":  # four ranks: two pipeline stages, each a two-rank tensor-parallel group
         return Strategy.from_boundaries(n, half, dp=1, microbatches=2, tp=2)
     if kind == "dp2-host":  # the optimizer on the host: the gradient sync's bucket copy can set the peak

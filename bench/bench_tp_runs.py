@@ -19,10 +19,11 @@ from .common import env, md_table, write_section
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [("gpt2", "tp2"), ("bert", "tp2"), ("llama", "tp2"), ("bert", "tp2-rec-m2"),
          ("gpt2", "dp2-tp2"), ("bert", "dp2-tp2"), ("llama", "dp2-tp2"), ("gpt2", "pp2-tp2"),
+         ("gpt2", "dp2-tp2-fsdp"),
          # sequence parallelism's borders: a position table split alike, a gate's partial gradient, a
          # token-mixing node between the blocks (tests/models/sp_mix.py)
          ("sp_mix", "tp2")]
-PIECES = {"dp2-tp2": 2, "tp2-rec-m2": 2, "pp2-tp2": 2}  # (the pieces of each batch the ranks train on)
+PIECES = {"dp2-tp2": 2, "tp2-rec-m2": 2, "pp2-tp2": 2, "dp2-tp2-fsdp": 2}  # (the pieces of each batch the ranks train on)
 BATCH, STEPS = 8, 3
 
 

@@ -155,7 +155,7 @@ def test_a_model_with_nothing_to_split_is_one_line(tiny, tmp_path):
 # (Llama's two-rank case widens the four-rank one: MEMFLOW_TEST_FULL=1)
 @pytest.mark.parametrize("model,kind", [("gpt2", "tp2"), ("gpt2", "tp2-nosp"), ("bert", "tp2-rec-m2"),
                                         pytest.param("llama", "tp2", marks=pytest.mark.full),
-                                        ("llama", "dp2-tp2"), ("gpt2", "pp2-tp2")])
+                                        ("llama", "dp2-tp2"), ("gpt2", "pp2-tp2"), ("gpt2", "dp2-tp2-fsdp")])
 def test_tp_runs_as_plain_training_and_as_predicted(model, kind, monkeypatch):
     """Forced tensor parallelism on gloo ranks (two: one group; four: two data-parallel replicas or two
     pipeline stages of a group each), BERT also with every other node recomputed (the replay runs the
@@ -168,11 +168,11 @@ def test_tp_runs_as_plain_training_and_as_predicted(model, kind, monkeypatch):
 
     path = str(ROOT / "examples" / f"{model}.py")
     rows = run_case(path, {}, 8, kind, steps=3, runs=1, warmup=1)
-    assert len(rows) == (4 if kind in ("dp2-tp2", "pp2-tp2") else 2)
+    assert len(rows) == (4 if kind in ("dp2-tp2", "pp2-tp2", "dp2-tp2-fsdp") else 2)
     for r in rows:
         assert abs(r["pp"] / r["mp"] - 1) <= 0.05, r
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
-    pieces = {"dp2-tp2": 2, "tp2-rec-m2": 2, "pp2-tp2": 2}.get(kind, 1)
+    pieces = {"dp2-tp2": 2, "tp2-rec-m2": 2, "pp2-tp2": 2, "dp2-tp2-fsdp": 2}.get(kind, 1)
     ref = plain_losses(path, 8, 3, seed=0, pieces=pieces)
     got = rows[0]["losses"]
     assert len(got) == 3 and all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(got, ref)), (got, ref)

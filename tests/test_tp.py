@@ -315,3 +315,29 @@ def test_a_tp_plan_searches_with_and_without_sequence_parallelism(tiny):
     p = planner.plan_request(req)
     assert p.predicted.step_time_s == pytest.approx(min(times), rel=1e-9)
     assert uses_sequence(p.strategy.partitioning) == (times[0] <= times[1])
+
+
+def test_a_fused_qkv_viewed_into_heads_and_unbound_splits_and_trains_as_plain_training(monkeypatch):
+    """A hand-written attention (tests/models/sac.py: ``qkv(x).view(b, s, 3, heads, d).permute(...)``,
+    then ``unbind``) splits by heads as GPT-2's ``split`` does — each rank its heads of q, k and v —
+    with its norms split by tokens; two gloo ranks train as plain training does, as predicted."""
+    from bench.bench_fidelity import run_case
+    from memflow.executor import plain_losses
+    from memflow.graph.build import capture_program
+    from memflow.model_file import load_model_file
+
+    path = ROOT / "tests" / "models" / "sac.py"
+    monkeypatch.setenv("MEMFLOW_SAC_DROPOUT", "0")
+    spec = dataclasses.replace(load_model_file(path), tp=2)
+    captured, program, _, _ = capture_program(spec, 4, fake=False)
+    kinds = dict(zip(captured.names, program.partitioning))
+    assert kinds["blocks.0"] == MEGATRON_SP and kinds["norm"] == SEQUENCE
+    qkv = program.attr_value("model_blocks_0_attn_qkv_weight")
+    assert qkv.shape == (48, 32)  # of [96, 32]: 3 blocks (q, k, v) × this rank's 2 of 4 heads × 8
+    rows = run_case(str(path), {"MEMFLOW_SAC_DROPOUT": "0"}, 8, "tp2", steps=3, runs=1, warmup=1)
+    for r in rows:
+        assert abs(r["pp"] / r["mp"] - 1) <= 0.05, r
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    ref = plain_losses(str(path), 8, 3, seed=0)
+    got = rows[0]["losses"]
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)

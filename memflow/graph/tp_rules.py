@@ -398,7 +398,7 @@ class _Propagation:
         st = sts[0]
         x = node.args[0]
         ish = _shape(x) if isinstance(x, torch.fx.Node) else None
-        if st is None or ish is None or (osh is None and pk not in SPLITS):
+        if st is None or ish is None or (osh is None and pk not in SPLITS and pk is not aten.unbind):
             if pk is aten.cat:
                 return self._cat(node, sts, origins)
             raise _Blocked(origins, f"{node.name} ({pk}) reads a split value")
@@ -407,6 +407,12 @@ class _Propagation:
             return self._view(node, st, ish, osh, a)
         if pk in DIMS:
             return self._dims(node, pk, st, ish, osh, a)
+        if pk is aten.unbind:  # (q, k, v) taken apart along another dimension than the split one
+            d = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % len(ish)
+            if d == a:
+                raise _Blocked(origins, f"{node.name} takes the split dimension apart")
+            vals = node.meta.get("val")
+            return [Split(st.dim + (1 if d > a else 0), st.groups, st.origins)] * len(vals)
         if pk in SOFTMAX or pk in SPLITS:
             dim = node.args[1] if pk in SOFTMAX else (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0))
             d = dim % len(ish)
@@ -451,6 +457,10 @@ class _Propagation:
             big_j = [j for j in gj if osh[j] != 1]
             if big_i == [a] and len(big_j) == 1 and osh[big_j[0]] == ish[a]:
                 return Split(big_j[0] - len(osh), st.groups, st.origins)
+            if (big_i == [a] and len(big_j) >= 3 and st.groups in (0, osh[big_j[0]]) and osh[big_j[0]] > 1
+                    and osh[big_j[1]] % self.tp == 0):  # a fused projection cut into (q/k/v, heads, head dim)
+                self._set_blocks(st, osh[big_j[0]])
+                return Split(big_j[1] - len(osh), 1, st.origins)
             st = self._fix(st)
             if st.groups != 1:
                 break

@@ -8,6 +8,7 @@ and adds what it runs again.
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import torch
@@ -20,6 +21,7 @@ _spec.loader.exec_module(_lm)
 
 VOCAB, HIDDEN, HEADS, SEQ, LAYERS = 256, 32, 4, 32, 3
 BATCH_SIZE = 8
+DROPOUT = float(os.environ.get("MEMFLOW_SAC_DROPOUT", "0.1"))  # 0: a step as deterministic as its matmuls
 
 
 class Attention(nn.Module):
@@ -43,7 +45,7 @@ class Mlp(nn.Module):
         self.norm = nn.LayerNorm(hidden)
         self.up = nn.Linear(hidden, 4 * hidden)
         self.down = nn.Linear(4 * hidden, hidden)
-        self.drop = nn.Dropout(0.1)
+        self.drop = nn.Dropout(DROPOUT)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.down(self.drop(F.gelu(self.up(self.norm(x)))))

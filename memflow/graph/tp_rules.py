@@ -507,8 +507,15 @@ class _Propagation:
         mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
         if isinstance(mask, torch.fx.Node):
             sh = _shape(mask)
-            if self._s(mask) is not None or (sh is not None and len(sh) >= 3 and sh[-3] != 1):
-                raise _Blocked(origins, f"{node.name}: an attention mask per head")
+            heads = _shape(q)
+            if self._s(mask) is not None:
+                raise _Blocked(origins, f"{node.name}: an attention mask split")
+            if sh is not None and len(sh) >= 3 and sh[-3] != 1:
+                if heads is None or sh[-3] != heads[-3] or sh[-3] % self.tp:
+                    raise _Blocked(origins, f"{node.name}: an attention mask per head")
+                # a bias per head (T5's relative positions): each rank takes its heads' part of it (its
+                # gradient all-gathered back), as a whole operand split along the heads
+                self.scatters.setdefault(mask.name, (-3, 1, []))[2].append(node.name)
         for s in sts:
             self._fix(s)
         return Split(-3, 1, origins)

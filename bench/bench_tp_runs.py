@@ -22,7 +22,12 @@ CASES = [("gpt2", "tp2"), ("bert", "tp2"), ("llama", "tp2"), ("bert", "tp2-rec-m
          ("gpt2", "dp2-tp2-fsdp"),
          # sequence parallelism's borders: a position table split alike, a gate's partial gradient, a
          # token-mixing node between the blocks (tests/models/sp_mix.py)
-         ("sp_mix", "tp2")]
+         ("sp_mix", "tp2"),
+         # a hand-written attention (fused QKV viewed into heads, unbound; dropout off) and T5 (its
+         # relative-position bias per head split with the heads)
+         ("sac", "tp2"), ("t5", "tp2")]
+PATHS = {"sp_mix": "tests/models/sp_mix.py", "sac": "tests/models/sac.py", "t5": "bench/unseen/t5.py"}
+MODEL_ENV = {"sac": {"MEMFLOW_SAC_DROPOUT": "0"}}
 PIECES = {"dp2-tp2": 2, "tp2-rec-m2": 2, "pp2-tp2": 2, "dp2-tp2-fsdp": 2}  # (the pieces of each batch the ranks train on)
 BATCH, STEPS = 8, 3
 
@@ -31,9 +36,9 @@ def main() -> None:
     rows, worst_peak, worst_loss = [], 0.0, 0.0
     with tempfile.TemporaryDirectory(prefix="memflow_tp_") as tmp, env(MEMFLOW_CACHE_DIR=tmp):
         for model, kind in CASES:
-            path = str(ROOT / ("tests/models" if model == "sp_mix" else "examples") / f"{model}.py")
-            got = run_case(path, {}, BATCH, kind, steps=STEPS, runs=1, warmup=1)
-            with env(MEMFLOW_EXAMPLE_SCALE="tiny"):
+            path = str(ROOT / PATHS.get(model, f"examples/{model}.py"))
+            got = run_case(path, MODEL_ENV.get(model, {}), BATCH, kind, steps=STEPS, runs=1, warmup=1)
+            with env(MEMFLOW_EXAMPLE_SCALE="tiny", **MODEL_ENV.get(model, {})):
                 ref = plain_losses(path, BATCH, STEPS, seed=0, pieces=PIECES.get(kind, 1))
             loss_err = max(abs(a - b) / abs(b) for a, b in zip(got[0]["losses"], ref))
             worst_loss = max(worst_loss, loss_err)

@@ -68,6 +68,10 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind in ("tp2", "tp2-nosp"):  # tensor parallel over two ranks (memflow.graph.tp); nosp: without
         # sequence parallelism (the plan's partitioning says which, the executor follows it)
         return Strategy.single(n).copy(tp=2)
+    if kind in ("tp2-sel", "tp2-swap"):  # tensor parallel, every node selective / swapped (their hooks and
+        # policies around the group's collectives)
+        return Strategy(dp=1, pp=1, stage_of=[0] * n, actions=[{"tp2-sel": SELECTIVE, "tp2-swap": SWAP}[kind]] * n,
+                        microbatches=1, tp=2)
     if kind == "tp2-rec-m2":  # tensor parallel, every other node recomputed (the replay runs the collectives
         # again), two micro-batches
         return Strategy(dp=1, pp=1, stage_of=[0] * n, actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)],

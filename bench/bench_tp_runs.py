@@ -25,7 +25,9 @@ CASES = [("gpt2", "tp2"), ("bert", "tp2"), ("llama", "tp2"), ("bert", "tp2-rec-m
          ("sp_mix", "tp2"),
          # a hand-written attention (fused QKV viewed into heads, unbound; dropout off) and T5 (its
          # relative-position bias per head split with the heads)
-         ("sac", "tp2"), ("t5", "tp2")]
+         ("sac", "tp2"), ("t5", "tp2"),
+         # every node selective, every node swapped: the policies and hooks around the collectives
+         ("gpt2", "tp2-sel"), ("gpt2", "tp2-swap")]
 PATHS = {"sp_mix": "tests/models/sp_mix.py", "sac": "tests/models/sac.py", "t5": "bench/unseen/t5.py"}
 MODEL_ENV = {"sac": {"MEMFLOW_SAC_DROPOUT": "0"}}
 PIECES = {"dp2-tp2": 2, "tp2-rec-m2": 2, "pp2-tp2": 2, "dp2-tp2-fsdp": 2}  # (the pieces of each batch the ranks train on)

@@ -312,17 +312,19 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = Non
         land[x] = gather(half, x, t)
         return clk[2] if inline else t
 
+    def ready(half: str, x: int, t: float, ahead: dict) -> float:  # x's gather waited for, the next one's started
+        if x not in land:
+            t = issue(half, x, t)
+        if land[x] > t:
+            t = land[x]
+        y = ahead.get(x)
+        return issue(half, y, t) if y is not None else t
+
     t = 0.0
     land: dict = {}
     for x in range(m):
         if x in units:
-            if x not in land:
-                t = issue("F", x, t)
-            if land[x] > t:
-                t = land[x]
-            y = nxt.get(x)
-            if y is not None:
-                t = issue("F", y, t)
+            t = ready("F", x, t, nxt)
         t += fwd[x]
     f = t
     t = 0.0
@@ -342,13 +344,7 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = Non
 
     for x in range(m - 1, -1, -1):
         if x in units:
-            if x not in land:
-                t = issue("B", x, t)
-            if land[x] > t:
-                t = land[x]
-            y = prv.get(x)
-            if y is not None:
-                t = issue("B", y, t)
+            t = ready("B", x, t, prv)
         t += bwd[x]
         if x in units:
             if pending is not None:

@@ -20,7 +20,7 @@ from .errors import ConfigError, ModelLoadError, PlanMismatchError
 from .gcfreeze import freeze, long_lived, paused_collection
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
-from .graph.tp import REPLICATED, uses_sequence
+from .graph.tp import MEGATRON_SP, REPLICATED, SEQUENCE, uses_sequence
 from .kinds import SELECTIVE
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
 from .modelenv import applied, file_sha256, model_env
@@ -309,8 +309,7 @@ class _TPRun:
     def tokens_split(self) -> bool:
         """Some node of these graphs is split by tokens (sequence parallelism found something)."""
         g = next(iter(self.graphs.values()))
-        return self.tp > 1 and uses_sequence([nd.partitioning for nd in g.nodes]) and any(
-            nd.partitioning != REPLICATED for nd in g.nodes)
+        return self.tp > 1 and bool({MEGATRON_SP, SEQUENCE} & {nd.partitioning for nd in g.nodes})
 
 
 def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress,

@@ -224,10 +224,7 @@ def insert_seq_ops(graph: torch.fx.Graph, root: torch.nn.Module, env: dict, gm: 
         v = env[by_name[value]]
         targets = [env[by_name[u]] for u in users]
         order = {n: i for i, n in enumerate(graph.nodes)}
-        at = min(targets, key=order.__getitem__)
-        if v.op == "placeholder" and order[at] < order[first_op]:
-            at = first_op
-        with graph.inserting_before(at):
+        with graph.inserting_before(min(targets, key=order.__getitem__)):
             new = graph.call_module(site(kind, dim, outer), (v,))
         for t in targets:
             t.replace_input_with(v, new)
@@ -242,7 +239,7 @@ def insert_seq_ops(graph: torch.fx.Graph, root: torch.nn.Module, env: dict, gm: 
         env[by_name[name]] = new  # (what later sites read)
     for name, (d, o, users) in sp.gathers.items():
         before_users(name, tuple(dict.fromkeys(users)), "gather", d, o)
-    for name, (d, o, users) in sp.scatters.items():
+    for (name, d, o), users in sp.scatters.items():
         before_users(name, tuple(dict.fromkeys(users)), "scatter", d, o)
     for name, users in sp.partials.items():
         before_users(name, tuple(dict.fromkeys(users)), "partial")

@@ -83,7 +83,7 @@ class NodeSplit:
     entry: dict[str, tuple[int, int]] = field(default_factory=dict)  # inputs split at the node's entry
     gathers: dict[str, tuple[int, int, tuple[str, ...]]] = field(default_factory=dict)  # made whole for ops
     enter_gathers: dict[str, tuple[int, int]] = field(default_factory=dict)  # made whole for column linears
-    scatters: dict[str, tuple[int, int, tuple[str, ...]]] = field(default_factory=dict)  # whole, split for ops
+    scatters: dict[tuple[str, int, int], tuple[str, ...]] = field(default_factory=dict)  # (whole, dim, outer): ops
     partials: dict[str, tuple[str, ...]] = field(default_factory=dict)  # whole, read by ops on split tokens
     rs: dict[str, tuple[int, int]] = field(default_factory=dict)  # row linears reduce-scattered
     out_seq: dict[int | None, tuple[int, int]] = field(default_factory=dict)  # output position -> layout
@@ -188,12 +188,15 @@ class _Propagation:
         self.entry: dict[str, tuple[int, int]] = {}
         self.gathers: dict[str, tuple[int, int, list[str]]] = {}
         self.enter_gathers: dict[str, tuple[int, int]] = {}
-        self.scatters: dict[str, tuple[int, int, list[str]]] = {}
+        self.scatters: dict[tuple[str, int, int], list[str]] = {}
         self.partials: dict[str, list[str]] = {}
         self.rs: dict[str, tuple[int, int]] = {}
         self.out_seq: dict[int | None, tuple[int, int]] = {}
         self.canon: tuple[tuple[int, ...], int, int] | None = None  # (global shape, dim, outer) of the tokens
         seq_in = seq_in or {}
+        out = next(m for m in gm.graph.nodes if m.op == "output").args[0]
+        self.out_shapes = {_shape(o) for o in (out if isinstance(out, (tuple, list)) else [out])
+                           if isinstance(o, torch.fx.Node)}
         for n in gm.graph.nodes:
             if n.op != "placeholder":
                 continue
@@ -215,9 +218,7 @@ class _Propagation:
         v = n.meta.get("val")
         if sh is None or len(sh) < 2 or not v.is_floating_point() or sh[-2] < 2 or sh[-2] % self.tp:
             return False
-        out = next(m for m in self.gm.graph.nodes if m.op == "output").args[0]
-        outs = out if isinstance(out, (tuple, list)) else [out]
-        return any(isinstance(o, torch.fx.Node) and _shape(o) == sh for o in outs)
+        return sh in self.out_shapes
 
     def _out_in(self, weight: str, layout: str) -> tuple[int, int]:
         sh = _shape(self.nodes[weight]) or (0, 0)
@@ -302,7 +303,7 @@ class _Propagation:
         if res is not None:
             st = res[0] if isinstance(res, list) else res
             for a in scatter:
-                self.scatters.setdefault(a.name, (st.dim, st.outer, []))[2].append(node.name)
+                self.scatters.setdefault((a.name, st.dim, st.outer), []).append(node.name)
             for a in partial:
                 self.partials.setdefault(a.name, []).append(node.name)
             self.state[node] = res
@@ -515,7 +516,7 @@ class _Propagation:
                     raise _Blocked(origins, f"{node.name}: an attention mask per head")
                 # a bias per head (T5's relative positions): each rank takes its heads' part of it (its
                 # gradient all-gathered back), as a whole operand split along the heads
-                self.scatters.setdefault(mask.name, (-3, 1, []))[2].append(node.name)
+                self.scatters.setdefault((mask.name, -3, 1), []).append(node.name)
         for s in sts:
             self._fix(s)
         return Split(-3, 1, origins)
@@ -550,7 +551,7 @@ def analyse(gm: torch.fx.GraphModule, params: set[str], tp: int, seq_in: dict[st
                     embeddings=list(prop.embeddings), entry=dict(prop.entry),
                     gathers={k: (d, o, tuple(u)) for k, (d, o, u) in prop.gathers.items()},
                     enter_gathers=dict(prop.enter_gathers),
-                    scatters={k: (d, o, tuple(u)) for k, (d, o, u) in prop.scatters.items()},
+                    scatters={k: tuple(u) for k, u in prop.scatters.items()},
                     partials={k: tuple(u) for k, u in prop.partials.items()}, rs=dict(prop.rs),
                     out_seq=dict(prop.out_seq))
     if not (out.split or out.seq):

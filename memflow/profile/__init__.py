@@ -72,8 +72,8 @@ def cache_key(spec: Any, batch_size: int, dtype: str, granularity: Any, device_n
     h = hashlib.sha256()
     h.update(Path(spec.path).read_bytes())
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("MEMFLOW_") and k != "MEMFLOW_CACHE_DIR")
-    h.update(repr((batch_size, dtype, str(granularity), spec.tp, spec.sequence, device_name, measure, torch.__version__,
-                   torch.get_num_threads(), env, code_hash(),
+    h.update(repr((batch_size, dtype, str(granularity), spec.tp, spec.sequence, device_name, measure,
+                   torch.__version__, torch.get_num_threads(), env, code_hash(),
                    "" if measure else device_signature(device))).encode())
     tp = f"-tp{spec.tp}{'' if spec.sequence else '-nosp'}" if spec.tp > 1 else ""
     return ProfileKey(f"{spec.name}-b{batch_size}{tp}-{dtype}-{device_name}-{h.hexdigest()[:16]}", str(spec.path),

@@ -107,8 +107,8 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
                  f"this host; phase times scaled by {nprocs}/{procs_n}")
     with tempfile.TemporaryDirectory(prefix="memflow_prof_") as tmp, sigterm_raises():
         d = Path(tmp)
-        job = dict(model_file=str(spec.path), sizes=list(sizes), granularity=granularity, dtype=dtype, tp=spec.tp, sequence=spec.sequence,
-                   repeats=repeats, threads=threads, n=procs_n, dir=tmp)
+        job = dict(model_file=str(spec.path), sizes=list(sizes), granularity=granularity, dtype=dtype, tp=spec.tp,
+                   sequence=spec.sequence, repeats=repeats, threads=threads, n=procs_n, dir=tmp)
         (d / "job.json").write_text(json.dumps(job))
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         procs: list[subprocess.Popen] = []

@@ -146,7 +146,7 @@ class GraphSource:
         todo = [b for b in sizes if b not in self.graphs]
         if not todo:
             return {b: self.graphs[b] for b in sizes}
-        how = "measured here" if self.cluster.device.kind == "cpu" or self.measure else "predicted, fake tensors"
+        how = "measured here" if self.measured else "predicted, fake tensors"
         with self.progress.task(f"profiling {self.spec.name} for {self.cluster.device.name} ({how})", len(todo),
                                 "size") as task, reporting(task):
             if len(todo) > 1 and self.cluster.device.kind != "cpu" and not self.measure:
@@ -160,6 +160,11 @@ class GraphSource:
                     self(b)
                     task.update(1, note=f"micro-batch {b}")
         return {b: self.graphs[b] for b in sizes}
+
+    @property
+    def measured(self) -> bool:
+        """Costs measured on this host (cpu-N, or ``--measure`` on a GPU), not predicted."""
+        return self.cluster.device.kind == "cpu" or bool(self.measure)
 
     def _concurrent(self) -> bool:
         """cpu-N with N > 1 and a model file the timing processes can load."""
@@ -313,9 +318,12 @@ class _TPRun:
 
 
 def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress,
-               tp: int, share: float = 1.0, sequence: bool = True) -> _TPRun | None:
+               tp: int, share: float = 1.0, sequence: bool = True, unsplit: set[int] | None = None
+               ) -> _TPRun | None:
     """The search at one tensor-parallel degree (with sequence parallelism or without), given ``share``
-    of the request's time budget; None where tp > 1 splits nothing and was not asked for."""
+    of the request's time budget; None where tp > 1 splits nothing and was not asked for (the degree is
+    then added to ``unsplit``: a multiple of it splits nothing either, every split needing a dimension
+    divisible by the degree)."""
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=progress,
                          cache=req.cache, measure=req.measure or None, tp=tp, sequence=sequence)
     limits = request_limits(req)
@@ -327,8 +335,14 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
             return None
         raise
     if tp > 1 and req.tp is None:
-        first = source.all(sizes[:1])[sizes[0]]
+        if unsplit and any(tp % d == 0 for d in unsplit):
+            return None
+        # measured costs: one size first, so that a degree that splits nothing costs one measurement;
+        # predicted: every size at once (one shared export), the check after it
+        first = source.all(sizes[:1] if source.measured else sizes)[sizes[0]]
         if all(nd.partitioning == REPLICATED for nd in first.nodes):
+            if unsplit is not None:
+                unsplit.add(tp)
             return None
     graphs = source.all(sizes)
     if tp > 1:
@@ -364,8 +378,10 @@ def tp_runs(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequ
     degree's share of the time budget."""
     degrees = tp_degrees(cl, req)  # (a time budget is for the whole plan: each degree gets its share)
     share = 1 / len(degrees)
+    unsplit: set[int] = set()
     runs = [r for tp in degrees
-            if (r := _search_tp(spec, cl, usable, B, req, progress, tp, share / 2 if tp > 1 else share))]
+            if (r := _search_tp(spec, cl, usable, B, req, progress, tp, share / 2 if tp > 1 else share,
+                                unsplit=unsplit))]
     for r in list(runs):
         if not r.tokens_split:
             continue

@@ -151,6 +151,36 @@ def test_a_model_with_nothing_to_split_is_one_line(tiny, tmp_path):
                      iterations=10)
 
 
+
+@pytest.mark.parametrize("model,degrees", [
+    ("gpt2", {1, 2, 8}),
+    ("lstm", {1, 2}),  # tp 2 splits nothing: tp 8 (a multiple) is not profiled at all
+])
+def test_each_degree_is_profiled_once_and_multiples_of_an_unsplit_one_not_at_all(tiny, monkeypatch, model,
+                                                                                degrees):
+    """Predicted costs on an NVLink machine: each of the planner's unfixed tp degrees (1, 2, 8; with
+    sequence parallelism and without) profiles its micro-batch sizes in one call (one shared export);
+    a degree whose graph splits nothing rules out its multiples."""
+    import memflow
+    from memflow import planner
+
+    calls = []
+    real = planner.GraphSource.all
+
+    def all_(self, sizes):
+        todo = [b for b in sizes if b not in self.graphs]
+        if todo:  # (a call that finds every size profiled already profiles nothing)
+            calls.append((self.spec.tp, self.spec.sequence, len(todo)))
+        return real(self, sizes)
+
+    monkeypatch.setattr(planner.GraphSource, "all", all_)
+    p = memflow.plan(str(ROOT / "examples" / f"{model}.py"), cluster="a100-8-nvlink", batch_size=8, cache=False,
+                     iterations=20)
+    assert {tp for tp, _, _ in calls} == degrees
+    assert len({(tp, seq) for tp, seq, _ in calls}) == len(calls)  # no variant profiled twice
+    assert all(n == 4 for _, _, n in calls)  # micro-batch sizes 8, 4, 2, 1 at once
+    assert p.strategy.tp in degrees
+
 # ------------------------------------------------------------------ runs (gloo ranks)
 # (Llama's two-rank case widens the four-rank one: MEMFLOW_TEST_FULL=1)
 @pytest.mark.parametrize("model,kind", [("gpt2", "tp2"), ("gpt2", "tp2-nosp"), ("bert", "tp2-rec-m2"),

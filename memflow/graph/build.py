@@ -19,6 +19,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..kinds import TRAIN_DTYPES
 from .capture import Captured, split_step
+from .fakebuild import build_fake
 from .diagnose import quiet_fake
 from .program import StepProgram
 from .tp import TPGroup, apply_tp
@@ -54,8 +55,8 @@ def capture_program(spec: Any, batch_size: int, *, granularity: str | int = "aut
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
     ctx = mode if mode is not None else contextlib.nullcontext()
     torch.manual_seed(seed)
+    model = build_fake(spec, mode) if mode is not None else spec.build()
     with ctx, quiet_fake():
-        model = spec.build()
         model.train()
         batch = spec.batch(batch_size)
     on = torch.device(device).type if device is not None and not fake else "cpu"

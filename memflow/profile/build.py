@@ -21,7 +21,7 @@ from ..forking import ForkedJobs
 from ..gcfreeze import freeze, long_lived, paused_collection
 from ..graph.build import capture_program, fingerprint, model_signature, program_of
 from ..graph.capture import Captured, split_step
-from ..graph.diagnose import quiet_fake
+from ..graph.fakebuild import build_fake
 from ..graph.program import StepProgram
 from ..graph.tp import record_tp
 from ..graph.record import TaskGraph
@@ -250,9 +250,8 @@ class SharedCapture:
         self.opt_phase: tuple | None = None  # (program, OptPhase) of a full traced step: later sizes reuse it
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
         torch.manual_seed(seed)
-        with self.mode, quiet_fake():
-            self.model = spec.build()
-            self.model.train()
+        self.model = build_fake(spec, self.mode)
+        self.model.train()
         rng = torch.get_rng_state()
         self.made: dict[int, Any] = {}
         self.batches: dict[int, list] = {}  # flat inputs

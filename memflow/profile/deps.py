@@ -38,6 +38,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..forking import ForkedJobs
 from ..graph.build import model_signature
 from ..graph.diagnose import quiet_fake
+from ..graph.fakebuild import build_fake
 from ..model_file import load_model_file
 
 __all__ = ["Deps", "record", "record_soon", "recorded"]
@@ -180,8 +181,9 @@ def _build(model_file: str, batch_size: int, rec: _Recorder, guard: bool = True)
     rec.on = True
     spec = load_model_file(model_file, guard=guard)
     torch.manual_seed(0)
-    with FakeTensorMode(allow_non_fake_inputs=True), quiet_fake():
-        model = spec.build()
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    model = build_fake(spec, mode)
+    with mode, quiet_fake():
         model.train()
         signature = model_signature(model)
         try:  # the rest as far as it goes: what was read up to a failure is read all the same

@@ -1,0 +1,81 @@
+"""Build a model file's model as fake tensors (no memory), also where its ``__init__`` reads values.
+
+Every prediction for a GPU this host does not have captures the step under ``FakeTensorMode``, and
+builds the model there: each parameter a fake tensor. A model whose constructor turns a tensor into
+Python numbers cannot be built that way: HF's ConvNeXt, Swin v2, PVT and two dozen others (and timm's
+models) compute their stochastic-depth rates as ``torch.linspace(0, rate, n).tolist()``, and a fake
+tensor has no values (``DataDependentOutputException``). :func:`build_fake` builds in fake mode as
+before and, only where that fails on values, builds again on the meta device — where a tensor the
+constructor makes on the CPU explicitly (``device="cpu"``, as those models do) is real and has its
+values, and torch's own initialisers skip meta parameters — then makes every parameter and buffer a
+fake tensor of the same shape, strides and dtype (shared ones stay shared; a real buffer keeps its
+values as a fake tensor of them). Fake tensors' values are never read, so the two builds capture the
+same program.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .diagnose import quiet_fake
+
+__all__ = ["build_fake"]
+
+
+def _reads_values(e: BaseException) -> bool:
+    """The build failed because a fake tensor has no values (``.item()``, ``.tolist()``, a branch on a
+    tensor): the exception, or one it was raised from or during."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if "DataDependent" in type(x).__name__:
+            return True
+        x = x.__cause__ or x.__context__
+    return False
+
+
+def build_fake(spec: Any, mode: FakeTensorMode) -> nn.Module:
+    """``spec.build()`` with fake parameters and buffers of ``mode`` (see the module's text)."""
+    try:
+        with mode, quiet_fake():
+            return spec.build()
+    except Exception as e:  # noqa: BLE001 - re-raised unless values were the trouble
+        if not _reads_values(e):
+            raise
+        first = e
+    try:
+        with torch.device("meta"), quiet_fake():
+            model = spec.build()
+    except Exception:  # noqa: BLE001 - the meta build fails too: the fake build's error is the one to show
+        raise first from None
+    _to_fake(model, mode)
+    return model
+
+
+def _to_fake(model: nn.Module, mode: FakeTensorMode) -> None:
+    """Every parameter and buffer of ``model`` replaced, in place, by a fake tensor of ``mode``."""
+    made: dict[int, torch.Tensor] = {}
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        if t.device.type == "meta":
+            with mode:
+                return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+        return mode.from_tensor(t)
+
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in made:
+                made[id(p)] = nn.Parameter(fake(p.detach()), requires_grad=p.requires_grad)
+            mod._parameters[name] = made[id(p)]
+        for name, b in list(mod._buffers.items()):
+            if b is None:
+                continue
+            if id(b) not in made:
+                made[id(b)] = fake(b)
+            mod._buffers[name] = made[id(b)]

@@ -201,6 +201,7 @@ class Stage:
             self.prev.wait_pending()
         env: dict[str, Any] = dict(zip(prog.placeholders, inputs))
         env.update(self.attr_env)
+        self.swapper.batch_inputs(inputs)
         if self.prev is not None:
             self.current.update(phase="receive (forward)", node=self.lo)
             env.update(self.prev.recv_values())

@@ -110,7 +110,9 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
         state_ptrs = {t.untyped_storage().data_ptr() for t in state_tensors(program, optimizer)}
 
         def wrap_for(live):
-            return make_wrap([SWAP] * n, HostSwap(live, state_ptrs))
+            swap = HostSwap(live, state_ptrs)
+            swap.batch_inputs(inputs)  # (as the executor: the batch stays on the device)
+            return make_wrap([SWAP] * n, swap)
     cuda = any(t.is_cuda for t in inputs if isinstance(t, torch.Tensor))
 
     done = [0]

@@ -135,6 +135,7 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     live.track(state + list(inputs), kind="state")
     state_bytes = live.live
     swap = HostSwap(live, {t.untyped_storage().data_ptr() for t in state})
+    swap.batch_inputs(inputs)  # (as the executor: the batch stays on the device)
     with live:
         program.run_step(inputs, on_phase=live.set_phase, wrap=make_wrap([SWAP] * n, swap))
         live.set_phase(2 * n)

@@ -822,6 +822,11 @@ class StageModel:
         if opt_host:
             opt = 0
         base = params + opt + input_bytes
+        # the batch is not on the device in the optimizer step: each micro-batch's inputs die with its
+        # backward (memflow.executor.worker), while base counts one micro-batch's all through the step
+        opt_mem -= input_bytes
+        if input_bytes and ranks:
+            ranks = tuple((b, o, om - input_bytes) for b, o, om in ranks)
         ev = StageEval(  # (positional, in field order: the search makes many)
             fwd_s, bwd_s + stall + zb, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
             R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
@@ -840,8 +845,8 @@ class StageModel:
                 for p in range(twom):
                     ev.trans[p] = kv[p] - ev.carried[p]
                     ev.step[p] = kv0[p] - kv[p]
-            ev.step[twom] = step_opt
-            ev.trans[twom] = opt_mem - step_opt
+            ev.step[twom] = step_opt - input_bytes
+            ev.trans[twom] = opt_mem + input_bytes - step_opt
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)
             ev.copy_out = copy_out
             ev.prefetch = prefetch

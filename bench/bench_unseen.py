@@ -76,6 +76,32 @@ def planned_run(path: Path, frac: float, *, batch: int = BATCH, compare_losses: 
     return row
 
 
+def tp_run(path: Path, batch: int = 8) -> dict:
+    """``path`` forced to tensor parallelism over cpu-2's two ranks (``--tp 2``, the fidelity bench's
+    ``tp2`` case: one group, sequence parallelism where the graph allows), three steps: each rank's
+    predicted / measured peak − 1, the largest relative difference from plain training's losses, and
+    how many nodes each partitioning label covers; or the one-line error where nothing splits."""
+    import collections
+    import dataclasses
+
+    from memflow.errors import ConfigError
+    from memflow.graph.build import capture_program
+    from memflow.model_file import load_model_file
+
+    from .bench_fidelity import run_case
+
+    try:
+        rows = run_case(str(path), {}, batch, "tp2", steps=3, runs=1, warmup=1)
+    except ConfigError as e:
+        return dict(model=path.stem, error=str(e))
+    want = plain_losses(str(path), batch, 3, seed=0)
+    got = rows[0]["losses"]
+    spec = dataclasses.replace(load_model_file(path, guard=False), tp=2)
+    parts = collections.Counter(capture_program(spec, batch, fake=True)[1].partitioning)
+    return dict(model=path.stem, errors=[r["pp"] / r["mp"] - 1 for r in rows],
+                loss_diff=max(abs(a - b) / abs(b) for a, b in zip(got, want)), parts=dict(parts))
+
+
 def main(quick: bool = False) -> None:
     models, fracs = (UNSEEN[:4], (0.35,)) if quick else (UNSEEN + SHAPES, FRACTIONS)
     rows = []
@@ -104,6 +130,23 @@ def main(quick: bool = False) -> None:
             f"worst |peak error| {100 * max(errs, default=0):.2f}%.\n\n"
             + md_table(["model", "fraction of plain", "fits", "plan", "peak error per rank", "losses vs plain"],
                        table))
+    if not quick:
+        tps = [tp_run(path) for path in UNSEEN + SHAPES]
+        for r in tps:
+            if "error" not in r and set(r["parts"]) == {"replicated"}:
+                r["error"] = "nothing splits (run replicated here; `memflow plan --tp 2` refuses it in one line)"
+        ttable = [[r["model"], "—", "—", "—", r["error"]] if "errors" not in r else
+                  [r["model"], ", ".join(f"{k} {v}" for k, v in sorted(r["parts"].items())),
+                   " / ".join(f"{100 * e:+.2f}%" for e in r["errors"]),
+                   "equal" if r["loss_diff"] <= 1e-5 else f"{r['loss_diff']:.1e}", r.get("error", "")] for r in tps]
+        terrs = [abs(e) for r in tps for e in r.get("errors", ())]
+        body += ("\n\nThe same models forced to tensor parallelism over cpu-2's two ranks (`--tp 2`: one group, "
+                 "sequence parallelism where the graph allows; batch 8, three steps, every node kept): nodes per "
+                 "partitioning label, each rank's peak error, losses against plain training's at relative 1e-5; a "
+                 f"model with nothing to split gets its one-line error. Worst |peak error| "
+                 f"{100 * max(terrs, default=0):.2f}% over {len(terrs)} ranks.\n\n"
+                 + md_table(["model", "nodes by partitioning", "peak error per rank", "losses vs plain",
+                             "error"], ttable))
     write_section("unseen", "Plans run on models this project was not built on", body,
                   command="python -m bench unseen" + (" --quick" if quick else ""))
 

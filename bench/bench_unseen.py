@@ -15,18 +15,23 @@ model draws no random masks).
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import math
 import tempfile
 from pathlib import Path
 
 from memflow.cluster import Cluster
-from memflow.errors import DeviceOutOfMemoryError
+from memflow.errors import ConfigError, DeviceOutOfMemoryError
 from memflow.executor import RunConfig, plain_losses, run_plan
+from memflow.graph.build import capture_program
+from memflow.model_file import load_model_file
 from memflow.planner import plan, resolve_spec
 from memflow.profile.build import capture_graph
 from memflow.simulator import Simulator
 from memflow.strategy import Strategy
 
+from .bench_fidelity import run_case
 from .common import env, md_table, write_section
 
 __all__ = ["main", "planned_run", "plain_dp_peak"]
@@ -81,15 +86,6 @@ def tp_run(path: Path, batch: int = 8) -> dict:
     ``tp2`` case: one group, sequence parallelism where the graph allows), three steps: each rank's
     predicted / measured peak − 1, the largest relative difference from plain training's losses, and
     how many nodes each partitioning label covers; or the one-line error where nothing splits."""
-    import collections
-    import dataclasses
-
-    from memflow.errors import ConfigError
-    from memflow.graph.build import capture_program
-    from memflow.model_file import load_model_file
-
-    from .bench_fidelity import run_case
-
     try:
         rows = run_case(str(path), {}, batch, "tp2", steps=3, runs=1, warmup=1)
     except ConfigError as e:

@@ -149,7 +149,7 @@ class GraphSource:
         how = "measured here" if self.measured else "predicted, fake tensors"
         with self.progress.task(f"profiling {self.spec.name} for {self.cluster.device.name} ({how})", len(todo),
                                 "size") as task, reporting(task):
-            if len(todo) > 1 and self.cluster.device.kind != "cpu" and not self.measure:
+            if len(todo) > 1 and not self.measured:
                 # predicted costs: the sizes share one model and one export (profile_models)
                 self.graphs.update(profile_models(self.spec, todo, device=self.cluster.device, dtype=self.dtype,
                                                   granularity=self.granularity, cache=self.cache,

@@ -813,7 +813,8 @@ class StageModel:
             if ze is None:
                 z, se = self.zero_shares(dp), K.step[twom]
                 ze = self._zero_eval[dp] = (max(o for o, _ in z), max(o + t for o, t in z) + se,
-                                            tuple((params + o + input_bytes, o, se + t) for o, t in z)) if z else ()
+                                            tuple((params + o + input_bytes, o, se + t - input_bytes)
+                                                  for o, t in z)) if z else ()
             if ze:
                 opt, opt_mem, ranks = ze
                 opt_mem -= opt
@@ -824,9 +825,7 @@ class StageModel:
         base = params + opt + input_bytes
         # the batch is not on the device in the optimizer step: each micro-batch's inputs die with its
         # backward (memflow.executor.worker), while base counts one micro-batch's all through the step
-        opt_mem -= input_bytes
-        if input_bytes and ranks:
-            ranks = tuple((b, o, om - input_bytes) for b, o, om in ranks)
+        opt_mem -= input_bytes  # (ZeRO-1's per-rank figures: taken out where they are cached, above)
         ev = StageEval(  # (positional, in field order: the search makes many)
             fwd_s, bwd_s + stall + zb, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
             R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)

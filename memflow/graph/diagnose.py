@@ -20,7 +20,6 @@ from types import TracebackType
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
 
 __all__ = ["quiet_capture", "quiet_fake", "explain"]
 
@@ -35,39 +34,10 @@ _FX_LINE = re.compile(r'^\s*(\w+): "([^"]*)" = torch\.ops\.(\w+)\.(\w+)\.\w+\(([
 
 @contextlib.contextmanager
 def quiet_fake():
-    """Run fake tensors knowingly: torch's warning about a FakeTensor's data pointer ignored, and
-    ``nn.init.trunc_normal_`` leaving a fake tensor as it is (:func:`_fake_trunc_normal`)."""
-    with warnings.catch_warnings(), _fake_trunc_normal():
+    """Ignore torch's warning about a FakeTensor's data pointer (MemFlow runs fake tensors knowingly)."""
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_FAKE_DATA_PTR)
         yield
-
-
-_REAL_TRUNC_NORMAL = torch.nn.init._no_grad_trunc_normal_
-
-
-def _trunc_normal_or_nothing(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-    if isinstance(tensor, FakeTensor):  # no values to fill
-        return tensor
-    return _REAL_TRUNC_NORMAL(tensor, *args, **kwargs)
-
-
-@contextlib.contextmanager
-def _fake_trunc_normal():
-    """torch's truncated normal init (what HF's ViT, DeiT, Swin, ConvNeXt and timm's models call in
-    their ``__init__``) reads its tensor's values (``.item()``, a rejection loop on ``mask.any()``):
-    on a fake tensor it raises ``DataDependentOutputException`` and the model cannot be built in
-    fake mode, as a meta tensor's is skipped by torch itself. Fake tensors have no values to fill:
-    inside this context it leaves them as they are (the helper every public entry calls, by module
-    lookup, is replaced; real tensors get the real one)."""
-    init = torch.nn.init
-    if init._no_grad_trunc_normal_ is not _REAL_TRUNC_NORMAL:  # (already inside one)
-        yield
-        return
-    init._no_grad_trunc_normal_ = _trunc_normal_or_nothing
-    try:
-        yield
-    finally:
-        init._no_grad_trunc_normal_ = _REAL_TRUNC_NORMAL
 
 
 @contextlib.contextmanager

@@ -1,13 +1,14 @@
 """Build a model file's model as fake tensors (no memory), also where its ``__init__`` reads values.
 
 Every prediction for a GPU this host does not have captures the step under ``FakeTensorMode``, and
-builds the model there: each parameter a fake tensor. A model whose constructor turns a tensor into
-Python numbers cannot be built that way: HF's ConvNeXt, Swin v2, PVT and two dozen others (and timm's
-models) compute their stochastic-depth rates as ``torch.linspace(0, rate, n).tolist()``, and a fake
-tensor has no values (``DataDependentOutputException``). :func:`build_fake` builds in fake mode as
+builds the model there: each parameter a fake tensor. A model whose constructor reads a tensor's
+values cannot be built that way (``DataDependentOutputException``): torch 2.13's
+``nn.init.trunc_normal_`` calls ``.item()`` and loops on ``mask.any()`` (HF's ViT, DeiT, Swin), and
+HF's ConvNeXt, Swin v2, PVT and two dozen others (and timm's models) compute their stochastic-depth
+rates as ``torch.linspace(0, rate, n).tolist()``. :func:`build_fake` builds in fake mode as
 before and, only where that fails on values, builds again on the meta device — where a tensor the
 constructor makes on the CPU explicitly (``device="cpu"``, as those models do) is real and has its
-values, and torch's own initialisers skip meta parameters — then makes every parameter and buffer a
+values, and torch's own initialisers (the truncated normal too) skip meta parameters — then makes every parameter and buffer a
 fake tensor of the same shape, strides and dtype (shared ones stay shared; a real buffer keeps its
 values as a fake tensor of them). Fake tensors' values are never read, so the two builds capture the
 same program.

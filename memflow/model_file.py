@@ -76,7 +76,7 @@ from torch import nn
 
 from memflow.errors import ModelLoadError
 from memflow.gcfreeze import freeze, paused_collection
-from memflow.model_guard import first_in_child, phases_to_stdout
+from memflow.model_guard import continue_in_child, first_in_child, phases_to_stdout, take_handover
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -457,6 +457,12 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
             # device imports (seconds, cold); imported here, the child inherits it instead of importing it again
             _import_dynamo()
             freeze()
+            if take_handover():  # the command line: the child that ran the file's code carries on
+                spec, ended = continue_in_child(lambda mark: _trial(p, shown, mark, keep=True))
+                if ended is None:
+                    freeze()
+                    return spec
+                raise ModelLoadError(f"{shown}: the model file {ended}")
             ended = first_in_child(lambda mark: _trial(p, shown, mark),
                                    spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown],
                                    meanwhile=_import_export)
@@ -466,16 +472,22 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
         return _load(p, shown)
 
 
-def _trial(p: Path, shown: str, mark: Callable[[str, str], None]) -> None:
+def _trial(p: Path, shown: str, mark: Callable[[str, str], None], keep: bool = False) -> ModelSpec:
     """What the guard's child runs: the import, ``build_model()`` on the meta device (cheap at any size;
-    the contract allows it) and one ``example_batch``."""
+    the contract allows it) and one ``example_batch``. ``keep`` (the child carries on as the program):
+    an error of the build or the batch is not the load's (the program meets it where it builds)."""
     mark("during import", "did not finish importing")
     spec = _load(p, shown)
-    with torch.device("meta"):
-        mark("in build_model()", "build_model() did not return")
-        spec.build()
-        mark(f"in example_batch({spec.batch_size})", f"example_batch({spec.batch_size}) did not return")
-        spec.batch()
+    try:
+        with torch.device("meta"):
+            mark("in build_model()", "build_model() did not return")
+            spec.build()
+            mark(f"in example_batch({spec.batch_size})", f"example_batch({spec.batch_size}) did not return")
+            spec.batch()
+    except Exception:  # noqa: BLE001 - see above
+        if not keep:
+            raise
+    return spec
 
 
 def _import_dynamo() -> None:

@@ -18,6 +18,13 @@ done yet, mostly the libraries it imports (for the GPT-2 example
 here before the fork is inherited (the model loader imports ``torch._dynamo``
 first, which the capture after every load needs anyway and which building
 on the meta device would otherwise import in the child).
+
+The command line does not pay that twice: :func:`continue_in_child` (once per
+``memflow`` command, :func:`allow_handover`) lets the child, once the file's
+code returned, carry the command on, while the first process only waits for
+it, ends as it ends and forwards the signals other processes send it (a
+terminal's Ctrl-C reaches both). The API (``memflow.plan`` in a user's
+process) keeps :func:`first_in_child`: a library must not end its caller.
 """
 from __future__ import annotations
 
@@ -30,17 +37,20 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 from .errors import ConfigError
 from .procs import die_with_parent, ended_text, last_line, popen
 
-__all__ = ["first_in_child", "phases_to_stdout", "timeout_s", "TIMEOUT_ENV"]
+__all__ = ["first_in_child", "continue_in_child", "allow_handover", "phases_to_stdout", "timeout_s", "TIMEOUT_ENV"]
 
 TIMEOUT_ENV = "MEMFLOW_MODEL_TIMEOUT_S"
 _DEFAULT_TIMEOUT_S = 120.0
 
 Mark = Callable[[str, str], None]  # mark("in build_model()", "build_model() did not return"): the phase now
+T = TypeVar("T")
+
+_handover = False  # this process may hand itself over to its trial child (the command line's entry only)
 
 
 def timeout_s() -> float:
@@ -217,3 +227,149 @@ def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None
                     os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             os.close(rfd)
+
+
+# ------------------------------------------------------------ the command line's form: the child carries on
+def allow_handover() -> None:
+    """Let the next guarded load of this process be :func:`continue_in_child` (once): only for a process
+    that is a command and nothing else (``memflow.cli.main.entry``), whose end the child may decide."""
+    global _handover
+    _handover = True
+
+
+def take_handover() -> bool:
+    """Whether this load may hand the process over (true once after :func:`allow_handover`)."""
+    global _handover
+    allowed, _handover = _handover, False
+    return allowed and sys.platform.startswith("linux") and threading.active_count() == 1
+
+
+def continue_in_child(work: Callable[[Mark], T], *, limit_s: float | None = None) -> tuple[T | None, str | None]:
+    """:func:`first_in_child` without running the code twice: the forked child runs ``work(mark)`` and,
+    once it returns or raises, *is the program from then on* (returns ``(value, None)`` there, or raises
+    what ``work`` raised), while this process only waits for it and ends as it ends (its exit code, or
+    its signal), forwarding the signals another process sends it; it never returns. When the child ends
+    or hangs before ``work`` is through, this process returns ``(None, how)`` (the child killed) and goes
+    on as the program. Saves the second import of what the model file imports (for the GPT-2 example
+    transformers' model modules, ~1.1 s of a cold plan). What the child writes while it is in its first
+    phase (``mark``'s first; a plain import's prints and warnings) is shown, once; the rest of the
+    trial's output is not (the program builds the model again, for real)."""
+    limit = timeout_s() if limit_s is None else limit_s
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # nothing buffered here may be written twice
+    parent = os.getpid()
+    rfd, wfd = os.pipe()
+    err = tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child (coverage does not follow a fork)
+        os.close(rfd)
+        return _carry_on(work, wfd, err, parent), None
+    os.close(wfd)
+    phases = _Phases(rfd)
+    deadline = time.monotonic() + limit
+    status = None
+    try:
+        while True:
+            phases.read(0.05)
+            if phases.done:
+                _supervise(pid)  # never returns
+            got, st = os.waitpid(pid, os.WNOHANG)
+            if got or phases.eof:
+                status = st if got else os.waitpid(pid, 0)[1]
+                phases.read(0.0)
+                if phases.done:  # it finished its trial, then ended: as it ended
+                    _end_as(status)
+                return None, _ended(status, phases.during, err)
+            if time.monotonic() > deadline:
+                return None, f"{phases.unfinished} within {limit:g} s (the limit is {TIMEOUT_ENV})"
+    finally:
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(rfd)
+        err.close()
+
+
+def _carry_on(work: Callable[[Mark], T], wfd: int, err, parent: int) -> T:  # pragma: no cover - the child
+    """The child of :func:`continue_in_child`: ``work`` with its output held back, then the output of its
+    first phase shown and ``done`` sent; returns what ``work`` returned (or raises what it raised)."""
+    die_with_parent(signal.SIGKILL, parent)
+    out = tempfile.TemporaryFile()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    first: list[tuple[int, int]] = []  # where the output stood when the first phase ended
+
+    def send(line: str) -> None:
+        data = (line.replace("\n", " ") + "\n").encode()
+        while data:
+            data = data[os.write(wfd, data):]
+
+    def where() -> tuple[int, int]:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        return os.lseek(1, 0, os.SEEK_CUR), os.lseek(2, 0, os.SEEK_CUR)
+
+    def mark(during: str, unfinished: str) -> None:
+        if not first and phases_seen:
+            first.append(where())
+        phases_seen.append(during)
+        send(f"{during}\t{unfinished}")
+
+    phases_seen: list[str] = []
+    try:
+        return work(mark)
+    finally:
+        upto = first[0] if first else where()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+        for fd, f, n in ((1, out, upto[0]), (2, err, upto[1])):
+            f.seek(0)
+            _write_all(fd, f.read(n))
+        out.close()
+        err.close()
+        send("done")
+        os.close(wfd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        try:
+            data = data[os.write(fd, data):]
+        except OSError:  # a closed reader: what the import printed goes nowhere
+            return
+
+
+#: signals forwarded to the child: those another process sends (the kernel's, a terminal's Ctrl-C or
+#: hang-up, reach the child's process group, the child with it)
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SI_KERNEL = 0x80
+
+
+def _supervise(pid: int) -> None:
+    """Wait for the child that carries on the program and end as it ends; forward what others signal."""
+    waited = {*_FORWARDED, signal.SIGCHLD}
+    signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    while True:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            _end_as(status)
+        info = signal.sigwaitinfo(waited)
+        if info.si_signo != signal.SIGCHLD and info.si_code != _SI_KERNEL:
+            try:
+                os.kill(pid, info.si_signo)
+            except ProcessLookupError:
+                pass
+
+
+def _end_as(status: int) -> None:
+    """End this process as a child with wait status ``status`` ended: its exit code, or its signal."""
+    rc = os.waitstatus_to_exitcode(status)
+    if rc < 0:
+        signal.signal(-rc, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {-rc})
+        os.kill(os.getpid(), -rc)
+        rc = 128 - rc  # a signal that does not end a process by default
+    os._exit(rc)

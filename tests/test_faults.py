@@ -116,6 +116,35 @@ def test_a_good_model_file_prints_once_and_loads(tmp_path, capfd):
     assert capfd.readouterr().out.count("hello from the model file") == 1  # the guard's child is silent
 
 
+def test_the_command_imports_the_model_file_once_in_the_child_that_carries_it_on(tmp_path):
+    """The command line's guard: the trial child, once the file's code returned, is the command (the first
+    process only waits and ends as it ends), so the file is imported once by the command, in that child,
+    and what its import printed is shown once."""
+    log = tmp_path / "imports.log"
+    path = model(tmp_path, "chatty", "import os, sys\nprint('hello from the model file')\n"
+                 "print('a word at import', file=sys.stderr)\n"
+                 f"open({str(log)!r}, 'a').write(f'{{os.getpid()}} {{os.getppid()}}\\n')", TINY)
+    proc = subprocess.Popen([sys.executable, "-m", "memflow", "plan", path, "--gpus", "2", "--gpu-type",
+                             "v100-16gb", "--quiet", "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.count("hello from the model file") == 1 and err.count("a word at import") == 1
+    pids = [tuple(map(int, line.split())) for line in log.read_text().split("\n") if line]
+    assert not [p for p, _ in pids if p == proc.pid]  # the first process never imported it
+    assert len([p for p, parent in pids if parent == proc.pid]) == 1  # its child did, once
+    # (forked helpers of that child may import it again: the dependency recorder does)
+
+
+def test_a_crash_after_the_load_ends_the_command_with_that_signal(tmp_path):
+    """A crash past the trial (the real build, in the child that carries the command on) ends the first
+    process with the same signal: as the command itself had crashed."""
+    path = model(tmp_path, "late", "import ctypes\n_build = build_model\ndef build_model():\n"
+                 "    if torch.empty(0).device.type != 'meta':\n        ctypes.string_at(0)\n    return _build()", TINY)
+    r = cli(["plan", path, "--gpus", "2", "--gpu-type", "v100-16gb", "--quiet", "--no-cache"])
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+
+
 # ------------------------------------------------------------ profiling processes
 def marked(mark: str, what: str = "") -> list[int]:
     """Live processes whose environment holds MEMFLOW_TEST_MARK=mark (and whose command line holds ``what``)."""
@@ -234,6 +263,47 @@ def test_profiling_processes_die_with_the_planner(tmp_path, mark, link_cached, s
     if sig != signal.SIGKILL:
         assert rc == 130 and one_error_line(err) == "memflow: interrupted"
         assert not list((tmp_path / "tmp").glob("memflow_*"))  # the timing processes' directory is gone
+
+
+def test_ctrl_c_at_a_terminal_interrupts_the_command_once(tmp_path, mark, link_cached):
+    """A terminal's Ctrl-C reaches the whole foreground process group, the first process (which only
+    waits) and its child (which carries the command on, memflow.model_guard.continue_in_child) alike:
+    the command stops with one "interrupted", exit 130, no traceback, and no process left."""
+    import pty
+    import select
+
+    path = model(tmp_path, "slow", IN_PROFILING + TINY + "if PROFILING:\n    time.sleep(600)\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the command, on the terminal's end
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.chdir(tmp_path)
+        os.execvp(sys.executable, [sys.executable, "-m", "memflow", "plan", path, "--gpus", "2", "--gpu-type", "cpu"])
+    said = b""
+    try:
+        started = wait_for(lambda: len(marked(mark, "-m memflow.profile.concurrent")) == 2, 120)
+        assert started, "the profiling processes did not start"
+        os.write(fd, b"\x03")  # the terminal's interrupt character
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # the command ended: the terminal's other end is closed
+                    break
+                if not chunk:
+                    break
+                said += chunk
+        _, status = os.waitpid(pid, 0)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(fd)
+    text = said.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 130, text
+    assert text.count("memflow: interrupted") == 1 and "Traceback" not in text, text
+    assert wait_for(lambda: not marked(mark), 5), "a process of the command outlived it"
 
 
 def test_link_probe_processes_die_with_their_parent(mark):

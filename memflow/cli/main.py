@@ -17,6 +17,7 @@ import sys
 from .. import __version__
 from ..errors import MemflowError
 from ..gcfreeze import freeze, long_lived, paused_collection
+from ..model_guard import allow_handover
 from .args import COMMANDS, build_parser, top_help
 
 __all__ = ["main", "entry"]
@@ -81,6 +82,7 @@ def _stdout_to_devnull() -> None:
 
 
 def entry() -> None:
+    allow_handover()  # a command and nothing else: the model file's trial child may carry it on
     with long_lived():  # what a command keeps to its end is not walked by every collection
         code = main()
     # the process ends here: the collector need not walk every object once more on the way out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 import tempfile
 import time
 
@@ -80,13 +81,16 @@ def _search_rows() -> list:
             for nd in gg.nodes:
                 nd.sel_saved_bytes = -1
             without[mb] = gg
+        # the space's ceiling on these devices: the fastest step the search finds with memory ignored
+        free = search(graphs, batch, cl, seed=0, baselines=False, memory_aware=False).best_eval.step_time_s
         for frac in (0.6, 0.45):
             capped = cl.with_memory(int(peak * frac))
             a, b = (search(gs, batch, capped, seed=0, baselines=False) for gs in (graphs, without))
             if a.best is None or b.best is None:
                 continue
-            rows.append([model, cl_name, batch, f"{100 * frac:.0f}%", f"{b.best_eval.step_time_s * 1e3:.1f}",
-                         f"{a.best_eval.step_time_s * 1e3:.1f}", f"{b.best_eval.step_time_s / a.best_eval.step_time_s:.3f}×",
+            w, s = b.best_eval.step_time_s, a.best_eval.step_time_s
+            rows.append([model, cl_name, batch, f"{100 * frac:.0f}%", f"{w * 1e3:.1f}", f"{s * 1e3:.1f}",
+                         f"{w / s:.3f}×", f"{free * 1e3:.1f}", f"{w / free:.3f}×",
                          f"{a.best.actions.count(SELECTIVE)} selective, {a.best.actions.count(RECOMPUTE)} recompute, "
                          f"{a.best.actions.count(SWAP)} swap"])
     return rows
@@ -155,10 +159,46 @@ def main(quick: bool = False) -> None:
                  + md_table(["node", "keep MiB", "selective MiB", "recompute MiB", "selective/keep", "forward ms",
                              "replay ms", "replay/forward"], t3))
     if t4:
-        body += ("\n\nThe search suite's transformer cases (full scale, fake tensors, roofline times; the SAC "
-                 "dispatch modes' per-op Python cost not modelled), device memory 60% and 45% of plain data "
-                 "parallel's simulated peak (all of it usable): the search's best step with and without selective "
-                 "(the same graphs, its figures taken out; seed 0, default iterations).\n\n"
-                 + md_table(["model", "cluster", "batch", "memory", "without ms", "with ms", "speed-up",
-                             "the plan's actions"], t4))
+        body += _search_table(t4)
     write_section("selective", "Selective recompute: held bytes and replay time per block", body)
+
+
+_SEARCH_INTRO = "\n\nThe search suite's transformer cases"
+
+
+def _search_table(rows: list, note: str = "") -> str:
+    return (_SEARCH_INTRO + " (full scale, fake tensors, roofline times; the SAC "
+            "dispatch modes' per-op Python cost not modelled), device memory 60% and 45% of plain data "
+            "parallel's simulated peak (all of it usable): the search's best step with and without selective "
+            "(the same graphs, its figures taken out; seed 0, default iterations). 'memory ignored': the fastest "
+            "step the search finds with the devices' memory ignored (at full memory, any action: the space's "
+            "ceiling), and 'most any policy could gain': the step without selective over it, the most any "
+            "memory choice, per-op or not, could speed that plan up." + note + "\n\n"
+            + md_table(["model", "cluster", "batch", "memory", "without ms", "with ms", "speed-up",
+                        "memory ignored ms", "most any policy could gain", "the plan's actions"], rows))
+
+
+def update_search_rows() -> None:
+    """Re-measure only the last table of the selective section (``python -m bench.bench_selective search``)."""
+    import datetime as dt
+    import re
+
+    from .common import BENCH_FILE
+
+    with env(MEMFLOW_EXAMPLE_SCALE="full"):
+        rows = _search_rows()
+    text = BENCH_FILE.read_text()
+    sec = re.search(r"<!-- bench:selective -->.*?<!-- /bench:selective -->", text, re.S)
+    if sec is None or _SEARCH_INTRO not in sec.group(0):
+        raise SystemExit("BENCHMARKS.md has no selective search table: run `python -m bench selective`")
+    old = sec.group(0)
+    head = old[:old.index(_SEARCH_INTRO)]
+    note = f" This table alone: `python -m bench.bench_selective search`, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC."
+    BENCH_FILE.write_text(text.replace(old, head + _search_table(rows, note) + "\n<!-- /bench:selective -->"))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["search"]:
+        update_search_rows()
+    else:
+        main("--quick" in sys.argv[1:])

@@ -40,6 +40,9 @@ def read_yaml(path: str | os.PathLike, what: str = "file") -> Any:
     """The YAML document in ``path``; a missing, unreadable, binary or malformed file is a one-line
     ConfigError (``what`` names it: "plan file", "cluster file", ...)."""
     path = Path(path)
+    if path.suffix == ".py" and path.is_file() and "plan" in what:  # a model file where its plan was meant
+        raise ConfigError(f"{path}: a Python file, not a {what}; plan the model first: "
+                          f"memflow plan {path} -o plan.yaml")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

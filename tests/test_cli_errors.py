@@ -106,6 +106,9 @@ CASES = [
      "temp"),
     ("experiment bad kind", lambda t: ["run", _write(t, "e.yaml", {**EXP, "kind": "benchmark"})], "kind"),
     ("simulate missing plan", lambda t: ["simulate", "nope.yaml"], "not found"),
+    ("simulate a model file", lambda t: ["simulate", EX], f"{EX}: a Python file, not a plan file; plan the model "
+                                                          f"first: memflow plan {EX} -o plan.yaml"),
+    ("run a model file", lambda t: ["run", EX], "a Python file, not a plan or experiment file; plan the model first"),
     ("report missing plan", lambda t: ["report", "nope.yaml"], "not found"),
     ("profile unknown gpu", lambda t: ["profile", EX, "--gpu-type", "voodoo-5"], "voodoo-5"),
     ("profile bad batch", lambda t: ["profile", EX, "--batch-size", "-1"], "--batch-size"),

@@ -70,7 +70,6 @@ class StageLayout:
     dp_grads: list
     x_bytes: list  # per local node: bytes its swap moves to host (the buffers it saves: made or read)
     x_made: list  # ... of which made in its forward (part of that phase's transient)
-    redo_out: list  # per local node: outputs it saves itself (re-made alongside the originals if recomputed)
     P_sum: int  # sum(param_bytes)
     O_sum: int  # sum(opt_bytes)
     first: bool
@@ -140,16 +139,6 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         if local and not a <= owner < b:
             replica_p[local[0] - a] += pb
             replica_o[local[0] - a] += ob
-
-    # per node: outputs it also saves for its own backward; a recomputed node makes them again
-    # in its backward while the originals are still held by their readers (counted twice then)
-    redo_out = [0] * m
-    for buf in graph.buffers:
-        pa = buf.alloc_phase
-        if pa < n and a <= pa < b and buf.nbytes > 0:
-            uses = set(buf.uses)
-            if (2 * n - 1 - pa) in uses and any(pa < u < n for u in uses):
-                redo_out[pa - a] += int(buf.nbytes)
 
     sent_fwd = 0  # bytes this stage sends forward per micro-batch
     for buf in graph.buffers:
@@ -312,7 +301,6 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         dp_grads=dp_grads,
         x_bytes=x_bytes,
         x_made=x_made,
-        redo_out=redo_out,
         P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),
         O_sum=sum(int(nd.optimizer_bytes) for nd in nodes) + sum(replica_o),
         first=a == 0,

@@ -172,6 +172,24 @@ class _Phases:
             wait_s = 0.0
 
 
+def _await_trial(pid: int, phases: _Phases, limit: float) -> tuple[str, int | None]:
+    """Wait for a forked child's trial: ``("done", None)`` once it said so, ``("ended", status)`` when it
+    ended first (its wait status; what it said read to the end: it may have said ``done`` just before),
+    ``("late", None)`` after ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while True:
+        phases.read(0.05)
+        if phases.done:
+            return "done", None
+        got, st = os.waitpid(pid, os.WNOHANG)
+        if got or phases.eof:  # it ended; what it said is in the pipe (unless a child of its own holds it)
+            status = st if got else os.waitpid(pid, 0)[1]
+            phases.read(0.0)
+            return "ended", status
+        if time.monotonic() > deadline:
+            return "late", None
+
+
 def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None,
                    spawn: list[str] | None = None, meanwhile: Callable[[], None] | None = None) -> str | None:
     """Run ``work(mark)`` in a forked child first; None when ``work``
@@ -207,20 +225,12 @@ def first_in_child(work: Callable[[Mark], None], *, limit_s: float | None = None
             except Exception:  # noqa: BLE001 - only a head start on this side
                 pass
         phases = _Phases(rfd)
-        deadline = time.monotonic() + limit
         status = None
         try:
-            while True:
-                phases.read(0.05)
-                if phases.done:
-                    return None
-                got, st = os.waitpid(pid, os.WNOHANG)
-                if got or phases.eof:  # it ended; what it said is in the pipe (unless a child of its own holds it)
-                    status = st if got else os.waitpid(pid, 0)[1]
-                    phases.read(0.0)
-                    return None if phases.done else _ended(status, phases.during, err)
-                if time.monotonic() > deadline:
-                    return f"{phases.unfinished} within {limit:g} s (the limit is {TIMEOUT_ENV})"
+            how, status = _await_trial(pid, phases, limit)
+            if how == "late":
+                return f"{phases.unfinished} within {limit:g} s (the limit is {TIMEOUT_ENV})"
+            return None if phases.done else _ended(status, phases.during, err)
         finally:
             if status is None:
                 if not phases.done:
@@ -266,22 +276,16 @@ def continue_in_child(work: Callable[[Mark], T], *, limit_s: float | None = None
         return _carry_on(work, wfd, err, parent), None
     os.close(wfd)
     phases = _Phases(rfd)
-    deadline = time.monotonic() + limit
     status = None
     try:
-        while True:
-            phases.read(0.05)
-            if phases.done:
-                _supervise(pid)  # never returns
-            got, st = os.waitpid(pid, os.WNOHANG)
-            if got or phases.eof:
-                status = st if got else os.waitpid(pid, 0)[1]
-                phases.read(0.0)
-                if phases.done:  # it finished its trial, then ended: as it ended
-                    _end_as(status)
-                return None, _ended(status, phases.during, err)
-            if time.monotonic() > deadline:
-                return None, f"{phases.unfinished} within {limit:g} s (the limit is {TIMEOUT_ENV})"
+        how, status = _await_trial(pid, phases, limit)
+        if how == "done":
+            _supervise(pid)  # never returns
+        if how == "late":
+            return None, f"{phases.unfinished} within {limit:g} s (the limit is {TIMEOUT_ENV})"
+        if phases.done:  # it finished its trial, then ended: as it ended
+            _end_as(status)
+        return None, _ended(status, phases.during, err)
     finally:
         if status is None:
             os.kill(pid, signal.SIGKILL)

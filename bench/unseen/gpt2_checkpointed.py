@@ -5,7 +5,8 @@ BATCH_SIZE = 4
 def build_model():
     m = GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=3, n_head=4, use_cache=False,
                                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
-    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # (HF 5: also
+    # activation_checkpointing_enable; the older name is what most training scripts still call)
     return m
 def example_batch(b):
     g = torch.Generator().manual_seed(0)

@@ -17,8 +17,14 @@ from typing import Iterable, Iterator
 
 __all__ = ["model_env", "file_sha256", "applied"]
 
-#: MEMFLOW_* variables that say where MemFlow keeps things or how it reports, not what the model is
-NOT_MODEL = ("MEMFLOW_CACHE_DIR", "MEMFLOW_RUN_LOG", "MEMFLOW_RUN_LOG_SOURCE", "MEMFLOW_BENCH_QUICK", "MEMFLOW_DEBUG")
+#: MEMFLOW_* variables that say where MemFlow keeps things, how it runs or reports, not what the model is:
+#: never recorded with a plan or in a profile's key, and never unset when a plan's settings are applied
+#: (a ``MEMFLOW_MODEL_TIMEOUT_S`` given to ``memflow run`` holds whatever the plan was made with); the
+#: last five are the test suite's and benches' own
+NOT_MODEL = ("MEMFLOW_CACHE_DIR", "MEMFLOW_RUN_LOG", "MEMFLOW_RUN_LOG_SOURCE", "MEMFLOW_BENCH_QUICK", "MEMFLOW_DEBUG",
+             "MEMFLOW_MODEL_TIMEOUT_S", "MEMFLOW_FORKSERVER", "MEMFLOW_STORE_FD",
+             "MEMFLOW_TEST_SHARED_CACHE", "MEMFLOW_TEST_MARK", "MEMFLOW_TEST_FULL", "MEMFLOW_TEST_FORKSERVER",
+             "MEMFLOW_SEED_RUNS")
 
 
 def model_env(declared: Iterable[str] = ()) -> dict[str, str]:

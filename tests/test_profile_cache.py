@@ -198,3 +198,20 @@ def test_record_without_fork_runs_here_and_restores_the_environment(tmp_path, mo
     got = record(str(tmp_path / "env.py"), 2)
     assert os.environ is real
     assert got.env == {"TOY_LAYERS": None, "TOY_VOCAB": None} and str(tmp_path / "env.py") in got.files
+
+
+def test_how_memflow_runs_is_not_a_model_setting(monkeypatch):
+    """The guard's time limit and the fork server say how MemFlow runs, not what the model is: they key no
+    profile, are recorded with no plan, and a plan's settings applied for its run leave them as given
+    (a MEMFLOW_MODEL_TIMEOUT_S given to `memflow run` held until now only if the plan was made with it)."""
+    from memflow.modelenv import applied, model_env
+
+    monkeypatch.setenv("MEMFLOW_MODEL_TIMEOUT_S", "300")
+    monkeypatch.setenv("MEMFLOW_FORKSERVER", "/tmp/x.sock")
+    monkeypatch.setenv("MEMFLOW_LSTM_LAYERS", "3")
+    assert not {"MEMFLOW_MODEL_TIMEOUT_S", "MEMFLOW_FORKSERVER"} & set(model_env())
+    assert model_env()["MEMFLOW_LSTM_LAYERS"] == "3"
+    with applied({"MEMFLOW_EXAMPLE_SCALE": "tiny"}):  # a plan made at tiny scale, without the others
+        assert os.environ["MEMFLOW_MODEL_TIMEOUT_S"] == "300" and os.environ["MEMFLOW_FORKSERVER"] == "/tmp/x.sock"
+        assert "MEMFLOW_LSTM_LAYERS" not in os.environ  # a model setting the plan was made without
+    assert os.environ["MEMFLOW_LSTM_LAYERS"] == "3"

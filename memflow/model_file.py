@@ -457,12 +457,14 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
             # device imports (seconds, cold); imported here, the child inherits it instead of importing it again
             _import_dynamo()
             freeze()
-            if take_handover():  # the command line: the child that ran the file's code carries on
-                spec, ended = continue_in_child(lambda mark: _trial(p, shown, mark, keep=True))
-                if ended is None:
-                    freeze()
-                    return spec
-                raise ModelLoadError(f"{shown}: the model file {ended}")
+            # the command line: the child that ran the file's code carries on (None: no child forked)
+            got = continue_in_child(lambda mark: _trial(p, shown, mark, keep=True)) if take_handover() else None
+            if got is not None:
+                spec, ended = got
+                if ended is not None:
+                    raise ModelLoadError(f"{shown}: the model file {ended}")
+                freeze()
+                return spec
             ended = first_in_child(lambda mark: _trial(p, shown, mark),
                                    spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown],
                                    meanwhile=_import_export)

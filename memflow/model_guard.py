@@ -42,7 +42,8 @@ from typing import Callable, TypeVar
 from .errors import ConfigError
 from .procs import die_with_parent, ended_text, last_line, popen
 
-__all__ = ["first_in_child", "continue_in_child", "allow_handover", "phases_to_stdout", "timeout_s", "TIMEOUT_ENV"]
+__all__ = ["first_in_child", "continue_in_child", "allow_handover", "take_handover", "phases_to_stdout", "timeout_s",
+           "TIMEOUT_ENV"]
 
 TIMEOUT_ENV = "MEMFLOW_MODEL_TIMEOUT_S"
 _DEFAULT_TIMEOUT_S = 120.0
@@ -138,16 +139,18 @@ def _work_reporting(work: Callable, fd: int) -> None:
     as lines on descriptor ``fd``; an exception ends the work unreported (the other side meets it
     in its own process)."""
 
-    def send(line: str) -> None:
-        data = (line.replace("\n", " ") + "\n").encode()
-        while data:
-            data = data[os.write(fd, data):]
-
     try:
-        work(lambda during, unfinished: send(f"{during}\t{unfinished}"))
+        work(lambda during, unfinished: _send(fd, f"{during}\t{unfinished}"))
     except BaseException:  # noqa: BLE001 - see above
         pass
-    send("done")
+    _send(fd, "done")
+
+
+def _send(fd: int, line: str) -> None:
+    """One line of the child's report (a phase, or ``done``) on descriptor ``fd``."""
+    data = (line.replace("\n", " ") + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
 
 
 class _Phases:
@@ -254,13 +257,14 @@ def take_handover() -> bool:
     return allowed and sys.platform.startswith("linux") and threading.active_count() == 1
 
 
-def continue_in_child(work: Callable[[Mark], T], *, limit_s: float | None = None) -> tuple[T | None, str | None]:
+def continue_in_child(work: Callable[[Mark], T], *,
+                      limit_s: float | None = None) -> tuple[T | None, str | None] | None:
     """:func:`first_in_child` without running the code twice: the forked child runs ``work(mark)`` and,
     once it returns or raises, *is the program from then on* (returns ``(value, None)`` there, or raises
     what ``work`` raised), while this process only waits for it and ends as it ends (its exit code, or
     its signal), forwarding the signals another process sends it; it never returns. When the child ends
     or hangs before ``work`` is through, this process returns ``(None, how)`` (the child killed) and goes
-    on as the program. Saves the second import of what the model file imports (for the GPT-2 example
+    on as the program; None (nothing run) when no child could be forked. Saves the second import of what the model file imports (for the GPT-2 example
     transformers' model modules, ~1.1 s of a cold plan). What the child writes while it is in its first
     phase (``mark``'s first; a plain import's prints and warnings) is shown, once; the rest of the
     trial's output is not (the program builds the model again, for real)."""
@@ -270,7 +274,13 @@ def continue_in_child(work: Callable[[Mark], T], *, limit_s: float | None = None
     parent = os.getpid()
     rfd, wfd = os.pipe()
     err = tempfile.TemporaryFile()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no child (process limit): the caller guards as the API does
+        os.close(rfd)
+        os.close(wfd)
+        err.close()
+        return None
     if pid == 0:  # pragma: no cover - the child (coverage does not follow a fork)
         os.close(rfd)
         return _carry_on(work, wfd, err, parent), None
@@ -302,12 +312,8 @@ def _carry_on(work: Callable[[Mark], T], wfd: int, err, parent: int) -> T:  # pr
     saved = os.dup(1), os.dup(2)
     os.dup2(out.fileno(), 1)
     os.dup2(err.fileno(), 2)
-    first: list[tuple[int, int]] = []  # where the output stood when the first phase ended
-
-    def send(line: str) -> None:
-        data = (line.replace("\n", " ") + "\n").encode()
-        while data:
-            data = data[os.write(wfd, data):]
+    marks = 0
+    first: tuple[int, int] | None = None  # where the output stood when the first phase ended
 
     def where() -> tuple[int, int]:
         for stream in (sys.stdout, sys.stderr):
@@ -315,16 +321,16 @@ def _carry_on(work: Callable[[Mark], T], wfd: int, err, parent: int) -> T:  # pr
         return os.lseek(1, 0, os.SEEK_CUR), os.lseek(2, 0, os.SEEK_CUR)
 
     def mark(during: str, unfinished: str) -> None:
-        if not first and phases_seen:
-            first.append(where())
-        phases_seen.append(during)
-        send(f"{during}\t{unfinished}")
+        nonlocal marks, first
+        if marks == 1:
+            first = where()
+        marks += 1
+        _send(wfd, f"{during}\t{unfinished}")
 
-    phases_seen: list[str] = []
     try:
         return work(mark)
     finally:
-        upto = first[0] if first else where()
+        upto = first if first is not None else where()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         for fd in saved:
@@ -334,7 +340,7 @@ def _carry_on(work: Callable[[Mark], T], wfd: int, err, parent: int) -> T:  # pr
             _write_all(fd, f.read(n))
         out.close()
         err.close()
-        send("done")
+        _send(wfd, "done")
         os.close(wfd)
 
 

@@ -136,6 +136,20 @@ def test_the_command_imports_the_model_file_once_in_the_child_that_carries_it_on
     # (forked helpers of that child may import it again: the dependency recorder does)
 
 
+def test_a_hand_over_that_cannot_fork_loads_the_file_here(tmp_path, monkeypatch):
+    """No child to carry the command on (the process limit): the file is loaded in this process, as the
+    API loads it, not an internal error; the hand-over is spent either way."""
+    import memflow.model_guard as guard
+
+    def no_fork():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(guard.os, "fork", no_fork)
+    guard.allow_handover()
+    spec = load_model_file(model(tmp_path, "ok", "", TINY))
+    assert spec.batch_size == 4 and not guard.take_handover()
+
+
 def test_a_crash_after_the_load_ends_the_command_with_that_signal(tmp_path):
     """A crash past the trial (the real build, in the child that carries the command on) ends the first
     process with the same signal: as the command itself had crashed."""

@@ -100,13 +100,16 @@ def _lean_fx():
     import torch.fx.config as fx_config
     from torch.fx._lazy_graph_module import _use_lazy_graph_module
 
-    old = fx_config.do_not_emit_stack_traces
-    fx_config.do_not_emit_stack_traces = True
+    has = hasattr(fx_config, "do_not_emit_stack_traces")  # (torch >= 2.12)
+    old = fx_config.do_not_emit_stack_traces if has else None
+    if has:
+        fx_config.do_not_emit_stack_traces = True
     try:
         with _use_lazy_graph_module(True):
             yield
     finally:
-        fx_config.do_not_emit_stack_traces = old
+        if has:
+            fx_config.do_not_emit_stack_traces = old
 
 
 _SIZE_CHECKS = ("_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size")

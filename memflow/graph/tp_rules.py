@@ -37,7 +37,10 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.fx.experimental.symbolic_shapes import optimization_hint as hint_int
+try:
+    from torch.fx.experimental.symbolic_shapes import optimization_hint as hint_int
+except ImportError:  # torch < 2.13 (the GPU machines' 2.11)
+    from torch.fx.experimental.symbolic_shapes import hint_int
 
 from .sp_rules import Seq, moved_dim, seq_op
 

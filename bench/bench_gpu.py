@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+from pathlib import Path
 
 import torch
 
@@ -21,24 +22,59 @@ from memflow.devices import measure_cuda_host_link
 from memflow.planfile import Plan
 from memflow.strategy import RECOMPUTE, SWAP, Strategy
 
-from .common import ROOT, md_table, write_section
+from .common import ROOT, machine, md_table, write_section
 
 __all__ = ["main"]
 
 PRESET = "h100-80gb"
 BATCH = 8
 STEPS = 8  # one warm-up, seven timed
-NOTE = ("\n\nWhere the measured-cost prediction is still off, it is swap on the GPU: while copies to the host are pending the executor paces the host to the GPU at node boundaries (so memory is allocated and freed in the GPU's order, as the simulator assumes), which exposes kernel-launch time the simulator does not model; and the swap hook moves about 3% more than the trace counts as the swapped nodes' saved bytes (swap all: 10,361 MiB to the host against 10,073 in the fake trace; not yet pinned down).")
+# the executor's allocator setting (expandable segments), then torch's own default beside it
+ALLOC = {"expandable": "expandable_segments:True", "default": "expandable_segments:False"}
+RAW = ROOT / "bench" / "runs" / "gpu-rows.json"  # every row's figures, rewritten after each run
+NOTE = ("Where the measured-cost prediction is still off, it is swap on the GPU: while copies to the host are pending the executor paces the host to the GPU at node boundaries (so memory is allocated and freed in the GPU's order, as the simulator assumes), which exposes kernel-launch time the simulator does not model; and the swap hook moves about 3% more than the trace counts as the swapped nodes' saved bytes (swap all: 10,361 MiB to the host against 10,073 in the fake trace; not yet pinned down).")
+
+_PROBE = r"""
+import json, threading, torch
+torch.cuda.init()
+d = torch.device("cuda")
+x = torch.randn(1024, 1024, device=d, requires_grad=True)
+torch.cuda.synchronize()
+a0 = torch.cuda.memory_allocated()
+y = x @ x
+torch.cuda.synchronize()
+a1 = torch.cuda.memory_allocated() - y.numel() * 4
+y.sum().backward()
+torch.cuda.synchronize()
+a2 = torch.cuda.memory_allocated() - y.numel() * 4 - x.numel() * 4
+free, total = torch.cuda.mem_get_info()
+print(json.dumps(dict(workspace_forward=a1 - a0, workspace_backward=a2 - a1, total=total,
+                      outside=total - free - torch.cuda.memory_reserved(), sm=list(torch.cuda.get_device_capability()))))
+"""
+
+
+def _probe() -> dict:
+    """A fresh process's cuBLAS workspaces (allocated bytes a first matmul leaves, on the forward's thread
+    and on autograd's) and the device memory used outside the allocator (context, libraries)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {"error": out.stderr[-500:]}
 
 
 def _strategies(n: int) -> list[tuple[str, Strategy]]:
     alt = [SWAP if k % 2 else "keep" for k in range(n)]
     return [
         ("keep", Strategy.single(n)),
-        ("keep, 2 micro-batches", Strategy.single(n, microbatches=2)),
+        ("optimizer on host", Strategy.single(n).copy(optimizer_on_host=[True])),
+        ("FSDP units, parameters + optimizer on host", Strategy.single(n).copy(
+            sharding=["parameters"], optimizer_on_host=[True], params_on_host=[True])),
         ("recompute all", Strategy.single(n, action=RECOMPUTE)),
-        ("swap every other node", Strategy.from_boundaries(n, [], dp=1, actions=alt)),
         ("swap all", Strategy.single(n, action=SWAP)),
+        ("keep, 2 micro-batches", Strategy.single(n, microbatches=2)),
+        ("swap every other node", Strategy.from_boundaries(n, [], dp=1, actions=alt)),
     ]
 
 
@@ -46,7 +82,15 @@ def _err(pred: float, meas: float) -> str:
     return f"{100 * (pred / meas - 1):+.1f}%" if meas else "—"
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, rows_file: str | None = None) -> None:
+    """Measure on this GPU (or, with ``rows_file``, write the section again from a run's saved rows)."""
+    import json
+
+    if rows_file:
+        data = json.loads(Path(rows_file).read_text())
+        write_section("gpu", "Prediction vs execution on a GPU", render(data),
+                      command=data.get("command", "python -m bench gpu"))
+        return
     if not torch.cuda.is_available():
         print("bench gpu: no CUDA GPU here; nothing measured (the section in BENCHMARKS.md is left as it is)")
         return
@@ -56,6 +100,8 @@ def main(quick: bool = False) -> None:
     from memflow.runner import run as run_plan_file
     from memflow.simulator import Simulator
 
+    probe = _probe()  # before this process holds the GPU
+    print("bench gpu: probe", probe, flush=True)
     os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
     spec = load_model_file(ROOT / "examples" / "gpt2.py")
     props = torch.cuda.get_device_properties(0)
@@ -73,8 +119,11 @@ def main(quick: bool = False) -> None:
                                                  cache=False)
         return graphs[(source, mb)]
 
-    rows, terr, perr = [], {"roofline": [], "measured": []}, {"roofline": [], "measured": []}
-    for name, st in _strategies(graph("roofline", BATCH).n)[: 2 if quick else None]:
+    data = dict(command="python -m bench gpu" + (" (quick)" if quick else ""), machine=machine(), probe=probe,
+                device=props.name, total_memory=int(props.total_memory), torch=torch.__version__,
+                cuda=torch.version.cuda, d2h=d2h, h2d=h2d, preset_link=preset.host_link.bandwidth, rows=[])
+    before = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    for name, st in _strategies(graph("roofline", BATCH).n)[: 3 if quick else None]:
         mb = st.microbatch_size(BATCH)
         pred = {src: Simulator(graph(src, mb), clusters[src]).evaluate(st, detail=True)
                 for src in ("roofline", "measured")}
@@ -82,47 +131,92 @@ def main(quick: bool = False) -> None:
         plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=BATCH, strategy=st,
                     cluster=cl.to_dict(), node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
                     predicted=prediction(pred["measured"], BATCH, st))
-        try:
-            r = run_plan_file(plan, steps=STEPS, check=False).ranks[0]
-        except Exception as e:  # noqa: BLE001 - a failed strategy is a row, not the end of the table
-            rows.append([name, f"failed: {' '.join(str(e).split())[:120]}"] + [""] * 9)
+        runs: dict[str, object] = {}
+        for alloc, conf in ALLOC.items():
+            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
+            try:
+                res = run_plan_file(plan, steps=STEPS, check=False)
+                runs[alloc] = dict(dataclasses.asdict(res.ranks[0]), losses=res.losses)
+            except Exception as e:  # noqa: BLE001 - a failed strategy is a row, not the end of the table
+                runs[alloc] = f"failed: {' '.join(str(e).split())[:300]}"
+            print(f"bench gpu: {name} ({alloc}):", runs[alloc], flush=True)
+        if before is None:
+            os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        else:
+            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = before
+        data["rows"].append(dict(strategy=name, strategy_dict=st.to_dict(), runs=runs, predicted={
+            src: dict(step_time_s=pred[src].step_time_s, peak_bytes=pred[src].peak_bytes[0]) for src in pred}))
+        RAW.parent.mkdir(parents=True, exist_ok=True)
+        RAW.write_text(json.dumps(data, indent=1))  # (a run stopped part way keeps its rows)
+    write_section("gpu", "Prediction vs execution on a GPU", render(data), command=data["command"])
+
+
+def render(data: dict) -> str:
+    """The section's text from a run's rows (what :func:`main` saved in ``bench/runs/gpu-rows.json``)."""
+    from memflow.gpumem import CUBLAS_HANDLES, reserved_bytes
+
+    probe = data["probe"]
+    ws = probe.get("workspace_forward")
+    rows, terr, perr, rerr = [], {"roofline": [], "measured": []}, {"roofline": [], "measured": []}, []
+    for row in data["rows"]:
+        name, pred, got = row["strategy"], row["predicted"], row["runs"]
+        r, dflt = got.get("expandable"), got.get("default", "not run")
+        if not isinstance(r, dict):
+            rows.append([name, str(r)] + [""] * 10)
             continue
-        mt, mp = r.measured_step_time_s, r.measured_peak_bytes
+        mt, mp, res = r["measured_step_time_s"], r["measured_peak_bytes"], r["cuda_peak_reserved_bytes"]
         for src in pred:
-            terr[src].append(abs(pred[src].step_time_s / mt - 1))
-            perr[src].append(abs(pred[src].peak_bytes[0] / mp - 1))
-        rows.append([name, f"{mt * 1e3:.1f}",
-                     f"{pred['roofline'].step_time_s * 1e3:.1f} ({_err(pred['roofline'].step_time_s, mt)})",
-                     f"{pred['measured'].step_time_s * 1e3:.1f} ({_err(pred['measured'].step_time_s, mt)})",
-                     f"{mp / 2**20:,.0f}", f"{r['cuda_peak_allocated_bytes'] / 2**20:,.0f}",
-                     f"{r['cuda_peak_reserved_bytes'] / 2**20:,.0f}",
-                     f"{pred['roofline'].peak_bytes[0] / 2**20:,.0f} ({_err(pred['roofline'].peak_bytes[0], mp)})",
-                     f"{pred['measured'].peak_bytes[0] / 2**20:,.0f} ({_err(pred['measured'].peak_bytes[0], mp)})",
-                     f"{r['host_peak_bytes'] / 2**20:,.0f}"])
+            terr[src].append(abs(pred[src]["step_time_s"] / mt - 1))
+            perr[src].append(abs(pred[src]["peak_bytes"] / mp - 1))
+        pres = reserved_bytes(pred["measured"]["peak_bytes"], ws)
+        rerr.append(abs(pres / res - 1))
+        rows.append([name, f"{mt * 1e3:.1f}"] + [
+            f"{pred[src]['step_time_s'] * 1e3:.1f} ({_err(pred[src]['step_time_s'], mt)})" for src in pred] + [
+            f"{mp / 2**20:,.0f}", f"{r['cuda_peak_allocated_bytes'] / 2**20:,.0f}", f"{res / 2**20:,.0f}",
+            dflt if isinstance(dflt, str) else f"{dflt['cuda_peak_reserved_bytes'] / 2**20:,.0f}"] + [
+            f"{pred[src]['peak_bytes'] / 2**20:,.0f} ({_err(pred[src]['peak_bytes'], mp)})" for src in pred] + [
+            f"{pres / 2**20:,.0f} ({_err(pres, res)})", f"{r['host_peak_bytes'] / 2**20:,.0f}"])
 
     def med(xs):
         return f"{100 * statistics.median(xs):.1f}%" if xs else "—"
 
+    def worst(xs):
+        return f"{100 * max(xs):.1f}%" if xs else "—"
+
     summary = md_table(["prediction from", "median |error| step time", "worst", "median |error| peak", "worst"], [
-        [src, med(terr[src]), f"{100 * max(terr[src]):.1f}%" if terr[src] else "—",
-         med(perr[src]), f"{100 * max(perr[src]):.1f}%" if perr[src] else "—"] for src in ("roofline", "measured")])
-    body = (f"GPU: {props.name} ({props.total_memory / 2**30:.1f} GiB), CUDA {torch.version.cuda}, one rank "
-            f"(NCCL); pinned host link measured at {d2h / 1e9:.1f} GB/s device→host and {h2d / 1e9:.1f} GB/s "
-            f"host→device (the preset says {preset.host_link.bandwidth / 1e9:.0f} GB/s). GPT-2 small (full config) at batch {BATCH} × 1024, fp32 (TF32 off, PyTorch's default for "
-            f"matmul); {STEPS} steps, median of the last {STEPS - 1}. Predictions: *roofline* = fake-mode trace "
-            f"on CPU semantics with times from the `{PRESET}` spec; *measured* = every node timed on this GPU "
-            "with CUDA events, its memory traced on real tensors and the measured host link "
-            "(`memflow plan --measure`). Accounted peak = live tensor bytes on the GPU, a swapped tensor "
-            "counted until its copy to the host has finished (what the simulator predicts); allocated / "
-            "reserved = `torch.cuda.max_memory_allocated` / `max_memory_reserved` (the caching allocator's "
-            "view: allocated drops at a tensor's free even while a copy still reads it; reserved includes "
-            "its cache). Error = predicted / measured − 1.\n\n" + summary + "\n\n" +
-            md_table(["strategy", "measured ms", "predicted ms (roofline)", "predicted ms (measured costs)",
-                      "accounted peak MiB", "allocated MiB", "reserved MiB", "predicted peak MiB (fake trace)",
-                      "predicted peak MiB (measured trace)", "host peak MiB"], rows) + NOTE)
-    write_section("gpu", "Prediction vs execution on a GPU", body,
-                  command="python -m bench gpu" + (" (quick)" if quick else ""))
+        [src, med(terr[src]), worst(terr[src]), med(perr[src]), worst(perr[src])] for src in ("roofline", "measured")])
+    wsf = f"{ws / 2**20:.1f} MiB" if isinstance(ws, int) else "not measured"
+    ctx = f"{probe['outside'] / 2**20:,.0f} MiB" if "outside" in probe else "not measured"
+    return (
+        f"{data.get('machine', '')}\n\n"
+        f"GPU: {data['device']} ({data['total_memory'] / 2**30:.1f} GiB), CUDA {data['cuda']}, torch {data['torch']}, "
+        f"one rank (NCCL); pinned host link measured at {data['d2h'] / 1e9:.1f} GB/s device→host and "
+        f"{data['h2d'] / 1e9:.1f} GB/s host→device (the preset says {data.get('preset_link', 50e9) / 1e9:.0f} GB/s). "
+        f"GPT-2 small (full config) at batch {BATCH} × 1024, fp32 (TF32 off, PyTorch's default for matmul); "
+        f"{STEPS} steps, median of the last {STEPS - 1}. Predictions: *roofline* = fake-mode trace on CPU "
+        f"semantics with times from the `{PRESET}` spec; *measured* = every node timed on this GPU with CUDA "
+        "events, its memory traced on real tensors and the measured host link (`memflow plan --measure`). "
+        "Accounted peak = live tensor bytes on the GPU, a swapped tensor counted until its copy to the host "
+        "has finished (what the simulator predicts); allocated / reserved = `torch.cuda.max_memory_allocated` "
+        "/ `max_memory_reserved` with the executor's allocator setting (expandable segments), and reserved "
+        "once more with torch's default allocator (the same plan run again). *Predicted reserved* = "
+        f"`memflow.gpumem.reserved_bytes` of the measured-trace peak: {CUBLAS_HANDLES} cuBLAS workspaces of "
+        f"{wsf} each (a first matmul's, forward and backward, in a fresh process) beside the live bytes, rounded "
+        "up to 20 MiB pages, plus one 2 MiB small page. Outside the allocator, a fresh process's CUDA context "
+        f"with cuBLAS loaded held {ctx} (`memflow.gpumem.CONTEXT_BYTES`). Error = predicted / measured − 1. "
+        f"Predicted reserved against reserved: median |error| {med(rerr)}, worst {worst(rerr)}.\n\n"
+        + summary + "\n\n" +
+        md_table(["strategy", "measured ms", "predicted ms (roofline)", "predicted ms (measured costs)",
+                  "accounted peak MiB", "allocated MiB", "reserved MiB", "reserved MiB (torch's default allocator)",
+                  "predicted peak MiB (fake trace)", "predicted peak MiB (measured trace)",
+                  "predicted reserved MiB", "host peak MiB"], rows) + "\n\n" + data.get("note", NOTE).strip())
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rows", help="write the section from a run's saved rows (bench/runs/gpu-rows.json)")
+    a = ap.parse_args()
+    main(a.quick, a.rows)

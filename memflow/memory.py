@@ -174,7 +174,8 @@ class LiveBytes(TorchDispatchMode):
 
     @contextlib.contextmanager
     def host(self):
-        """Storages made inside this block live in host memory (not counted as device bytes)."""
+        """Storages made inside this block live in host memory (not counted as device bytes). With a
+        ``device_type`` a storage's own device decides instead: a device tensor made here is device bytes."""
         self._host += 1
         try:
             yield
@@ -248,7 +249,9 @@ class LiveBytes(TorchDispatchMode):
                 return
             self._on_free(key)
         nbytes = st.nbytes()
-        if self._host or (self.device_type is not None and st.device.type != self.device_type):
+        # a device run (``device_type``) tells host bytes by where the storage is; a CPU run, where
+        # both are host memory, by the block that made it (:meth:`host`)
+        if (st.device.type != self.device_type) if self.device_type is not None else self._host:
             self._refs[key] = (weakref.ref(st, lambda r, k=key: self._on_free(k)), nbytes, None, True)
             self.host_live += nbytes
             self.host_peak = max(self.host_peak, self.host_live)

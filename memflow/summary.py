@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from .gpumem import device_bytes
 from .kinds import KEEP, SHARD_NONE
 from .planfile import Plan
 from .units import format_bytes, format_time
@@ -66,6 +67,18 @@ def action_lines(plan: Plan) -> list[str]:
     return [f"{a} ({len(v)}): " + ", ".join(v) for a, v in sorted(by.items())]
 
 
+def gpu_memory_line(live_peak: int, memory: int) -> str:
+    """What the fullest GPU holds beside the planned live bytes (:mod:`memflow.gpumem`): the caching
+    allocator's reserved peak (cuBLAS workspaces, 20 MiB pages, expandable segments) and the CUDA context."""
+    need = device_bytes(live_peak)
+    line = (f"on the GPU: {format_bytes(need)} of {format_bytes(memory)} on the fullest device (live peak, cuBLAS "
+            f"workspaces and pages as the allocator reserves them, and the CUDA context)")
+    if need > memory:
+        line += (f"; OVER the device by {format_bytes(need - memory)}: raise --headroom or lower --gpu-memory "
+                 "to plan with less")
+    return line
+
+
 def summary(plan: Plan) -> str:
     """A person-readable summary of a plan."""
     st, pr = plan.strategy, plan.predicted
@@ -75,6 +88,8 @@ def summary(plan: Plan) -> str:
              f"{st.schedule} — {'fits' if plan.fits else 'DOES NOT FIT'}"]
     lines += ["  " + x for x in stage_table(plan)]
     lines += ["  " + x for x in action_lines(plan)]
+    if cl.device.kind == "gpu" and pr.peak_bytes:
+        lines.append(gpu_memory_line(max(pr.peak_bytes), cl.device.memory_bytes))
     t = pr.step_time_s
     rate = f", {plan.batch_size / t:,.1f} samples/s" if t > 0 else ""
     lines.append(f"predicted step {format_time(t)}{rate}; binding: {pr.binding}")

@@ -2,7 +2,8 @@
 
 One rank per GPU with NCCL: planned training equals plain eager training on
 the same GPU (keep, recompute, swap through pinned host buffers on a side
-stream, the optimizer stepped on the host, micro-batching); swapping lowers
+stream, the optimizer stepped on the host, parameters on the host gathered per node as FSDP does,
+micro-batching); swapping lowers
 the caching allocator's peak as well as the accounted one; costs measured
 with CUDA events give a task graph whose liveness replay is the accounted
 peak of the executor's run.
@@ -55,6 +56,12 @@ CASES = {
     "swap-m2": dict(actions="swap", microbatches=2),
     "mixed-host-opt": dict(actions="mixed", optimizer_on_host=[True]),
     "bf16-swap": dict(actions="swap", dtype="bf16"),
+    "host-opt": dict(optimizer_on_host=[True]),
+    # FSDP's program at dp 1: every node's parameters live on the host (pinned), copied in on a side
+    # stream before each pass and freed after it; the optimizer steps them there
+    "params-host": dict(sharding=["parameters"], optimizer_on_host=[True], params_on_host=[True]),
+    "params-host-recompute": dict(actions="recompute", sharding=["parameters"], optimizer_on_host=[True],
+                                  params_on_host=[True]),
 }
 
 
@@ -123,3 +130,21 @@ def test_plan_measured_on_this_gpu_runs_as_predicted(tmp_path):
     r = res.ranks[0]
     assert res.backend == "nccl"
     assert abs(r.predicted_peak_bytes / r.measured_peak_bytes - 1) <= 0.05, r
+
+
+@pytest.mark.parametrize("action", ["keep", SWAP])
+def test_cuda_reserved_memory_is_the_predicted_live_peak_in_pages(action):
+    # the executor's allocator maps expandable segments: reserved = live peak + workspaces, in pages
+    from memflow.cluster import Cluster
+    from memflow.gpumem import reserved_bytes
+    from memflow.model_file import load_model_file
+    from memflow.profile import profile_model
+    from memflow.simulator import Simulator
+
+    st = Strategy.single(NODES["gpt2"], action=action)
+    g = profile_model(load_model_file(EX["gpt2"]), 256, device="h100-80gb", cache=False)
+    live = Simulator(g, Cluster.for_gpus(1, "h100-80gb")).evaluate(st).peak_bytes[0]
+    r = run("gpt2", st, batch=256).ranks[0]
+    assert r.cuda_alloc_conf == "expandable_segments:True"
+    assert abs(reserved_bytes(live) / r.cuda_peak_reserved_bytes - 1) <= 0.05, (live, r)
+    assert r.cuda_peak_reserved_bytes + r.cuda_outside_allocator_bytes < torch.cuda.get_device_properties(0).total_memory

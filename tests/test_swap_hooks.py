@@ -89,3 +89,26 @@ def test_a_broadcast_view_is_copied_as_its_memory():
     ref = x.detach().clone().requires_grad_(True)
     node(ref, bias).backward()
     assert torch.equal(x.grad, ref.grad)
+
+
+def test_a_device_run_counts_host_bytes_by_where_the_storage_is():
+    # on CUDA the executor's accounting has a device type: a device tensor made inside ``host()`` (an
+    # optimizer's state left on the GPU) is device memory, a CPU tensor anywhere is host memory; the
+    # meta device stands in for the GPU here
+    live = LiveBytes(device_type="meta")
+    with live:
+        a = torch.empty(1000, device="meta")
+        with live.host():
+            b = torch.empty(1000, device="meta")
+            c = torch.empty(500)
+        d = torch.empty(250)
+        assert (live.live, live.host_live) == (8000, 3000)
+        del a, b, c, d
+    # a CPU run has no device type: the block decides
+    cpu = LiveBytes()
+    with cpu:
+        e = torch.empty(1000)
+        with cpu.host():
+            f = torch.empty(500)
+        assert (cpu.live, cpu.host_live) == (4000, 2000)
+        del e, f

@@ -235,7 +235,17 @@ def _rank_env(nproc: int, host: str, port: int) -> dict[str, str]:
     if lo and "GLOO_SOCKET_IFNAME" not in env:
         env["GLOO_SOCKET_IFNAME"] = lo  # the ranks' gloo pairs listen on loopback only
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    cuda_alloc_conf(env)
     return env
+
+
+def cuda_alloc_conf(env: dict[str, str]) -> None:
+    """On CUDA the ranks' caching allocator maps *expandable segments* (2 MiB pages for small blocks, 20 MiB
+    for large ones) unless the user set the allocator's configuration: a step's reserved memory is then its
+    live bytes rounded up to pages, not a pool of fixed-size segments each partly used
+    (:mod:`memflow.gpumem`, measured in BENCHMARKS.md's GPU section). No effect on the CPU."""
+    if "PYTORCH_CUDA_ALLOC_CONF" not in env and "PYTORCH_ALLOC_CONF" not in env:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
 
 
 def _direct(config: RunConfig, cfg_path: str, nproc: int, rdzv_endpoint: str | None, timeout_s: float,
@@ -327,6 +337,7 @@ def _torchrun(config: RunConfig, cfg_path: str, nproc: int, nnodes: int, node_ra
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env["PYTHONUNBUFFERED"] = "1"
+    cuda_alloc_conf(env)
     tail = ProgressTail(config.progress_file, progress)
     if progress:
         where = f" (node {node_rank} of {nnodes})" if nnodes > 1 else ""

@@ -15,8 +15,9 @@
   are their gradients: the step runs on them in place, nothing is copied (on CUDA too).
 * ``optimizer_on_host``: on the CPU the optimizer's state is created and its
   step runs inside :meth:`LiveBytes.host` (host bytes, not device bytes); on
-  CUDA a host copy of the parameters is stepped and copied back (guarded,
-  untested without a GPU).
+  CUDA a host copy of the parameters is stepped (its state in host memory) and
+  copied back, and with parameters on the host so are the parameters several nodes
+  read (kept whole on the device: a tied embedding). Tested on a GPU (tests/test_gpu.py).
 """
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ from .zero import check_elementwise
 __all__ = ["StageOptimizer"]
 
 
+def _host_copy(p: torch.Tensor) -> torch.nn.Parameter:  # pragma: no cover - needs a GPU
+    return torch.nn.Parameter(p.detach().to("cpu").clone())
+
+
 class StageOptimizer:
     def __init__(self, spec: Any, params: list[torch.nn.Parameter], *, shard: bool, on_host: bool,
                  dp_group: Any, device: torch.device, sliced: Any = None):
@@ -46,9 +51,11 @@ class StageOptimizer:
         if self.cuda_host and sliced is not None:  # pragma: no cover - needs a GPU
             raise ConfigError(f"sharding {getattr(sliced, 'level', SHARD_GRADIENTS)!r} with the optimizer on the "
                               "host runs on the CPU only")
+        # (CUDA, optimizer on the host: device parameters whose host copy the optimizer steps)
+        self.host_pairs: list[tuple[torch.nn.Parameter, torch.nn.Parameter]] = []
         if self.cuda_host:  # pragma: no cover - needs a GPU
-            self.host_params = [torch.nn.Parameter(p.detach().to("cpu").clone()) for p in params]
-            opt_params = self.host_params
+            self.host_pairs = [(_host_copy(p), p) for p in params]
+            opt_params = [hp for hp, _ in self.host_pairs]
         elif sliced is not None:
             inside = {id(p) for b in sliced.buckets for p in b.params}
             if getattr(sliced, "level", SHARD_GRADIENTS) == SHARD_PARAMETERS:
@@ -58,7 +65,10 @@ class StageOptimizer:
                 opt_params, done = [], set()
                 for p in params:
                     b = unit.get(id(p))
-                    if b is None:
+                    if b is None and on_host and p.device.type == "cuda":  # pragma: no cover - needs a GPU
+                        self.host_pairs.append((_host_copy(p), p))
+                        opt_params.append(self.host_pairs[-1][0])
+                    elif b is None:
                         opt_params.append(p)
                     elif id(b) not in done:
                         done.add(id(b))
@@ -98,18 +108,22 @@ class StageOptimizer:
     def step(self) -> None:
         if self.opt is None:
             return
-        if self.cuda_host:  # pragma: no cover - needs a GPU
-            for hp, p in zip(self.host_params, self.params):
-                hp.grad = p.grad.detach().to("cpu") if p.grad is not None else None
-            self.opt.step()
-            with torch.no_grad():
-                for hp, p in zip(self.host_params, self.params):
-                    p.copy_(hp, non_blocking=True)
-            return
+        for hp, p in self.host_pairs:  # pragma: no cover - needs a GPU
+            hp.grad = p.grad.detach().to("cpu") if p.grad is not None else None
         with self._host():
             self.opt.step()
+        with torch.no_grad():
+            for hp, p in self.host_pairs:  # pragma: no cover - needs a GPU
+                p.copy_(hp, non_blocking=True)
+                hp.grad = None
         if self.sliced is not None:
             self.sliced.gather()
+
+    def reload(self) -> None:
+        """The parameters were loaded (a checkpoint): their host copies take the loaded values."""
+        with torch.no_grad():
+            for hp, p in self.host_pairs:  # pragma: no cover - needs a GPU
+                hp.copy_(p)
 
     # ------------------------------------------------------------- state
     def local_params(self) -> list[torch.Tensor]:

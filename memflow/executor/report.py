@@ -33,6 +33,10 @@ class RankReport:
     measured_parts_s: dict[str, float] = field(default_factory=dict)  # forward, backward, grad_sync, optimizer
     cuda_peak_allocated_bytes: int | None = None  # the caching allocator's view (CUDA runs)
     cuda_peak_reserved_bytes: int | None = None
+    # the device's memory in use outside the allocator at the end (CUDA context, libraries' code, NCCL)
+    cuda_outside_allocator_bytes: int | None = None
+    cuda_alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF as the rank ran
+    cuda_predicted_reserved_bytes: int | None = None  # memflow.gpumem.reserved_bytes of the predicted peak
     tp_rank: int = 0  # its index in its tensor-parallel group
 
 
@@ -78,6 +82,9 @@ def format_report(result: RunReport) -> str:
     head = ["rank", "stage", "dp"] + ["tp"] * tp + ["peak measured", "peak predicted", "err", "time measured",
                                                    "time predicted", "err"]
     rows = []
+    cuda = any(r.cuda_peak_reserved_bytes is not None for r in result.ranks)
+    if cuda:  # the caching allocator's view: what the GPU holds for the tensors
+        head += ["allocated", "reserved", "reserved predicted", "err"]
     for r in result.ranks:
         mt, pt = r.measured_step_time_s, r.predicted_step_time_s
         rows.append([
@@ -86,7 +93,9 @@ def format_report(result: RunReport) -> str:
             _err(r.measured_peak_bytes, r.predicted_peak_bytes),
             "-" if mt is None else f"{mt * 1e3:.1f} ms", "-" if pt is None else f"{pt * 1e3:.1f} ms",
             _err(mt, pt),
-        ])
+        ] + ([_mib(r.cuda_peak_allocated_bytes), _mib(r.cuda_peak_reserved_bytes),
+              _mib(r.cuda_predicted_reserved_bytes), _err(r.cuda_peak_reserved_bytes, r.cuda_predicted_reserved_bytes)]
+             if cuda else []))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]

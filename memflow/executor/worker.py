@@ -38,6 +38,7 @@ from ..memory import LiveBytes
 from ..typed import to_data
 from ..model_file import flatten, load_model_file
 from ..procs import die_with_parent
+from ..gpumem import cublas_workspace_bytes, reserved_bytes
 from .checkpoint import load_checkpoint, resume_point, save_checkpoint
 from .config import RunConfig, error_path
 from .optim import StageOptimizer
@@ -159,6 +160,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
         opt.init_state()
         path = cfg.resume_from or resume_point(cfg.checkpoint_dir, cfg.steps)[0]
         start = load_checkpoint(path, rank, stage.host_tensors + stage.tensors, opt.state_tensors())
+        opt.reload()
         if rank == 0:
             progress(event="resumed", rank=rank, path=path, done=start)
     sign_key = key(create=False) if rank == 0 and cfg.checkpoint_dir and cfg.checkpoint_every else None
@@ -248,6 +250,12 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
         # the caching allocator's view beside the accounted one (allocated: tensors; reserved: its pool)
         rec.cuda_peak_allocated_bytes = int(torch.cuda.max_memory_allocated(device))
         rec.cuda_peak_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
+        free, total = torch.cuda.mem_get_info(device)
+        rec.cuda_outside_allocator_bytes = int(total - free - torch.cuda.memory_reserved(device))
+        rec.cuda_alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", ""))
+        if pred_peak:
+            ws = cublas_workspace_bytes(torch.cuda.get_device_capability(device)[0])
+            rec.cuda_predicted_reserved_bytes = reserved_bytes(pred_peak, ws)
     recs: list[Any] = [None] * world
     dist.all_gather_object(recs, rec)
     result = None

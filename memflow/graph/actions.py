@@ -23,7 +23,8 @@ no longer counts as device memory and the device storage dies when nothing
 else holds it; the copy back is an accounted device allocation. On CUDA the
 copy goes to a pinned buffer on a side stream; the device tensor is held
 until that copy has finished (as the GPU must: its memory cannot be reused
-before), and the copy back is started one node ahead on the side stream.
+before), and the copy back is started one node ahead on the side stream, into
+a buffer allocated on the compute stream (:meth:`HostSwap.prefetch_one`).
 """
 from __future__ import annotations
 
@@ -162,9 +163,17 @@ class HostSwap:
         return dev if view is None else dev.as_strided(*view)
 
     def prefetch_one(self, rec) -> None:  # pragma: no cover - needs a GPU
+        # the device buffer is allocated on the compute stream, where it is read and freed: the caching
+        # allocator keeps a pool per stream, and a buffer made on the side stream would come from (and
+        # go back to) a second pool that the compute stream's frees never feed (its peak added to the
+        # compute stream's in reserved memory: +20% over allocated for swap-all GPT-2 on the H200)
+        main = torch.cuda.current_stream(rec[1])
+        dev = torch.empty(rec[2].shape, dtype=rec[2].dtype, device=rec[1])
+        self._stream.wait_stream(main)  # (the buffer's memory may still be in use by queued kernels)
         self._stream.wait_event(rec[3])
         with torch.cuda.stream(self._stream):
-            dev = rec[2].to(rec[1], non_blocking=True)
+            dev.copy_(rec[2], non_blocking=True)
+        dev.record_stream(self._stream)  # a buffer dropped before it is read is not reused mid-copy
         ev = torch.cuda.Event()
         ev.record(self._stream)
         rec[4] = (dev, ev)

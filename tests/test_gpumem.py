@@ -1,0 +1,65 @@
+"""GPU memory as the caching allocator reserves it (memflow.gpumem), and where the executor shows it.
+
+The rules are PyTorch's documented allocator rules; whether they hold on a GPU is measured by
+``python -m bench gpu`` and tests/test_gpu.py. Here: the rules as stated, the executor's allocator
+setting, and the run report's columns, without a GPU."""
+from __future__ import annotations
+
+import random
+
+from memflow.executor.launch import cuda_alloc_conf
+from memflow.executor.report import RankReport, RunReport, format_report
+from memflow.gpumem import CONTEXT_BYTES, CUBLAS_HANDLES, LARGE_PAGE, SMALL_PAGE, cublas_workspace_bytes, \
+    device_bytes, reserved_bytes
+
+MIB = 2**20
+
+
+def test_reserved_is_the_live_peak_and_workspaces_in_large_pages_plus_a_small_page():
+    rng = random.Random(0)
+    for _ in range(200):
+        live, ws = rng.randrange(0, 80 * 2**30), rng.choice([0, 8 * MIB + 128 * 1024, 32 * MIB])
+        r = reserved_bytes(live, ws) - SMALL_PAGE
+        need = live + CUBLAS_HANDLES * ws
+        assert r % LARGE_PAGE == 0 and need <= r < need + LARGE_PAGE
+        assert device_bytes(live, ws) == r + SMALL_PAGE + CONTEXT_BYTES
+    # PyTorch's default workspace: :4096:8 on Hopper, :4096:2:16:8 elsewhere
+    assert cublas_workspace_bytes(9) == 32 * MIB and cublas_workspace_bytes(8) == 8 * MIB + 128 * 1024
+
+
+def test_the_ranks_map_expandable_segments_unless_the_user_chose():
+    env: dict[str, str] = {}
+    cuda_alloc_conf(env)
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        mine = {name: "max_split_size_mb:128"}
+        cuda_alloc_conf(mine)
+        assert mine == {name: "max_split_size_mb:128"}
+
+
+def _report(**cuda) -> RunReport:
+    rank = RankReport(rank=0, stage=0, dp_rank=0, nodes=[0, 3], measured_peak_bytes=100 * MIB, peak_at="",
+                      host_peak_bytes=0, predicted_peak_bytes=100 * MIB, measured_step_time_s=0.1,
+                      predicted_step_time_s=0.1, **cuda)
+    return RunReport(model_file="m.py", batch_size=8, microbatch_size=8, world_size=1, strategy={},
+                     node_names=["a", "b", "c"], first_step=0, steps=[0], losses=[1.0], backend="nccl",
+                     capacity_bytes=None, measured_step_time_s=0.1, predicted_step_time_s=0.1, ranks=[rank])
+
+
+def test_a_gpu_run_reports_reserved_memory_beside_its_prediction():
+    text = format_report(_report(cuda_peak_allocated_bytes=165 * MIB, cuda_peak_reserved_bytes=200 * MIB,
+                                 cuda_predicted_reserved_bytes=190 * MIB))
+    head, row = text.splitlines()[:2]
+    assert "reserved predicted" in head
+    assert row.split()[-5:] == ["200.00", "MiB", "190.00", "MiB", "-5.0%"]
+    assert "reserved" not in format_report(_report()).splitlines()[0]  # a CPU run has no allocator view
+
+
+def test_a_gpu_plan_says_what_the_device_holds_and_when_it_is_over():
+    from memflow.summary import gpu_memory_line
+
+    under = gpu_memory_line(4 * 2**30, 16 * 2**30)
+    assert "OVER" not in under and "of 16.0 GiB" in under
+    # a live peak that fits the device but not with the context and the allocator's share beside it
+    over = gpu_memory_line(16 * 2**30 - 100 * MIB, 16 * 2**30)
+    assert "OVER the device by" in over

@@ -31,6 +31,7 @@ BATCH = 8
 STEPS = 8  # one warm-up, seven timed
 # the executor's allocator setting (expandable segments), then torch's own default beside it
 ALLOC = {"expandable": "expandable_segments:True", "default": "expandable_segments:False"}
+# (MEMFLOW_BENCH_GPU_ALLOC=expandable runs only the first: half the bench's time)
 RAW = ROOT / "bench" / "runs" / "gpu-rows.json"  # every row's figures, rewritten after each run
 NOTE = ("Where the measured-cost prediction is still off, it is swap on the GPU: while copies to the host are pending the executor paces the host to the GPU at node boundaries (so memory is allocated and freed in the GPU's order, as the simulator assumes), which exposes kernel-launch time the simulator does not model; and the swap hook moves about 3% more than the trace counts as the swapped nodes' saved bytes (swap all: 10,361 MiB to the host against 10,073 in the fake trace; not yet pinned down).")
 
@@ -133,6 +134,8 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
                     predicted=prediction(pred["measured"], BATCH, st))
         runs: dict[str, object] = {}
         for alloc, conf in ALLOC.items():
+            if alloc not in os.environ.get("MEMFLOW_BENCH_GPU_ALLOC", ",".join(ALLOC)).split(","):
+                continue
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
             try:
                 res = run_plan_file(plan, steps=STEPS, check=False)

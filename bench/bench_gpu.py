@@ -11,8 +11,11 @@ this GPU (CUDA events, real tensors).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -36,7 +39,7 @@ RAW = ROOT / "bench" / "runs" / "gpu-rows.json"  # every row's figures, rewritte
 NOTE = ("Where the measured-cost prediction is still off, it is swap on the GPU: while copies to the host are pending the executor paces the host to the GPU at node boundaries (so memory is allocated and freed in the GPU's order, as the simulator assumes), which exposes kernel-launch time the simulator does not model; and the swap hook moves about 3% more than the trace counts as the swapped nodes' saved bytes (swap all: 10,361 MiB to the host against 10,073 in the fake trace; not yet pinned down).")
 
 _PROBE = r"""
-import json, threading, torch
+import json, torch
 torch.cuda.init()
 d = torch.device("cuda")
 x = torch.randn(1024, 1024, device=d, requires_grad=True)
@@ -57,10 +60,6 @@ print(json.dumps(dict(workspace_forward=a1 - a0, workspace_backward=a2 - a1, tot
 def _probe() -> dict:
     """A fresh process's cuBLAS workspaces (allocated bytes a first matmul leaves, on the forward's thread
     and on autograd's) and the device memory used outside the allocator (context, libraries)."""
-    import json
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
     return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {"error": out.stderr[-500:]}
 
@@ -85,8 +84,6 @@ def _err(pred: float, meas: float) -> str:
 
 def main(quick: bool = False, rows_file: str | None = None) -> None:
     """Measure on this GPU (or, with ``rows_file``, write the section again from a run's saved rows)."""
-    import json
-
     if rows_file:
         data = json.loads(Path(rows_file).read_text())
         write_section("gpu", "Prediction vs execution on a GPU", render(data),

@@ -5,10 +5,11 @@ Each model (bench/unseen: a DenseNet, a MobileNetV2, a T5 encoder-decoder, a Mix
 Whisper (a convolutional audio front end), Swin (shifted windows), GPT-NeoX (parallel residual, partial
 rotary), DistilBERT, ALBERT (one layer's weights at every depth), Qwen2-MoE (routed and shared experts),
 Mamba (a selective scan, no attention) and a GPT-2 with HF's own gradient checkpointing on; and the
-suite's own shapes in tests/models: tied weights across stages, a block reused in depth, an encoder-decoder, a GRU, a stacked LSTM, HF's ViT and ConvNeXt, whose constructors
-read tensor values) is planned on ``cpu-2`` with each device's memory set to a
-fraction of plain data parallel's peak (a 1 s search, costs measured on this host), then run for
-two steps under that capacity (uncapped where nothing fits). Reported per plan: the strategy, each
+suite's own shapes in tests/models: tied weights across stages, a block reused in depth, an
+encoder-decoder, a GRU, a stacked LSTM, HF's ViT and ConvNeXt, whose constructors read tensor values)
+is planned on ``cpu-2`` with each device's memory set to a fraction of plain data parallel's peak (a 1 s
+search, costs measured on this host), then run for two steps under that capacity (uncapped where nothing
+fits). Reported per plan: the strategy, each
 rank's predicted / measured peak − 1, and the losses against plain training's (equal where the
 model draws no random masks).
 

@@ -33,8 +33,6 @@ class RankReport:
     measured_parts_s: dict[str, float] = field(default_factory=dict)  # forward, backward, grad_sync, optimizer
     cuda_peak_allocated_bytes: int | None = None  # the caching allocator's view (CUDA runs)
     cuda_peak_reserved_bytes: int | None = None
-    # the device's memory in use outside the allocator at the end (CUDA context, libraries' code, NCCL)
-    cuda_outside_allocator_bytes: int | None = None
     cuda_alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF as the rank ran
     cuda_predicted_reserved_bytes: int | None = None  # memflow.gpumem.reserved_bytes of the predicted peak
     tp_rank: int = 0  # its index in its tensor-parallel group

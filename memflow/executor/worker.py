@@ -250,8 +250,6 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
         # the caching allocator's view beside the accounted one (allocated: tensors; reserved: its pool)
         rec.cuda_peak_allocated_bytes = int(torch.cuda.max_memory_allocated(device))
         rec.cuda_peak_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
-        free, total = torch.cuda.mem_get_info(device)
-        rec.cuda_outside_allocator_bytes = int(total - free - torch.cuda.memory_reserved(device))
         rec.cuda_alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", ""))
         if pred_peak:
             ws = cublas_workspace_bytes(torch.cuda.get_device_capability(device)[0])

@@ -1,7 +1,7 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
 Names: profile, simulator, search, sweep, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu,
-seeds, unseen, selective, llama7b, tp, tp-runs, megatron-sel, quick (small versions of profile, simulator, search and fidelity, for CI), all.
+seeds, unseen, selective, llama7b, tp, tp-runs, megatron-sel, quick (small versions of profile, simulator, search and fidelity: their *-quick sections), all.
 ``python -m bench NAME --quick`` runs NAME's small version (where it has one) into its own ``NAME-quick`` section.
 """
 from __future__ import annotations

@@ -244,6 +244,19 @@ def _replay_beside(L: StageLayout) -> list:
     return out
 
 
+def _consumed_inputs(L: StageLayout) -> list:
+    """Per node x, the bytes of its inputs that the all-keep trace frees during F_x (x's forward was
+    their last reader: alive through F_x, so inside its traced transient, not carried). A recomputed
+    x's checkpoint holds them until B_x, where they are counted as carried: the replay's traced
+    forward transient must not count them a second time."""
+    out = [0] * L.m
+    for i, nb in enumerate(L.g_bytes):
+        lf = L.g_free[i]
+        if lf < L.m and L.g_alloc[i] < lf and lf in L.g_fusers[i] and not (L.g_step[i] or L.g_extra[i]):
+            out[lf] += nb
+    return out
+
+
 def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list]:
     """Per node x, what its action does to its own phases' transient bytes (all-keep ``trans_keep``):
     ``(rec, cpu_f, cpu_b)`` — recomputed, B_x's grows to hold its forward's transient run again there
@@ -254,9 +267,10 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     m = L.m
     rec = [0] * m
     beside = _replay_beside(L)
+    consumed = _consumed_inputs(L)
     for x in range(m):
         j = 2 * m - 1 - x
-        replay = beside[x] + L.fwd_trans[x] + (trans_keep[j] - L.trans[j])
+        replay = beside[x] + L.fwd_trans[x] - consumed[x] + (trans_keep[j] - L.trans[j])
         rec[x] = max(trans_keep[j], replay) - trans_keep[j]
     st = L.swap_trans
     if st is not None:

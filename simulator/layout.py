@@ -56,7 +56,7 @@ class StageLayout:
     g_xnode: list  # local node whose swap moves it to host (see _swapped_by), else -1
     g_hold: list  # ... and the last local phase it is held on the device anyway (besides B_xnode)
     g_holders: list  # ... and (y, B_y) of later nodes whose backward reads it: held until B_y unless y swaps
-    g_fusers: list  # local nodes whose forward reads it (tuple)
+    g_fusers: list  # local nodes whose forward reads it and saves some tensor (tuple): their checkpoint or swap can hold it
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -167,7 +167,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             k = u if u < n else 2 * n - 1 - u
             if a <= k < b:
                 use_nodes_local.append(_loc(u, n, a, b, m))
-                if u < n and not (fwd_alloc and k == owner):  # a node's own temporaries are not its inputs
+                # (a node's own temporaries are not its inputs; a node that saves no tensor neither
+                # holds nor swaps its inputs, recomputed or swapped: nothing of it outlives its forward)
+                if u < n and not (fwd_alloc and k == owner) and graph.nodes[k].saved_tensors != 0:
                     fusers.append(k - a)
             elif k >= b:
                 use_remote_after = True

@@ -60,6 +60,16 @@ def test_a_recomputed_node_whose_forward_consumes_its_input_is_predicted():
         assert -0.01 <= r["pp"] / r["mp"] - 1 <= 0.01, r
 
 
+def test_a_recomputed_node_that_saves_no_tensor_holds_nothing():
+    """GPT-2's ``transformer.drop`` (the embeddings' sum, dropout 0 at tiny scale) saves no tensor for its
+    backward. Recomputed, torch's non-reentrant checkpoint then keeps nothing of it, its inputs
+    included; the model held its inputs until its backward as for any recomputed node: over-predicted
+    by 1.7% (73,728 B at h.0's backward) with every block recomputed."""
+    rows = run_case("gpt2", {}, 8, "rec-blocks", steps=2, runs=1, warmup=1)
+    for r in rows:
+        assert -0.01 <= r["pp"] / r["mp"] - 1 <= 0.01, r
+
+
 @pytest.mark.parametrize("kind", ["dp2-host", "dp2-zero1"])
 def test_gradient_sync_peak_per_rank_is_predicted(kind):
     """A model whose tied embedding is most of its bytes, at batch 2 with its optimizer on the host:

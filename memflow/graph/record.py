@@ -81,6 +81,10 @@ class Node:
     # that (a GRU's stacked output and final state) is never made there; the in-phase peak above the
     # carried bytes up to that last save. -1: not traced (the simulator takes fwd_transient_bytes)
     rec_fwd_transient_bytes: int = -1
+    # how many tensors autograd saved in its forward (its pack hook's calls, inputs and parameters
+    # included): a recomputed node that saves none holds nothing (torch's non-reentrant checkpoint
+    # keeps its inputs only for its saved tensors' replay). -1: not traced (taken as some)
+    saved_tensors: int = -1
     # the same when the node is swapped as the CPU executor swaps (each saved tensor copied to the
     # host as it is saved, copied back when its backward asks for it); -1: not traced (fake-mode
     # graphs for a GPU, whose swap prefetches a node's tensors whole and keeps keep's transients)

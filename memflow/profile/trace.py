@@ -367,9 +367,12 @@ def trace_step(
         live.set_phase(p)
         cost.phase = p
 
+    saves: dict[int, int] = {}
+
     def saved(t):  # a tensor autograd saves in a forward: a recompute's replay runs up to the last one
         if live.phase < n:
             live.mark()
+            saves[live.phase] = saves.get(live.phase, 0) + 1
         return t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
@@ -426,7 +429,7 @@ def trace_step(
             fwd_bytes_accessed=cost.bytes.get(fp, 0.0), bwd_bytes_accessed=cost.bytes.get(bp, 0.0),
             out_bytes=out_b, saved_bytes=saved,
             fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
-            rec_fwd_transient_bytes=min(replayed[fp], transient[fp]),
+            rec_fwd_transient_bytes=min(replayed[fp], transient[fp]), saved_tensors=saves.get(fp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             read_inputs=_data_reads(program.calls[k], input_of),
             **states[k], **sel[k],

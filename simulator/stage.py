@@ -160,15 +160,25 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     if hold < bu:
                         hold = bu
         if act in _CHECKPOINTED and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
-            end = hold  # its other users still hold it: later forwards that read it, a recomputed
-            for _y, u in holders:  # reader's checkpoint (in hold), later nodes that saved it (until their backward)
-                if u > end:
-                    end = u
+            # its other users still hold it: later forwards that read it, a recomputed reader's checkpoint
+            # (in hold), later nodes that saved it (until their backward) unless they swap: their pack
+            # hook moved their copy to the host, back on the CPU on demand inside B_y (its traced swapped
+            # transient), on a GPU with y's prefetch (from B_{y+1}, B_y for the last node) until B_y
+            end, back = hold, None
+            for y, u in holders:
+                if acts[y] != SWAP:
+                    end = max(end, u)
+                elif not cpu:
+                    ay = twom - 3 - y if y < m1 else twom - 2 - y
+                    back = (ay, u) if back is None else (min(back[0], ay), max(back[1], u))
             if end > la:
                 dc[la + 1] += nb
                 dc[end + 1] -= nb
                 if not late and la <= m1 and end >= m:
                     R += nb
+            if back is not None and max(back[0], end + 1) <= back[1]:
+                dc[max(back[0], end + 1)] += nb
+                dc[back[1] + 1] -= nb
             continue
         retain = True
         if act == SWAP:

@@ -11,6 +11,7 @@ import pytest
 from memflow.strategy import Strategy
 from memflow.search import SearchContext, search, solve_exact
 from memflow.search.mcmc import Evaluator
+from memflow.search import fixes as fixes_module
 from memflow.search.fixes import cascade
 from memflow.search.repair import greedy_repair, overflow
 from memflow.search.seeds import start_pool
@@ -93,23 +94,27 @@ def test_search_finds_what_it_missed(kind, n, ndev, frac, gseed, shared, seed):
     assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
 
 
-def test_greedy_repair_frees_a_whole_stage():
+def test_greedy_repair_frees_a_whole_stage(monkeypatch):
     """Where a stage's peak falls while two of its nodes' tensors are alive, recomputing or
     swapping either alone frees nothing; the repair also tries every kept node of the stage at
-    once. Here (GPipe, 8 micro-batches, from every node kept) that walk reaches the exact
-    optimum (swaps on both of the first stage's nodes, 218.7 ms); without it, it ended at 1F1B
-    with every node kept (221.2 ms)."""
+    once. Here (GPipe, 8 micro-batches, from every node kept) that walk ends at swaps on both of
+    the first stage's nodes, 218.7 ms; without it, at 1F1B with every node kept (221.2 ms). (It
+    reached the exact optimum until a recomputed node's output that a swapped node saves was
+    modelled off the device, as the executor has it: the optimum is now 213.0 ms, a recompute
+    beside the swaps, which a greedy walk from all-keep does not reach.)"""
     g = provider("random", 6, 211)
     cl = tight_cluster(g, 3, 0.35)
     ctx = SearchContext(g, GB, cl)
-    ev = Evaluator(ctx)
     ex = solve_exact(g, GB, cl)
     st = Strategy(dp=1, pp=3, stage_of=[0, 0, 1, 1, 2, 2], actions=["keep"] * 6, microbatches=8, schedule="gpipe")
-    e, _ = ev.evaluate(st)
+    e, _ = Evaluator(ctx).evaluate(st)
     assert not e.fits
-    got = greedy_repair(st, e, ev, ctx, recut=False)
-    assert got is not None and got[1].fits
-    assert got[1].step_time_s <= ex.best_eval.step_time_s * (1 + 1e-9)
+    got = greedy_repair(st, e, Evaluator(ctx), ctx, recut=False)
+    monkeypatch.setattr(fixes_module, "free_stage", lambda st, s, action: st)  # (the walk without the move)
+    without = greedy_repair(st, e, Evaluator(ctx), ctx, recut=False)
+    assert got is not None and got[1].fits and without is not None and without[1].fits
+    assert got[1].step_time_s < without[1].step_time_s
+    assert got[1].step_time_s <= ex.best_eval.step_time_s * 1.03
 
 
 def test_final_descent_exchanges_two_nodes_actions():

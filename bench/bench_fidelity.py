@@ -98,9 +98,9 @@ def _strategy(kind: str, n: int) -> Strategy:
     if kind == "rec-alt":  # one stage; every other node recomputed (a recomputed node's output stays
         # while the kept node after it, which saved it, holds it)
         return Strategy.from_boundaries(n, [], dp=1, actions=[RECOMPUTE if k % 2 else "keep" for k in range(n)])
-    if kind == "rec-swap-alt":  # one stage; nodes recomputed and swapped in turn (a recomputed node's output,
-        # saved by the swapped node after it, leaves the device with that node's copy)
-        return Strategy.from_boundaries(n, [], dp=1, actions=[SWAP if k % 2 else RECOMPUTE for k in range(n)])
+    if kind.startswith("pattern:"):  # one stage; per node K keep, R recompute, S swap (python -m bench patterns)
+        acts = {"K": "keep", "R": RECOMPUTE, "S": SWAP}
+        return Strategy.from_boundaries(len(kind) - 8, [], dp=1, actions=[acts[c] for c in kind[8:]])
     if kind == "rec-blocks":  # one stage; every node but the first and last recomputed (a recomputed
         # node's output stays while its reader holds it: a later node saved it, or its checkpoint)
         return Strategy.from_boundaries(n, [], dp=1, actions=["keep"] + [RECOMPUTE] * (n - 2) + ["keep"])

@@ -10,19 +10,15 @@ three rules of the memory model were found this way (docs/design.md, *Rules the 
 from __future__ import annotations
 
 from memflow.cluster import Cluster
-from memflow.planfile import Plan
-from memflow.planner import GraphSource, prediction, resolve_spec
-from memflow.runner import run as run_plan_file
-from memflow.simulator import Simulator
-from memflow.strategy import Strategy
+from memflow.planner import GraphSource, resolve_spec
 
+from .bench_fidelity import run_case
 from .common import ROOT, env, md_table, write_section
 
 BATCH = 8
 MODELS = ["tests/models/gru.py", "examples/lstm.py", "examples/resnet.py", "tests/models/stacked_lstm.py",
           "tests/models/encdec.py", "tests/models/tied.py", "tests/models/reuse.py", "examples/gpt2.py",
           "examples/llama.py", "examples/bert.py", "tests/models/odd_cnn.py", "tests/models/frozen_lm.py"]
-ACTIONS = {"K": "keep", "R": "recompute", "S": "swap"}
 
 
 def patterns(n: int, quick: bool = False) -> list[str]:
@@ -32,31 +28,16 @@ def patterns(n: int, quick: bool = False) -> list[str]:
     return list(dict.fromkeys(pats))[:3 if quick else None]
 
 
-def run_pattern(model: str, pats: list[str]) -> list[dict]:
-    spec = resolve_spec(str(ROOT / model))
-    cl = Cluster.load("cpu-1")
-    g = GraphSource(spec, cl)(BATCH)
-    rows = []
-    for pat in pats:
-        st = Strategy.from_boundaries(g.n, [], dp=1, microbatches=1, actions=[ACTIONS[c] for c in pat])
-        ev = Simulator(g, cl).evaluate(st, detail=True)
-        plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=BATCH, strategy=st,
-                    cluster=cl.to_dict(), node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
-                    predicted=prediction(ev, BATCH, st))
-        r = run_plan_file(plan, steps=2, check=False, warmup=1).ranks[0]
-        rows.append(dict(model=spec.name, pattern=pat, pp=r.predicted_peak_bytes, mp=r.measured_peak_bytes,
-                         at=r.peak_at))
-    return rows
-
-
 def main(quick: bool = False) -> None:
     rows = []
     with env(MEMFLOW_EXAMPLE_SCALE="tiny"):
         for model in MODELS[:3] if quick else MODELS:
             n = GraphSource(resolve_spec(str(ROOT / model)), Cluster.load("cpu-1"))(BATCH).n
-            rows += run_pattern(model, patterns(n, quick))
+            for pat in patterns(n, quick):  # (bench_fidelity's harness: the pattern simulated, then run)
+                (r,) = run_case(str(ROOT / model), {}, BATCH, f"pattern:{pat}", steps=2, runs=1, warmup=1)
+                rows.append(dict(r, pattern=pat))
     errs = [r["pp"] / r["mp"] - 1 for r in rows]
-    table = [[r["model"], r["pattern"], f"{r['pp']:,}", f"{r['mp']:,}", f"{100 * e:+.2f}%", r["at"]]
+    table = [[r["model"], r["pattern"], f"{r['pp']:,}", f"{r['mp']:,}", f"{100 * e:+.2f}%", r["peak_at"]]
              for r, e in zip(rows, errs)]
     body = (f"One rank (`cpu-1`), batch {BATCH}, tiny scale; per node K keep, R recompute, S swap. Predicted: the "
             "simulator's peak of live tensor bytes; measured: the executor's accounted peak over a two-step run. "

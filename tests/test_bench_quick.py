@@ -10,18 +10,13 @@ def test_bench_module_has_quick_main(name):
     assert "quick" in mod.main.__code__.co_varnames
 
 
-def test_every_bench_imports_and_the_quick_ones_have_a_quick_mode():
+def test_every_bench_imports():
     """CI does not run the benchmarks (``python -m bench quick`` writes their small sections): each
-    module ``python -m bench NAME`` names imports against today's code and has a ``main`` that
-    ``bench.__main__.run`` can call: with ``quick`` for each one ``quick`` runs (or none, where its
-    one run is already short)."""
-    from bench.__main__ import BENCHES, QUICK
+    module ``python -m bench NAME`` names imports against today's code and has its ``main``."""
+    from bench.__main__ import BENCHES
 
     for name, module in BENCHES.items():
-        code = importlib.import_module(module).main.__code__
-        takes = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-        if name in QUICK:
-            assert "quick" in takes or (name == "simulator" and not takes), (name, takes)
+        assert callable(importlib.import_module(module).main), name
 
 
 @pytest.mark.parametrize("limit_x", [1, 16, 17, 31, 100, 1000])

@@ -75,7 +75,7 @@ def test_a_recomputed_nodes_output_saved_by_a_swapped_node_leaves_the_device():
     first stage (swapped) saves. The stem's checkpoint drops it and the stage's pack hook copies it to
     the host, so nothing holds it on the device until the stage's backward; the model kept it there
     for that saver as for a kept one: over-predicted by 6.8% (512 KiB, batch 8)."""
-    rows = run_case("resnet", {}, 8, "rec-swap-alt", steps=2, runs=1, warmup=1)
+    rows = run_case("resnet", {}, 8, "pattern:RSRSRSR", steps=2, runs=1, warmup=1)
     for r in rows:
         assert -0.01 <= r["pp"] / r["mp"] - 1 <= 0.01, r
 

@@ -85,6 +85,7 @@ class BufferEvent:
     # ((offset, shape, stride, dtype) -> [bytes, phases]): a pipeline sends such a view alone
     whole: set = field(default_factory=set)
     views: dict = field(default_factory=dict)
+    cast: str = ""  # autocast's bf16 cast of this watched parameter (LiveBytes.watch_casts)
 
     def read(self, t: torch.Tensor, storage_bytes: int, phase: int) -> None:
         """An op of ``phase`` read ``t``, a tensor on this storage."""
@@ -109,6 +110,9 @@ class BufferEvent:
             if only:
                 out.append([nb, *only])
         return out
+
+
+_TO_COPY = torch.ops.aten._to_copy.default
 
 
 class LiveBytes(TorchDispatchMode):
@@ -155,16 +159,39 @@ class LiveBytes(TorchDispatchMode):
         self._host = 0
         self.host_live = 0
         self.host_peak = 0
+        # watched parameter casts (the profiler's, :meth:`watch_casts`): their live bytes, and per phase the
+        # peak of the live bytes without them
+        self._cast_keys: dict | None = None
+        self._cast_ids: set = set()
+        self.cast_live = 0
+        self.phase_peak_nc: dict[int, int] = {}
+        self.phase_mark_nc: dict[int, int] = {}
 
     # --------------------------------------------------------------- control
     def set_phase(self, phase: int) -> None:
         self.phase = phase
         self.phase_peak[phase] = max(self.phase_peak.get(phase, 0), self.live)
+        if self._cast_keys is not None:
+            self._nc()
 
     def mark(self) -> None:
         """Note the current phase's peak so far (the profiler marks each tensor autograd saves: a
         recompute's replay stops after the last one)."""
         self.phase_mark[self.phase] = max(self.phase_peak.get(self.phase, 0), self.live)
+        if self._cast_keys is not None:
+            self._nc()
+            self.phase_mark_nc[self.phase] = self.phase_peak_nc[self.phase]
+
+    def watch_casts(self, keys: dict) -> None:
+        """Tag every storage made by autocast's bf16 cast of a storage in ``keys`` (``id(storage) -> name``,
+        the parameters :func:`memflow.graph.casts.cast_only` found): its event's ``cast`` is the name, and
+        ``phase_peak_nc`` / ``phase_mark_nc`` follow the live bytes without the tagged storages."""
+        self._cast_keys = dict(keys)
+
+    def _nc(self) -> None:
+        v = self.live - self.cast_live
+        if v > self.phase_peak_nc.get(self.phase, -1):
+            self.phase_peak_nc[self.phase] = v
 
     def reset_peak(self) -> None:
         self.peak = self.live
@@ -218,6 +245,8 @@ class LiveBytes(TorchDispatchMode):
                     self.peak_at = self.locate()
             if self.live > self.phase_peak.get(self.phase, 0):
                 self.phase_peak[self.phase] = self.live
+            if self._cast_keys is not None:
+                self._nc()
         self._refs[key] = (ref, new, ev, on_host)
 
     def event_of(self, t: torch.Tensor) -> BufferEvent | None:
@@ -238,10 +267,13 @@ class LiveBytes(TorchDispatchMode):
             self.host_live -= nbytes
             return
         self.live -= nbytes
+        if key in self._cast_ids:
+            self._cast_ids.discard(key)
+            self.cast_live -= nbytes
         if ev is not None:
             ev.free_phase = self.phase
 
-    def _add(self, st, kind: str, check: bool = True, record: bool = True) -> None:
+    def _add(self, st, kind: str, check: bool = True, record: bool = True, cast: str = "") -> None:
         key = id(st)
         if key in self._refs:
             ent = self._refs[key]
@@ -264,7 +296,7 @@ class LiveBytes(TorchDispatchMode):
             )
         ev = None
         if self.record and record:
-            ev = BufferEvent(nbytes=nbytes, alloc_phase=self.phase, kind=kind)
+            ev = BufferEvent(nbytes=nbytes, alloc_phase=self.phase, kind=kind, cast=cast)
             self.events.append(ev)
         self._refs[key] = (weakref.ref(st, lambda r, k=key: self._on_free(k)), nbytes, ev, False)
         self.live += nbytes
@@ -274,6 +306,11 @@ class LiveBytes(TorchDispatchMode):
                 self.peak_at = self.locate()
         if self.live > self.phase_peak.get(self.phase, 0):
             self.phase_peak[self.phase] = self.live
+        if self._cast_keys is not None:
+            if cast:
+                self._cast_ids.add(key)
+                self.cast_live += nbytes
+            self._nc()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -286,9 +323,12 @@ class LiveBytes(TorchDispatchMode):
         if func is _DEVICE:  # FakeTensor answers every .device through dispatch: ~half the ops of a
             return func(*args, **kwargs)  # fake step; no tensor out, nothing to count or to call again
         out = func(*args, **kwargs) if self.call is None else self.call(func, args, kwargs)
+        cast = ""
+        if self._cast_keys is not None and func is _TO_COPY and kwargs.get("dtype") is torch.bfloat16 and args:
+            cast = next((self._cast_keys[id(st)] for st in storages(args[0]) if id(st) in self._cast_keys), "")
         for t in tensors_in(out):
             for st in storages(t):
-                self._add(st, "")
+                self._add(st, "", cast=cast)
         if self.after is not None:
             self.after(func, args, kwargs, out)
         return out

@@ -112,6 +112,11 @@ class Node:
     # ("megatron" or "replicated") and what its collectives move per rank: all-reduces in its forward
     # (after each row-split linear) and in its backward (the column-split linears' input gradients)
     partitioning: str = "replicated"
+    # its transients as traced without the buffers of the graph's ``cast_params`` (a ZeRO-3 stage that
+    # gathers those parameters in bf16 never makes them: simulator.lowcast); -1: none of its own
+    low_fwd_transient_bytes: int = -1
+    low_bwd_transient_bytes: int = -1
+    low_rec_fwd_transient_bytes: int = -1
     tp_fwd_bytes: int = 0
     tp_fwd_collectives: int = 0
     tp_bwd_bytes: int = 0
@@ -133,6 +138,8 @@ class Buffer:
     # read it whole): a pipeline stage that receives this buffer receives only what it reads, e.g.
     # a skip connection's gradient, one slice of a concatenation's gradient
     views: list[list[int]] = field(default_factory=list)
+    # autocast's bf16 cast of this parameter (one of the graph's ``cast_params``), made in the forward
+    cast: str = ""
 
     def read_bytes(self, phases) -> int:
         """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read
@@ -170,6 +177,9 @@ class TaskGraph:
     params: dict[str, list[int]] = field(default_factory=dict)
     # the tensor-parallel degree the step was captured for: every figure is one rank's of that group
     tp: int = 1
+    # the trainable parameters one node reads and autocast only ever casts to bf16 (memflow.graph.casts):
+    # what a ZeRO-3 unit gathers in bf16
+    cast_params: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- shape

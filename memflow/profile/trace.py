@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from ..graph.program import StepProgram
 from ..graph.record import (
@@ -33,6 +34,7 @@ from ..graph.record import (
     carried_bytes,
 )
 from ..graph.actions import HostSwap, make_wrap
+from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
 from ..kinds import SWAP
 from ..memory import BufferEvent, LiveBytes, storages
@@ -156,6 +158,24 @@ def _transients(live: LiveBytes, state_bytes: int, n: int, nbytes: list, alloc: 
 
 def _same(t):
     return t
+
+
+def _watch_casts(program: StepProgram, inputs: list, dtype: str, live: LiveBytes, names_by_id: dict) -> set:
+    """Under autocast: have ``live`` tag the bf16 casts of the parameters a ZeRO-3 unit would gather in
+    bf16 (:mod:`memflow.graph.casts`, found by one forward: under the fake mode the step runs in, or a
+    fake mode of its own on real tensors); their names."""
+    if not casts(dtype):
+        return set()
+    params = unique_params(program.split)
+    fake = not any(isinstance(p, FakeTensor) for p in params[:1])
+    dev = params[0].device.type if params else "cpu"
+    ids = cast_only(program, inputs, dtype, dev, fake=fake)
+    low = {i for r in low_reads(program, ids).values() for _, i in r}
+    by_id = {id(p): p for p in params}
+    keys = {id(st): names_by_id[i] for i in low if i in by_id and i in names_by_id for st in storages(by_id[i])}
+    if keys:
+        live.watch_casts(keys)
+    return set(keys.values())
 
 
 class _OptWindow:
@@ -351,6 +371,7 @@ def trace_step(
     state_bytes = live.live
     grad_events = []
     _, _, names_by_id = node_state(program, optimizer)
+    cast_names = _watch_casts(program, inputs, dtype, live, names_by_id)
     opt = _OptWindow(live, cost, 2 * n)
 
     def on_phase(p: int) -> None:
@@ -405,12 +426,23 @@ def trace_step(
             continue
         buffers.append(Buffer(nbytes=ev.nbytes, alloc_phase=ev.alloc_phase, free_phase=free, kind=kind,
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), ""),
-                              views=ev.partial_views()))
+                              views=ev.partial_views(), cast=ev.cast))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
     carried = [b.nbytes for b in buffers], [b.alloc_phase for b in buffers], [b.free_phase for b in buffers]
     transient = _transients(live, state_bytes, n, *carried)
     replayed = _transients(live, state_bytes, n, *carried, peaks=live.phase_mark)
+    low = dict(low_fwd_transient_bytes=-1, low_bwd_transient_bytes=-1, low_rec_fwd_transient_bytes=-1)
+    lows = [low] * n
+    if cast_names:  # the same without the casts of the parameters a ZeRO-3 unit gathers in bf16
+        nc = [(b.nbytes, b.alloc_phase, b.free_phase) for b in buffers if not b.cast]
+        carried_nc = [x[0] for x in nc], [x[1] for x in nc], [x[2] for x in nc]
+        t_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_peak_nc)
+        r_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_mark_nc)
+        own = {(b.alloc_phase, b.free_phase) for b in buffers if b.cast}
+        lows = [dict(low_fwd_transient_bytes=t_nc[k], low_bwd_transient_bytes=t_nc[2 * n - 1 - k],
+                     low_rec_fwd_transient_bytes=min(r_nc[k], t_nc[k]))
+                if any(a == k for a, _ in own) else low for k in range(n)]
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
     sel = _selective(program, inputs, optimizer, cost, watch, selective, autocast=casts(dtype))
@@ -432,12 +464,12 @@ def trace_step(
             rec_fwd_transient_bytes=min(replayed[fp], transient[fp]), saved_tensors=saves.get(fp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             read_inputs=_data_reads(program.calls[k], input_of),
-            **states[k], **sel[k],
+            **states[k], **sel[k], **lows[k],
         ))
     graph = TaskGraph(
         model_name=model_name, batch_size=batch_size, dtype=dtype, nodes=nodes, buffers=buffers,
         optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
-        inputs=input_of, params=param_table,
+        inputs=input_of, params=param_table, cast_params=sorted(cast_names),
     )
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from ..errors import ExecutionError
 from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from ..graph.actions import HostSwap, make_wrap
+from ..graph.casts import low_reads
 from ..graph.program import StepProgram
 from .comm import StageLink
 from .grads import BucketedAllReduce, sync_shared
@@ -91,7 +92,7 @@ class Stage:
 
     def __init__(self, program: StepProgram, stage_of: list[int], actions: list[str], rank: int, dp: int,
                  pp: int, microbatches: int, device: torch.device, timeout: timedelta, bucket_cap: int,
-                 sharding: str = SHARD_NONE, params_host: bool = False, tp: int = 1):
+                 sharding: str = SHARD_NONE, params_host: bool = False, tp: int = 1, low: set | None = None):
         self.program = program
         self.rank, self.dp, self.pp, self.tp = rank, dp, pp, tp
         self.stage, self.dp_rank, self.tp_rank = rank // tp // dp, rank // tp % dp, rank % tp
@@ -157,8 +158,12 @@ class Stage:
                 for t in c.module.parameters():
                     readers.setdefault(id(t), set()).add(k)
             units, rest = unit_params(owned, readers)
+            # the units' parameters autocast only casts (low) are gathered in bf16 (memflow.graph.casts); a
+            # node reads its parameters as arguments (program.attrs): the gathered slice is passed in their place
+            reads = {k - self.lo: r for k, r in low_reads(program, low or set()).items() if self.lo <= k < self.hi}
             self.sync = self.z3 = Zero3Sync(units, rest, self.dp_group, dp, self.dp_rank, bucket_cap,
-                                            host=params_host)
+                                            host=params_host, low={i for r in reads.values() for _, i in r},
+                                            reads=reads)
             sharded = {id(p) for ps in units for p in ps}
             # the model state this rank holds: its shards in place of the units' parameters (whose
             # flat buffers are counted as they are gathered and freed); host shards are host bytes
@@ -178,6 +183,9 @@ class Stage:
         self.live = None
         self.swapper = HostSwap(None, set(), device)
         self.wrap = make_wrap(actions, self.swapper)
+        if self.z3 is not None and any(pt.low for pt in self.z3.buckets):  # (inside the action: a replay re-reads)
+            acted = self.wrap
+            self.wrap = lambda k, fn: acted(k, self.z3.bind(k - self.lo, fn))
         self.states: dict[int, tuple[list, Any]] = {}
         self.losses: list[torch.Tensor] = []
 

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from ..errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
 from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from ..graph.build import capture_program
+from ..graph.casts import cast_only
 from ..graph.tp import uses_sequence
 from ..graph.training import autocast, in_model_order
 from ..memory import LiveBytes
@@ -123,9 +124,13 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
                              f"graph {program.partitioning}; re-run `memflow plan`")
 
     my_stage = strat.coords(rank)[0]
+    # ZeRO-3 in bf16: the parameters autocast only casts are gathered in bf16 (found as the profiler finds
+    # them: one forward under a fake mode, nothing computed)
+    low = cast_only(program, captured.flat_inputs, cfg.dtype, device.type, fake=True) \
+        if strat.sharded(my_stage) == SHARD_PARAMETERS and not strat.params_host(my_stage) else set()
     stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
                   device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(my_stage),
-                  params_host=strat.params_host(my_stage), tp=strat.tp)
+                  params_host=strat.params_host(my_stage), tp=strat.tp, low=low)
     # the optimizer steps the stage's parameters in the model's order, as the profiler traced it
     opt = StageOptimizer(spec, in_model_order(model, stage.params),
                          shard=strat.sharded(stage.stage) != SHARD_NONE,

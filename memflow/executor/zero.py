@@ -74,18 +74,22 @@ def flatten_params(params: list[torch.nn.Parameter], padded: int) -> torch.Tenso
     return flat
 
 
-def flat_grads(params: list[torch.nn.Parameter], pad: int, like: torch.Tensor) -> torch.Tensor:
-    """One new flat tensor of ``params``' gradients (zeros for a parameter without one) and ``pad``
-    zeros (dtype and device of ``like``); the gradients are dropped (the copy is made beside them and
-    then stands in their place: the sync point both ZeRO levels are priced at)."""
-    parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
-             for p in params]
-    if pad > 0:
-        parts.append(torch.zeros(pad, dtype=like.dtype, device=like.device))
+def flat_grads(groups: list[tuple[list[torch.nn.Parameter], int]]) -> torch.Tensor:
+    """One new flat tensor of each group's parameters' gradients (zeros for a parameter without one)
+    followed by the group's ``pad`` zeros, group after group (dtype and device of the parameters); the
+    gradients are dropped (the copy is made beside them and then stands in their place: the sync
+    point both ZeRO levels are priced at)."""
+    parts = []
+    for params, pad in groups:
+        parts += [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
+                  for p in params]
+        if pad > 0:
+            parts.append(torch.zeros(pad, dtype=params[0].dtype, device=params[0].device))
     flat = torch.cat(parts)
     del parts
-    for p in params:
-        p.grad = None
+    for params, _ in groups:
+        for p in params:
+            p.grad = None
     return flat
 
 
@@ -145,7 +149,7 @@ class ReduceScatterSync:
 
     def _launch(self, b: _Bucket) -> None:
         self._wait()
-        flat = flat_grads(b.params, b.padded - b.numel, b.flat_params)
+        flat = flat_grads([(b.params, b.padded - b.numel)])
         b.grad = torch.empty(b.padded // self.dp, dtype=flat.dtype, device=flat.device)
         if self.gloo:
             work = dist.reduce_scatter(b.grad, list(flat.chunk(self.dp)), group=self.group, async_op=True)

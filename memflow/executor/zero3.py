@@ -92,12 +92,31 @@ def unit_params(owned: list[list[torch.nn.Parameter]], readers: dict[int, set]) 
     return units, rest
 
 
-class _Unit:
-    __slots__ = ("x", "params", "numel", "padded", "k", "full", "shard", "acc", "nbytes")
+class _Low(torch.autograd.Function):
+    """A bf16-gathered parameter as its node reads it: the gathered bf16 slice (an alias with a version
+    counter of its own: the gathers refill the buffer in place), whose gradient goes back to the fp32
+    parameter converted, as the backward of autocast's cast converts it (:mod:`memflow.graph.casts`)."""
 
-    def __init__(self, x: int, params: list[torch.nn.Parameter], dp: int, rank: int, host: bool = False):
-        self.x = x
+    @staticmethod
+    def forward(ctx, p, w):  # noqa: ARG004
+        return torch.empty(0, dtype=w.dtype, device=w.device).set_(w.untyped_storage(), w.storage_offset(),
+                                                                    w.shape, w.stride())
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(torch.float32), None
+
+
+class _Part:
+    """One flat buffer of a unit: its parameters, padded to a multiple of ``dp``, gathered in their own
+    dtype (fp32) or, ``low``, in bf16 (the parameters' data is then an fp32 storage of zero bytes, never
+    filled: the node reads the bf16 slices through :class:`_Low`)."""
+
+    __slots__ = ("params", "numel", "padded", "k", "full", "shard", "acc", "nbytes", "low", "offsets")
+
+    def __init__(self, params: list[torch.nn.Parameter], dp: int, rank: int, host: bool, low: bool):
         self.params = params
+        self.low = low
         self.numel = sum(p.numel() for p in params)
         self.padded = -(-self.numel // dp) * dp
         self.k = self.padded // dp
@@ -111,20 +130,51 @@ class _Unit:
                 self.shard = torch.nn.Parameter(mine.to("cpu", copy=True))
             else:
                 self.shard = torch.nn.Parameter(mine.clone())
+        self.offsets = []
+        off = 0
+        for p in params:
+            self.offsets.append(off)
+            off += p.numel()
+        if low:  # (the fp32 buffer stays empty: the parameters' data, never read)
+            full.untyped_storage().resize_(0)
+            full = torch.empty(self.padded, dtype=torch.bfloat16, device=full.device)
         self.full = full
         self.nbytes = self.padded * full.element_size()
         full.untyped_storage().resize_(0)
         self.acc: torch.Tensor | None = None  # this rank's slice of the gradient, summed over micro-batches
 
+    def read(self, i: int) -> torch.Tensor:
+        """Parameter ``i`` as its node reads it from the gathered bf16 buffer (``low`` only)."""
+        p = self.params[i]
+        return _Low.apply(p, self.full[self.offsets[i]:self.offsets[i] + p.numel()].view(p.shape))
+
+
+class _Unit:
+    """A node's sharded parameters: one :class:`_Part` per gather dtype (bf16 first), gathered, freed and
+    reduce-scattered together; the gradients' flat copy holds every part's, each padded."""
+
+    __slots__ = ("x", "parts", "gpadded")
+
+    def __init__(self, x: int, params: list[torch.nn.Parameter], dp: int, rank: int, host: bool = False,
+                 low: set | None = None):
+        self.x = x
+        lows = [p for p in params if low and id(p) in low]
+        rest = [p for p in params if not (low and id(p) in low)]
+        self.parts = [_Part(ps, dp, rank, host, lw) for ps, lw in ((lows, True), (rest, False)) if ps]
+        self.gpadded = sum(pt.padded for pt in self.parts)
+
 
 class Zero3Sync:
     """ZeRO-3's gathers and gradient sync of one stage (see the module's docstring); the interface of
-    :class:`~memflow.executor.grads.BucketedAllReduce` plus the node hooks the stage calls."""
+    :class:`~memflow.executor.grads.BucketedAllReduce` plus the node hooks the stage calls. ``low``: ids
+    of the parameters gathered in bf16 (:mod:`memflow.graph.casts`); ``reads``: per local node, the
+    positions of its call's arguments that are such a parameter, ``[(position, id(parameter))]``."""
 
     level = SHARD_PARAMETERS
 
     def __init__(self, units: list[list[torch.nn.Parameter]], rest: list[list[torch.nn.Parameter]], group: Any,
-                 dp: int, rank: int, cap_bytes: int, host: bool = False):
+                 dp: int, rank: int, cap_bytes: int, host: bool = False, low: set | None = None,
+                 reads: dict | None = None):
         self.group = group
         self.host = host  # the units' shards (and gradient slices) in host memory
         self.dp = dp
@@ -132,13 +182,15 @@ class Zero3Sync:
         # (dp 1, parameters on the host: no collective; a gather is the copy in, a reduce-scatter nothing)
         self.gloo = dp > 1 and dist.get_backend(group) == "gloo"
         self.ranks = dist.get_process_group_ranks(group) if dp > 1 else []  # (broadcast sources)
-        self.units: dict[int, _Unit] = {x: _Unit(x, ps, dp, rank, host) for x, ps in enumerate(units) if ps}
-        dev = next((u.full.device for u in self.units.values()), None)
+        low = set() if host or not low else low  # (bf16 gathers only from shards on the device)
+        self.units: dict[int, _Unit] = {x: _Unit(x, ps, dp, rank, host, low) for x, ps in enumerate(units) if ps}
+        self.reads = reads or {}
+        dev = next((u.parts[0].full.device for u in self.units.values()), None)
         self.copy_stream = torch.cuda.Stream(dev) if host and dev is not None and dev.type == "cuda" \
             else None  # pragma: no cover - needs a GPU
         self.order = sorted(self.units)  # local nodes with a unit
         self.rest = BucketedAllReduce(rest, group, dp, cap_bytes)
-        self.buckets = [self.units[x] for x in self.order]  # (StageOptimizer: what is stepped sliced)
+        self.buckets = [pt for x in self.order for pt in self.units[x].parts]  # (StageOptimizer: what is stepped)
         self.live = None
         self.param_ptrs: set | None = None  # the swapper's: gathered storages are parameters, never swapped
         self.pending: dict[int, list] = {}  # unit -> works of its gather in flight
@@ -146,8 +198,8 @@ class Zero3Sync:
 
     # -------------------------------------------------------------- state
     def pieces(self) -> list[torch.Tensor]:
-        """The tensors this rank's optimizer steps for the units: its shard of each."""
-        return [u.shard for u in self.buckets]
+        """The tensors this rank's optimizer steps for the units: its shard of each part."""
+        return [pt.shard for pt in self.buckets]
 
     def host_pieces(self) -> list[torch.Tensor]:
         """The units' shards where they live in host memory (none unless ``host``)."""
@@ -158,44 +210,69 @@ class Zero3Sync:
 
     def fulls(self) -> list[torch.Tensor]:
         """The units' flat buffers (zero bytes between gathers)."""
-        return [u.full for u in self.buckets]
+        return [pt.full for pt in self.buckets]
 
-    def _resize(self, u: _Unit, nbytes: int) -> None:
-        st = u.full.untyped_storage()
+    def bind(self, x: int, fn):
+        """``fn`` (local node ``x``'s call) reading its bf16-gathered parameters from the gathered buffer:
+        each is passed in place of the parameter (the stage wraps the node's action around this, so a
+        recompute's replay reads the backward's gather)."""
+        u = self.units.get(x)
+        where = {id(p): (pt, i) for pt in (u.parts if u is not None else ()) if pt.low for i, p in enumerate(pt.params)}
+        subs = [(pos, where[i]) for pos, i in self.reads.get(x, ()) if i in where]
+        if not subs:
+            return fn
+
+        def call(*args):
+            args = list(args)
+            for pos, (pt, i) in subs:
+                args[pos] = pt.read(i)
+            return fn(*args)
+        return call
+
+    def _resize(self, pt: _Part, nbytes: int) -> None:
+        st = pt.full.untyped_storage()
         if self.param_ptrs is not None and st.nbytes():
             self.param_ptrs.discard(st.data_ptr())
         st.resize_(nbytes)
         if self.param_ptrs is not None and nbytes:
             self.param_ptrs.add(st.data_ptr())
         if self.live is not None:
-            self.live.resized(u.full)
+            self.live.resized(pt.full)
 
     # ------------------------------------------------------------ gathers
     def _start_gather(self, x: int) -> None:
         u = self.units[x]
-        if x in self.pending or u.full.untyped_storage().nbytes():
+        if x in self.pending or u.parts[0].full.untyped_storage().nbytes():
             return
-        self._resize(u, u.nbytes)
-        k = u.k
+        works = []
+        for pt in u.parts:
+            self._resize(pt, pt.nbytes)
+            works += self._gather_part(pt)
+        self.pending[x] = works
+
+    def _gather_part(self, pt: _Part) -> list:
+        k = pt.k
         with torch.no_grad():
+            mine = pt.full[self.rank * k:(self.rank + 1) * k]
             if self.copy_stream is not None:  # pragma: no cover - needs GPUs (host shard: side-stream copy-in)
-                mine = u.full[self.rank * k:(self.rank + 1) * k]
                 self.copy_stream.wait_stream(torch.cuda.current_stream(mine.device))
                 with torch.cuda.stream(self.copy_stream):
-                    mine.copy_(u.shard.detach(), non_blocking=True)
+                    mine.copy_(pt.shard.detach(), non_blocking=True)
                 torch.cuda.current_stream(mine.device).wait_stream(self.copy_stream)
-                works = [dist.all_gather_into_tensor(u.full, mine, group=self.group, async_op=True)] \
+                return [dist.all_gather_into_tensor(pt.full, mine, group=self.group, async_op=True)] \
                     if self.dp > 1 else []
-            elif self.dp == 1:  # (parameters on the host, one rank: the copy in is the gather)
-                u.full.copy_(u.shard.detach())
-                works = []
-            elif self.gloo:  # (host shards on the CPU: the same plain copy, from host memory)
-                u.full[self.rank * k:(self.rank + 1) * k].copy_(u.shard.detach())
-                works = [dist.broadcast(u.full[r * k:(r + 1) * k], src=self.ranks[r], group=self.group, async_op=True)
-                         for r in range(self.dp)]
-            else:  # pragma: no cover - needs GPUs
-                works = [dist.all_gather_into_tensor(u.full, u.shard.detach(), group=self.group, async_op=True)]
-        self.pending[x] = works
+            if self.dp == 1:  # (parameters on the host, one rank: the copy in is the gather)
+                pt.full.copy_(pt.shard.detach())
+                return []
+            if self.gloo:  # (this rank's slice from its shard: a plain copy, rounded to bf16 for a low part)
+                mine.copy_(pt.shard.detach())
+                return [dist.broadcast(pt.full[r * k:(r + 1) * k], src=self.ranks[r], group=self.group,
+                                       async_op=True) for r in range(self.dp)]
+            if pt.low:  # pragma: no cover - needs GPUs (NCCL's in-place form: the input is the output's chunk)
+                mine.copy_(pt.shard.detach())
+                return [dist.all_gather_into_tensor(pt.full, mine, group=self.group, async_op=True)]
+            return [dist.all_gather_into_tensor(pt.full, pt.shard.detach(), group=self.group,
+                                                async_op=True)]  # pragma: no cover - needs GPUs
 
     def _gathered(self, x: int) -> None:
         self._start_gather(x)
@@ -203,7 +280,8 @@ class Zero3Sync:
             w.wait()
 
     def _free(self, x: int) -> None:
-        self._resize(self.units[x], 0)
+        for pt in self.units[x].parts:
+            self._resize(pt, 0)
 
     def _next(self, x: int, step: int) -> int | None:
         i = self.order.index(x) + step
@@ -246,32 +324,39 @@ class Zero3Sync:
         self.inflight = None
         for w in works:
             w.wait()
-        mine = flat[self.rank * u.k:(self.rank + 1) * u.k]  # (the sum, in place)
-        if self.host:  # copied out to the unit's gradient slice in host memory
-            with self._host():
-                if u.acc is None:
-                    u.acc = torch.empty_like(u.shard, device=u.shard.device, pin_memory=u.shard.is_pinned())
-                    u.acc.copy_(mine)
-                else:
-                    u.acc.add_(mine.to(u.acc.device))
-        elif u.acc is None:
-            u.acc = mine.clone()
-        else:
-            u.acc.add_(mine)
-        del mine, flat  # (the flat copy dies)
+        off = 0
+        for pt in u.parts:
+            mine = flat[off + self.rank * pt.k:off + (self.rank + 1) * pt.k]  # (the sum, in place)
+            off += pt.padded
+            if self.host:  # copied out to the part's gradient slice in host memory
+                with self._host():
+                    if pt.acc is None:
+                        pt.acc = torch.empty_like(pt.shard, device=pt.shard.device, pin_memory=pt.shard.is_pinned())
+                        pt.acc.copy_(mine)
+                    else:
+                        pt.acc.add_(mine.to(pt.acc.device))
+            elif pt.acc is None:
+                pt.acc = mine.clone()
+            else:
+                pt.acc.add_(mine)
+            del mine
+        del flat  # (the flat copy dies)
 
     def _launch(self, u: _Unit) -> None:
         self._wait()
-        flat = flat_grads(u.params, u.padded - u.numel, u.full)
-        k = u.k
-        if self.dp == 1:  # (one rank: the flat copy is the sum)
-            works = []
-        elif self.gloo:  # (a chunk of the other ranks' copies is left undefined: they die)
-            works = [dist.reduce(flat[r * k:(r + 1) * k], dst=self.ranks[r], group=self.group, async_op=True)
-                     for r in range(self.dp)]
-        else:  # pragma: no cover - needs GPUs (NCCL's in-place form: the output is the input's own chunk)
-            works = [dist.reduce_scatter_tensor(flat[self.rank * k:(self.rank + 1) * k], flat, group=self.group,
-                                                async_op=True)]
+        flat = flat_grads([(pt.params, pt.padded - pt.numel) for pt in u.parts])
+        works, off = [], 0
+        for pt in u.parts:
+            k, region = pt.k, flat[off:off + pt.padded]
+            off += pt.padded
+            if self.dp == 1:  # (one rank: the flat copy is the sum)
+                continue
+            if self.gloo:  # (a chunk of the other ranks' copies is left undefined: they die)
+                works += [dist.reduce(region[r * k:(r + 1) * k], dst=self.ranks[r], group=self.group, async_op=True)
+                          for r in range(self.dp)]
+            else:  # pragma: no cover - needs GPUs (NCCL's in-place form: the output is the input's own chunk)
+                works.append(dist.reduce_scatter_tensor(region[self.rank * k:(self.rank + 1) * k], region,
+                                                        group=self.group, async_op=True))
         self.inflight = (works, flat, u)
 
     # -------------------------------------------------------------- sync
@@ -285,16 +370,16 @@ class Zero3Sync:
         """The units' summed slices, averaged: the shards' gradients; the whole parameters' all-reduce."""
         self._wait()
         self.rest.finish()
-        for u in self.buckets:
-            if u.acc is not None:
-                u.acc.div_(self.dp)
-            u.shard.grad = u.acc
-            u.acc = None
+        for pt in self.buckets:
+            if pt.acc is not None:
+                pt.acc.div_(self.dp)
+            pt.shard.grad = pt.acc
+            pt.acc = None
 
     def zero_grad(self) -> None:
-        for u in self.buckets:
-            u.shard.grad = None
-            u.acc = None
+        for pt in self.buckets:
+            pt.shard.grad = None
+            pt.acc = None
 
     def gather(self) -> None:
         """After the step: nothing (the next forward gathers the updated shards)."""

@@ -14,6 +14,7 @@ import tempfile
 from memflow.cluster import Cluster
 from memflow.planfile import Plan
 from memflow.planner import GraphSource, prediction, resolve_spec
+from memflow.records import PlanSettings
 from memflow.runner import run as run_plan_file
 from memflow.strategy import RECOMPUTE, SELECTIVE, SWAP, Strategy
 
@@ -154,20 +155,21 @@ STEPS, WARMUP = 8, 2  # executor steps per run; the first WARMUP are not timed
 
 
 def run_case(model: str, model_env: dict, batch: int, kind: str, steps: int = STEPS, runs: int | None = None,
-             warmup: int = WARMUP) -> list[dict]:
+             warmup: int = WARMUP, dtype: str = "fp32") -> list[dict]:
     """Plan ``kind`` for the tiny ``model`` (an example's name, or a model file's path; its ``MEMFLOW_*``
-    settings ``model_env``), simulate it, run it ``runs`` times; one row per rank, predicted beside
-    measured."""
+    settings ``model_env``) at training precision ``dtype``, simulate it, run it ``runs`` times; one row
+    per rank, predicted beside measured."""
     with env(MEMFLOW_EXAMPLE_SCALE="tiny", **model_env):
-        return _run_case(model, batch, kind, steps, runs, warmup)
+        return _run_case(model, batch, kind, steps, runs, warmup, dtype)
 
 
-def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, warmup: int) -> list[dict]:
+def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, warmup: int,
+              dtype: str = "fp32") -> list[dict]:
     spec = resolve_spec(model if model.endswith(".py") else str(ROOT / "examples" / f"{model}.py"))
     probe = _strategy(kind, 2)
     ndev = probe.num_devices
     cl = Cluster.load(f"cpu-{ndev}")
-    src = GraphSource(spec, cl, tp=probe.tp, sequence=not kind.endswith("-nosp"))
+    src = GraphSource(spec, cl, tp=probe.tp, sequence=not kind.endswith("-nosp"), dtype=dtype)
     # the node count from the graph at the size the case runs (one device with two micro-batches
     # profiled the whole batch too for it, a measured profile the case never used)
     mb = batch // (probe.dp * probe.microbatches)
@@ -180,7 +182,7 @@ def _run_case(model: str, batch: int, kind: str, steps: int, runs: int | None, w
     ev = Simulator(g, cl).evaluate(st, detail=True)
     plan = Plan(model_file=str(spec.path), model_name=spec.name, batch_size=batch, strategy=st, cluster=cl.to_dict(),
                 node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
-                predicted=prediction(ev, batch, st))
+                predicted=prediction(ev, batch, st), settings=PlanSettings(dtype=dtype))
     # run twice; per rank the faster run's median step (other load on a shared host only slows a run,
     # and the prediction comes from a quiet profile); the peak is the same in both runs
     warmup = min(warmup, steps - 1)

@@ -26,6 +26,7 @@ from .zero3 import host_bytes
 from .result import Evaluation, SimResult, curve_arrays
 from .layout import StageLayout, build_layout
 from .stage import StageEval, StageModel, stage_peak
+from .lowcast import low_bytes, low_view
 from .window import BufferWindow
 from .zero3 import zero3_facts
 from .tp import expand_devices, with_tp_comm
@@ -177,6 +178,10 @@ class Simulator:
         self.prefetch_ahead = cluster.device.kind != "cpu"
         self._layouts: dict = {}  # StageSpec by node range
         self._window: BufferWindow | None = None  # the buffers each stage's layout needs
+        # a ZeRO-3 stage gathering in bf16 sees the graph without the casts it never makes (simulator.lowcast)
+        self._low_view = low_view(graph)
+        self._low_window: BufferWindow | None = None
+        self._low_layouts: dict = {}
         self._stage_cache: dict = {}
         self._pipe_cache: dict = {}  # pipeline schedule timings by (times, m, schedule)
         self._links: dict = {}
@@ -222,29 +227,47 @@ class Simulator:
         self.cut_fwd_bytes = fwd
         self.cut_bwd_bytes = bwd
 
-    def stage(self, a: int, b: int) -> StageSpec:
-        """The :class:`StageSpec` of node range ``[a, b)`` (built on first use, then kept)."""
+    def stage(self, a: int, b: int, low: bool = False) -> StageSpec:
+        """The :class:`StageSpec` of node range ``[a, b)`` (built on first use, then kept); ``low``: as a
+        ZeRO-3 stage gathering its cast-only parameters in bf16 sees it (the same without any)."""
+        if low:
+            return self._low_stage(a, b)
         sp = self._layouts.get((a, b))
         if sp is None:
             if self._window is None:
                 self._window = BufferWindow(self.graph)
-            L = build_layout(self._window.view(a, b), a, b)
-            params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
-            opt_trans, opt_grads = self._opt_trans(a, b)
-            buckets = self._bucket_plan(L)
-            z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names))
-            z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params, tuple(self._bucket_plan(L, list(z3.rest_grads))))
-            model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
-                               opt_grads=opt_grads, host_lat=self.host_link.latency,
-                               prefetch_ahead=self.prefetch_ahead,
-                               sync_flats=[(x, nb) for x, nb, flat in buckets if flat],
-                               zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step(),
-                               buckets=tuple((x, nb) for x, nb, _ in buckets),
-                               zero_whole=self._zero_params(a, b, shared=True), z3=z3)
-            sp = self._layouts[(a, b)] = StageSpec(
-                layout=L, model=model, params=params, grads=grads, optimizer=opt,
-                buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
+            sp = self._layouts[(a, b)] = self._spec(self._window.view(a, b), a, b, ())
         return sp
+
+    def _low_stage(self, a: int, b: int) -> StageSpec:
+        sp = self._low_layouts.get((a, b))
+        if sp is None:
+            low = low_bytes(self.graph, a, b) if self._low_view is not None else ()
+            if not any(low):
+                sp = self.stage(a, b)
+            else:
+                if self._low_window is None:
+                    self._low_window = BufferWindow(self._low_view)
+                sp = self._spec(self._low_window.view(a, b), a, b, low)
+            self._low_layouts[(a, b)] = sp
+        return sp
+
+    def _spec(self, view, a: int, b: int, low: tuple) -> StageSpec:
+        L = build_layout(view, a, b)
+        params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
+        opt_trans, opt_grads = self._opt_trans(a, b)
+        buckets = self._bucket_plan(L)
+        z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names))
+        z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params, tuple(self._bucket_plan(L, list(z3.rest_grads))), low)
+        model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
+                           opt_grads=opt_grads, host_lat=self.host_link.latency,
+                           prefetch_ahead=self.prefetch_ahead,
+                           sync_flats=[(x, nb) for x, nb, flat in buckets if flat],
+                           zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step(),
+                           buckets=tuple((x, nb) for x, nb, _ in buckets),
+                           zero_whole=self._zero_params(a, b, shared=True), z3=z3)
+        return StageSpec(layout=L, model=model, params=params, grads=grads, optimizer=opt,
+                         buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
 
     def _opt_time(self, state: int) -> float:
         """Seconds of the stage's (unsharded, on-device) optimizer step: the profiled step's time in
@@ -415,7 +438,8 @@ class Simulator:
                 self.stats["stage_hits"] += 1
                 return ev
         a, b, acts, shard, ohost, dp, bw, comm, ph = key
-        sp = self._layouts.get((a, b)) or self.stage(a, b)
+        # (ZeRO-3 with the shards on the device gathers autocast's cast-only parameters in bf16)
+        sp = self.stage(a, b, low=self._low_view is not None and shard == SHARD_PARAMETERS and not ph)
         ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail, comm, ph)
         self.stats["stage_evals"] += 1
         if not detail:

@@ -811,7 +811,7 @@ class StageModel:
             cin, cout = host_times(self.z3.units, dp, host_bw, host_lat)
             host_s += 2 * sum(cin) + sum(cout)
         if z3 and comm is not None:  # each unit's gathers and reduce-scatter on the comm stream
-            ag, rs = comm_times(self.z3.units, dp, *comm)
+            ag, rs = comm_times(self.z3.units, dp, *comm, () if ph else self.z3.low)
             fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
             bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
             zops = [] if detail else None

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Zero3Facts", "zero3_facts", "unit_split", "phase_terms", "state_terms", "phase_values", "comm_times",
+__all__ = ["Zero3Facts", "zero3_facts", "unit_split", "parts_split", "phase_terms", "state_terms", "phase_values", "comm_times",
            "host_times", "host_bytes", "timeline"]
 
 ELEMENT = 4  # bytes per element a unit is padded in (fp32 parameters and gradients)
@@ -65,6 +65,12 @@ class Zero3Facts:
     rest_grads: tuple
     rest_params: tuple
     buckets: tuple = ()  # the all-reduce buckets of the whole parameters' gradients: (x, bytes, flat copy bytes)
+    # per local node, the fp32 bytes of its unit's parameters gathered in bf16 (memflow.graph.casts: a part
+    # of their own, padded on its own; empty: none)
+    low: tuple = ()
+
+    def low_of(self, x: int) -> int:
+        return self.low[x] if self.low else 0
 
     @property
     def any(self) -> bool:
@@ -114,7 +120,17 @@ def unit_split(nbytes: int, dp: int) -> tuple[int, int]:
     return shard * dp, shard
 
 
-def phase_terms(units: tuple, dp: int, m: int, host: bool = False) -> tuple:
+def parts_split(nbytes: int, low: int, dp: int) -> tuple[int, int, int]:
+    """``(gathered, full, shard)`` bytes of a unit of ``nbytes`` fp32 bytes of which ``low`` are gathered in
+    bf16: each part padded to ``dp`` elements on its own, the bf16 part gathered at half its bytes;
+    ``full`` / ``shard``: the fp32 flat copy of its gradients and a rank's fp32 slice of it (or of the
+    parameters' shards)."""
+    fl, sl = unit_split(low, dp)
+    fr, sr = unit_split(nbytes - low, dp)
+    return fl // 2 + fr, fl + fr, sl + sr
+
+
+def phase_terms(units: tuple, dp: int, m: int, host: bool = False, low: tuple = ()) -> tuple:
     """ZeRO-3's memory terms of one stage's phases ``0 .. 2m-1`` (see the module's docstring):
     ``(add, step, syncs, shed, full, gfull, gshard)``. ``add[p]``: bytes alive in phase p beside its
     traced figures (gathered parameters, reduce-scatters' flat copies in flight); ``step[p]``: the
@@ -124,12 +140,14 @@ def phase_terms(units: tuple, dp: int, m: int, host: bool = False) -> tuple:
     copy and the slice of the reduce-scatter waited for there (the unit after y's; 0, 0: none);
     ``shed``: what the per-step buffers lose in all (whole gradients less their slices); per local
     node its unit's padded ``full`` bytes of parameters and ``full`` and ``shard`` of gradients.
-    ``host``: the parameters on the host (the gradients' slices go there: no ``shard`` on the device)."""
+    ``host``: the parameters on the host (the gradients' slices go there: no ``shard`` on the device);
+    ``low``: per local node the bytes of its unit gathered in bf16 (:func:`parts_split`)."""
     order = [x for x in range(m) if units[x][0] > 0]
     full, gfull, gshard = [0] * m, [0] * m, [0] * m
     for x in order:
-        full[x] = unit_split(units[x][0], dp)[0]
-        gfull[x], gshard[x] = unit_split(units[x][1], dp)
+        lb = low[x] if low else 0
+        full[x] = parts_split(units[x][0], lb, dp)[0]
+        _, gfull[x], gshard[x] = parts_split(units[x][1], lb, dp)
         if host:
             gshard[x] = 0
     add = [0] * (2 * m + 1)
@@ -172,8 +190,9 @@ def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step
     ``zero_params`` / ``zero_sum`` its parameter table (as ``StageModel``'s). ``host``: the units'
     shards and gradients' slices on the host (not in ``params`` / the step's gradients)."""
     units = facts.units
-    terms = phase_terms(units, dp, m, host)
-    shards = [unit_split(pb, dp)[1] for pb, _, _ in units if pb > 0]
+    low = () if host else facts.low  # (bf16 gathers only from shards on the device)
+    terms = phase_terms(units, dp, m, host, low)
+    shards = [parts_split(pb, low[x] if low else 0, dp)[2] for x, (pb, _, _) in enumerate(units) if pb > 0]
     params = P_sum - sum(pb for pb, _, _ in units) + (0 if host else sum(shards))
     grads = step_opt + opt_grads - terms[3]
     state = O_sum - sum(ob for _, _, ob in units) + sum(-(-ob * sh // pb) for (pb, _, ob), sh in
@@ -240,18 +259,21 @@ def _run(d: list, n: int) -> list:
     return out
 
 
-def comm_times(units: tuple, dp: int, bw: float, lat: float, gloo: bool) -> tuple[list, list]:
-    """Per local node ``(gather seconds, reduce-scatter seconds)`` of its unit (0: none)."""
+def comm_times(units: tuple, dp: int, bw: float, lat: float, gloo: bool, low: tuple = ()) -> tuple[list, list]:
+    """Per local node ``(gather seconds, reduce-scatter seconds)`` of its unit (0: none); ``low``: per
+    node its unit's bytes gathered in bf16 (a collective per part)."""
     ag, rs = [], []
-    for pb, gb, _ in units:
+    for x, (pb, gb, _) in enumerate(units):
         if pb <= 0:
             ag.append(0.0)
             rs.append(0.0)
             continue
-        full = unit_split(pb, dp)[0]
-        gfull = unit_split(gb, dp)[0]
-        ag.append(full / bw + dp * lat if gloo else (dp - 1) / dp * full / bw + (dp - 1) * lat)
-        rs.append(gfull / bw + dp * lat if gloo else (dp - 1) / dp * gfull / bw + (dp - 1) * lat)
+        lb = low[x] if low else 0
+        full = parts_split(pb, lb, dp)[0]
+        gfull = parts_split(gb, lb, dp)[1]
+        n = (lb > 0) + (pb > lb)  # collectives per gather / reduce-scatter
+        ag.append(full / bw + n * dp * lat if gloo else (dp - 1) / dp * full / bw + n * (dp - 1) * lat)
+        rs.append(gfull / bw + n * dp * lat if gloo else (dp - 1) / dp * gfull / bw + n * (dp - 1) * lat)
     return ag, rs
 
 

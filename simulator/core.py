@@ -438,8 +438,8 @@ class Simulator:
                 self.stats["stage_hits"] += 1
                 return ev
         a, b, acts, shard, ohost, dp, bw, comm, ph = key
-        # (ZeRO-3 with the shards on the device gathers autocast's cast-only parameters in bf16)
-        sp = self.stage(a, b, low=self._low_view is not None and shard == SHARD_PARAMETERS and not ph)
+        # (ZeRO-3 gathers autocast's cast-only parameters in bf16)
+        sp = self.stage(a, b, low=self._low_view is not None and shard == SHARD_PARAMETERS)
         ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail, comm, ph)
         self.stats["stage_evals"] += 1
         if not detail:
@@ -508,8 +508,9 @@ class Simulator:
                 host_opt[s] = -(-o // dp) if shard[s] != SHARD_NONE else o
             if phost[s]:  # ZeRO-3's state (the units' slices, the whole parameters' whole), the step's
                 # temporaries (it runs in host memory), the units' shards and gradients' slices
-                _, _, _, state, temps = specs[s].model.zero3(dp, True)
-                host_opt[s] = state + temps + host_bytes(specs[s].model.z3.units, dp)
+                z = self.stage(*ranges[s], low=self._low_view is not None).model
+                _, _, _, state, temps = z.zero3(dp, True)
+                host_opt[s] = state + temps + host_bytes(z.z3.units, dp, z.z3.low)
             share: dict = {}
             for r in range(dp):
                 mch = self._node_of[s * dp + r]

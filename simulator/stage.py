@@ -411,7 +411,7 @@ class _KeepTables:
     __slots__ = ("carried", "trans", "kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "rec_dtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel",
-                 "S_fwd", "S_after", "keep_peaks", "keep_node_end")
+                 "S_fwd", "S_after", "keep_peaks", "keep_node_end", "bound")
 
     def __init__(self, L: StageLayout):
         m = L.m
@@ -456,6 +456,14 @@ class _KeepTables:
         self.step = _running([0] * (2 * m + 1), dst, 2 * m + 1)
         self.kv = [self.carried[p] + self.trans[p] for p in range(2 * m)]
         self.kv0 = [self.kv[p] + self.step[p] for p in range(2 * m)]
+        # per B-half phase p, the bytes alive as it starts (the phase before it done): carried through it
+        # and what it frees (ZeRO-3's sync point after a unit's backward sits there)
+        freed = [0] * (2 * m)
+        for i, nb in enumerate(L.g_bytes):
+            la, lf = L.g_alloc[i], L.g_free[i]
+            if m <= lf < 2 * m and la < lf and not (L.g_step[i] or L.g_extra[i]):
+                freed[lf] += nb
+        self.bound = [self.carried[p] + freed[p] for p in range(2 * m)]
         self.R, self.groups = R, groups
         self.S_fwd, self.S_after = S_fwd, S_after
         # the groups a node's action changes: swapped, the buffers it saves (made or read); recomputed,
@@ -790,7 +798,8 @@ class StageModel:
             kv, kv0 = K.kv, K.kv0
             if z3:  # (the gathers, reduce-scatters and sync points in the phases' figures)
                 kv, kv0, S_after = phase_values(self.zero3(dp, ph)[0], self.z3.units, m, K.kv, K.kv0, K.S_after,
-                                                list(accumulate(d[:twom])), input_bytes)
+                                                list(accumulate(d[:twom])), input_bytes,
+                                                None if (has_swap or has_rec) else K.bound)
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             if detail and sync:
@@ -808,10 +817,10 @@ class StageModel:
         zb = zstall = zcomm = 0.0  # ZeRO-3: the backward's waits for its collectives; all waits; comm busy
         cin = cout = None
         if ph:  # parameters on the host: each unit's shard copied in before each gather, its slice out
-            cin, cout = host_times(self.z3.units, dp, host_bw, host_lat)
+            cin, cout = host_times(self.z3.units, dp, host_bw, host_lat, self.z3.low)
             host_s += 2 * sum(cin) + sum(cout)
         if z3 and comm is not None:  # each unit's gathers and reduce-scatter on the comm stream
-            ag, rs = comm_times(self.z3.units, dp, *comm, () if ph else self.z3.low)
+            ag, rs = comm_times(self.z3.units, dp, *comm, self.z3.low)
             fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
             bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
             zops = [] if detail else None

@@ -190,7 +190,7 @@ def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step
     ``zero_params`` / ``zero_sum`` its parameter table (as ``StageModel``'s). ``host``: the units'
     shards and gradients' slices on the host (not in ``params`` / the step's gradients)."""
     units = facts.units
-    low = () if host else facts.low  # (bf16 gathers only from shards on the device)
+    low = facts.low
     terms = phase_terms(units, dp, m, host, low)
     shards = [parts_split(pb, low[x] if low else 0, dp)[2] for x, (pb, _, _) in enumerate(units) if pb > 0]
     params = P_sum - sum(pb for pb, _, _ in units) + (0 if host else sum(shards))
@@ -210,14 +210,16 @@ def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step
 
 
 def phase_values(terms: tuple, units: tuple, m: int, kv: list, kv0: list, S_after: int, run: list,
-                 inp: int) -> tuple:
+                 inp: int, bound: list | None = None) -> tuple:
     """The per-phase bytes (without, with the per-step buffers) of a stage under ZeRO-3 and its
     per-step buffers after a backward: the all-keep figures ``kv`` / ``kv0`` / ``S_after`` with the
     actions' changes ``run`` (per phase), plus :func:`phase_terms`' gathers and copies in flight and
     the sync point after each unit's backward put in the phase it starts: the unit's gradient and
     flat copy, the reduce-scatter waited for there (its copy, the slice copied out of it), the
     prefetched gather, on what the phases either side hold (the smaller). ``inp``: the
-    micro-batch's input bytes (gone after its backward)."""
+    micro-batch's input bytes (gone after its backward). ``bound``: with every node kept, per B-half
+    phase the bytes alive as it starts (the sync point before it holds those, the unit's gradient and
+    its copies: exact where the phases' peaks either side are not)."""
     add, step, syncs, shed, _, gfull, gshard = terms
     v = [kv[p] + run[p] + add[p] for p in range(2 * m)]
     v0 = [kv0[p] + run[p] + add[p] + step[p] for p in range(2 * m)]
@@ -229,10 +231,13 @@ def phase_values(terms: tuple, units: tuple, m: int, kv: list, kv0: list, S_afte
             j = 2 * m - 1 - y
             a, b = kv[j] + run[j], kv[j + 1] + run[j + 1]
             a0, b0 = kv0[j] + step[j] + run[j], kv0[j + 1] + step[j + 1] + run[j + 1]
-            w = min(a, b + g) + gathered + flat
+            w = min(a, b + g) if bound is None else min(a, b + g, bound[j + 1] + g)
+            w += gathered + flat
             if w > v[j + 1]:
                 v[j + 1] = w
-            w = min(a0 + slice_r, b0 + g) + gathered + flat
+            w = min(a0 + slice_r, b0 + g) if bound is None else \
+                min(a0 + slice_r, b0 + g, bound[j + 1] + step[j + 1] + g)
+            w += gathered + flat
             if w > v0[j + 1]:
                 v0[j + 1] = w
         else:  # after the whole backward: the gradient whole, the flat copies, the inputs gone
@@ -277,23 +282,27 @@ def comm_times(units: tuple, dp: int, bw: float, lat: float, gloo: bool, low: tu
     return ag, rs
 
 
-def host_times(units: tuple, dp: int, bw: float, lat: float) -> tuple[list, list]:
+def host_times(units: tuple, dp: int, bw: float, lat: float, low: tuple = ()) -> tuple[list, list]:
     """Parameters on the host: per local node ``(shard copy-in seconds, gradient slice copy-out
-    seconds)`` of its unit on a host link of ``bw`` bytes/s and latency ``lat`` (0: none)."""
+    seconds)`` of its unit on a host link of ``bw`` bytes/s and latency ``lat`` (0: none); ``low``: per
+    node its unit's bytes gathered in bf16, rounded on the host and copied in at half their bytes."""
     cin, cout = [], []
-    for pb, gb, _ in units:
+    for x, (pb, gb, _) in enumerate(units):
         if pb <= 0:
             cin.append(0.0)
             cout.append(0.0)
             continue
-        cin.append(unit_split(pb, dp)[1] / bw + lat)
-        cout.append(unit_split(gb, dp)[1] / bw + lat)
+        lb = low[x] if low else 0
+        cin.append((unit_split(lb, dp)[1] // 2 + unit_split(pb - lb, dp)[1]) / bw + lat)
+        cout.append(parts_split(gb, lb, dp)[2] / bw + lat)
     return cin, cout
 
 
-def host_bytes(units: tuple, dp: int) -> int:
-    """Parameters on the host: the host bytes per rank of the units' shards and gradients' slices."""
-    return sum(unit_split(pb, dp)[1] + unit_split(gb, dp)[1] for pb, gb, _ in units if pb > 0)
+def host_bytes(units: tuple, dp: int, low: tuple = ()) -> int:
+    """Parameters on the host: the host bytes per rank of the units' shards and gradients' slices (fp32;
+    ``low``: per node the bytes of its unit's bf16-gathered part, padded on its own)."""
+    return sum(parts_split(pb, low[x] if low else 0, dp)[2] + parts_split(gb, low[x] if low else 0, dp)[2]
+               for x, (pb, gb, _) in enumerate(units) if pb > 0)
 
 
 def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = None, cin: list | None = None,

@@ -127,7 +127,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     # ZeRO-3 in bf16: the parameters autocast only casts are gathered in bf16 (found as the profiler finds
     # them: one forward under a fake mode, nothing computed)
     low = cast_only(program, captured.flat_inputs, cfg.dtype, device.type, fake=True) \
-        if strat.sharded(my_stage) == SHARD_PARAMETERS and not strat.params_host(my_stage) else set()
+        if strat.sharded(my_stage) == SHARD_PARAMETERS else set()
     stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
                   device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(my_stage),
                   params_host=strat.params_host(my_stage), tp=strat.tp, low=low)

@@ -182,7 +182,7 @@ class Zero3Sync:
         # (dp 1, parameters on the host: no collective; a gather is the copy in, a reduce-scatter nothing)
         self.gloo = dp > 1 and dist.get_backend(group) == "gloo"
         self.ranks = dist.get_process_group_ranks(group) if dp > 1 else []  # (broadcast sources)
-        low = set() if host or not low else low  # (bf16 gathers only from shards on the device)
+        low = low or set()
         self.units: dict[int, _Unit] = {x: _Unit(x, ps, dp, rank, host, low) for x, ps in enumerate(units) if ps}
         self.reads = reads or {}
         dev = next((u.parts[0].full.device for u in self.units.values()), None)
@@ -255,13 +255,18 @@ class Zero3Sync:
         with torch.no_grad():
             mine = pt.full[self.rank * k:(self.rank + 1) * k]
             if self.copy_stream is not None:  # pragma: no cover - needs GPUs (host shard: side-stream copy-in)
+                src = pt.shard.detach()
+                if pt.low:  # rounded to bf16 on the host (a non-blocking copy would convert through an fp32
+                    # temporary on the device), into a pinned buffer the caching host allocator keeps until
+                    # the copy has read it
+                    src = torch.empty(pt.k, dtype=torch.bfloat16, pin_memory=True).copy_(src)
                 self.copy_stream.wait_stream(torch.cuda.current_stream(mine.device))
                 with torch.cuda.stream(self.copy_stream):
-                    mine.copy_(pt.shard.detach(), non_blocking=True)
+                    mine.copy_(src, non_blocking=True)
                 torch.cuda.current_stream(mine.device).wait_stream(self.copy_stream)
                 return [dist.all_gather_into_tensor(pt.full, mine, group=self.group, async_op=True)] \
                     if self.dp > 1 else []
-            if self.dp == 1:  # (parameters on the host, one rank: the copy in is the gather)
+            if self.dp == 1:  # (parameters on the host, one rank: the copy in is the gather; rounded for a low part)
                 pt.full.copy_(pt.shard.detach())
                 return []
             if self.gloo:  # (this rank's slice from its shard: a plain copy, rounded to bf16 for a low part)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from .gpumem import device_bytes
-from .kinds import KEEP, SHARD_NONE
+from .kinds import KEEP, SHARD_NONE, SHARD_PARAMETERS
 from .planfile import Plan
 from .units import format_bytes, format_time
 
@@ -40,6 +40,8 @@ def stage_table(plan: Plan) -> list[str]:
         lvl = st.sharded(s)
         if lvl != SHARD_NONE and st.dp > 1:
             opts.append(SHARD_LABELS[lvl])
+        if lvl == SHARD_PARAMETERS and plan.settings.dtype == "bf16" and (st.dp > 1 or st.params_host(s)):
+            opts.append("the weights autocast casts gathered in bf16")  # (memflow.graph.casts)
         if st.tp > 1:
             split = sum(1 for k in nodes if st.partitioning and st.partitioning[k] != "replicated")
             opts.append(f"tensor parallel over {st.tp} ({split}/{len(nodes)} nodes split)")

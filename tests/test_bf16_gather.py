@@ -193,3 +193,17 @@ def test_the_bytes_alive_between_two_backwards_by_hand():
     sim.evaluate(Strategy(2, 1, [0] * 3, ["keep"] * 3, sharding=["parameters"]))
     bound = sim.stage(0, 3).model._keep.bound
     assert bound[4] == 2 * S + 2 * A and bound[5] == S + A
+
+
+def test_the_summary_says_where_weights_are_gathered_in_bf16():
+    """A bf16 plan whose stage shards its parameters says its weights are gathered in bf16; an fp32 one
+    does not."""
+    import memflow
+    from memflow.summary import summary
+
+    path = str(ROOT / "examples" / "gpt2.py")
+    for dtype in ("bf16", "fp32"):
+        p = memflow.plan(path, gpus=2, gpu_type="a100-80gb", batch_size=8, dtype=dtype, dp=2, sharding="parameters",
+                         time_budget_s=0.5)
+        assert p.strategy.sharding == ["parameters"]
+        assert ("gathered in bf16" in summary(p)) == (dtype == "bf16"), summary(p)

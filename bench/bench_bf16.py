@@ -1,7 +1,8 @@
 """ZeRO-3 in bf16 on cpu-N: the units' cast-only parameters gathered in bf16 (issue 23's mixed precision).
 
 Tiny GPT-2, Llama and BERT under bf16 autocast, ZeRO-3 plans forced (kept; every other node recomputed
-over two micro-batches; two pipeline stages of two data-parallel ranks), each planned, predicted and
+over two micro-batches; two pipeline stages of two data-parallel ranks; the shards, gradients and
+optimizer on the host, over two ranks and on one), each planned, predicted and
 run (3 steps, gloo) by :func:`bench.bench_fidelity.run_case`. Per rank: the measured peak against the
 prediction, and what the same plan is predicted to hold with fp32 gathers (the simulator on the same
 graph without its cast parameters: the model that predicted the fp32-gather runs to within 0.03%);
@@ -20,7 +21,8 @@ from .bench_fidelity import _strategy, run_case
 from .common import ROOT, env, md_table, write_section
 
 CASES = [("gpt2", "dp2-fsdp"), ("llama", "dp2-fsdp"), ("bert", "dp2-fsdp"), ("gpt2", "dp2-fsdp-rec-m2"),
-         ("llama", "dp2-fsdp-rec-m2"), ("llama", "dp2-pp2-fsdp")]
+         ("llama", "dp2-fsdp-rec-m2"), ("llama", "dp2-pp2-fsdp"), ("bert", "dp2-pp2-fsdp"),
+         ("gpt2", "dp2-fsdp-offload"), ("gpt2", "offload"), ("bert", "dp2-pp2-fsdp-offload")]
 BATCH = 8
 
 
@@ -30,7 +32,7 @@ def _fp32_gathers(model: str, kind: str) -> list[int]:
 
     path = str(ROOT / "examples" / f"{model}.py")
     probe = _strategy(kind, 2)
-    cl = Cluster.load(f"cpu-{probe.num_devices}")
+    cl = Cluster.load(f"cpu-{probe.num_devices}")  # (as run_case plans it)
     with env(MEMFLOW_EXAMPLE_SCALE="tiny"):
         g = GraphSource(resolve_spec(path), cl, dtype="bf16")(BATCH // (probe.dp * probe.microbatches))
     st = _strategy(kind, g.n)

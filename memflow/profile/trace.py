@@ -167,9 +167,12 @@ def _watch_casts(program: StepProgram, inputs: list, dtype: str, live: LiveBytes
     if not casts(dtype):
         return set()
     params = unique_params(program.split)
-    fake = not any(isinstance(p, FakeTensor) for p in params[:1])
-    dev = params[0].device.type if params else "cpu"
-    ids = cast_only(program, inputs, dtype, dev, fake=fake)
+    ids = getattr(program, "_cast_only", {}).get(dtype)  # (the same at every batch size a program is traced at)
+    if ids is None:
+        fake = not any(isinstance(p, FakeTensor) for p in params[:1])
+        dev = params[0].device.type if params else "cpu"
+        ids = cast_only(program, inputs, dtype, dev, fake=fake)
+        program._cast_only = {**getattr(program, "_cast_only", {}), dtype: ids}
     low = {i for r in low_reads(program, ids).values() for _, i in r}
     by_id = {id(p): p for p in params}
     keys = {id(st): names_by_id[i] for i in low if i in by_id and i in names_by_id for st in storages(by_id[i])}

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from ..errors import ExecutionError
 from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from ..graph.actions import HostSwap, make_wrap
-from ..graph.casts import low_reads
+from ..graph.casts import low_reads, param_readers
 from ..graph.program import StepProgram
 from .comm import StageLink
 from .grads import BucketedAllReduce, sync_shared
@@ -150,13 +150,7 @@ class Stage:
         if self.sharding == SHARD_GRADIENTS:  # ZeRO-2: each rank keeps its slice of every bucket
             self.sync = ReduceScatterSync(owned, self.dp_group, dp, self.dp_rank, bucket_cap)
         elif self.sharding == SHARD_PARAMETERS:  # ZeRO-3: each node's parameters sharded, gathered per pass
-            readers: dict[int, set] = {}
-            for k, c in enumerate(program.calls):
-                for a in c.arg_names:
-                    if a in program.attrs:
-                        readers.setdefault(id(program.attr_value(a)), set()).add(k)
-                for t in c.module.parameters():
-                    readers.setdefault(id(t), set()).add(k)
+            readers = {i: {k if k >= 0 else -1 - k for k in ks} for i, ks in param_readers(program).items()}
             units, rest = unit_params(owned, readers)
             # the units' parameters autocast only casts (low) are gathered in bf16 (memflow.graph.casts); a
             # node reads its parameters as arguments (program.attrs): the gathered slice is passed in their place

@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..memory import storages, tensors_in
 from .training import autocast, casts
 
-__all__ = ["cast_only", "cast_source", "low_reads", "LOW_DTYPES"]
+__all__ = ["cast_only", "cast_source", "low_reads", "param_readers", "LOW_DTYPES"]
 
 LOW_DTYPES = (torch.bfloat16,)
 _TO_COPY = torch.ops.aten._to_copy.default
@@ -112,17 +112,24 @@ def _params(program: Any) -> list:
     return out
 
 
-def low_reads(program: Any, ids: set) -> dict[int, list[tuple[int, int]]]:
-    """Of the parameters ``ids`` (:func:`cast_only`'s), those a ZeRO-3 unit gathers in bf16: read by one
-    node only, as an argument of its call (``program.attrs``; not held by a node's module). Per node
-    ``k``, ``[(argument position, id(parameter))]``. The profiler and the executor both take this set."""
+def param_readers(program: Any) -> dict[int, set]:
+    """``id(tensor) -> `` the nodes that read it: ``k`` as an argument of node ``k``'s call
+    (``program.attrs``), ``-1 - k`` held by node ``k``'s module."""
     readers: dict[int, set] = {}
     for k, c in enumerate(program.calls):
         for a in c.arg_names:
             if a in program.attrs:
                 readers.setdefault(id(program.attr_value(a)), set()).add(k)
         for t in c.module.parameters():
-            readers.setdefault(id(t), set()).add(-1 - k)  # (held by a module: never substituted)
+            readers.setdefault(id(t), set()).add(-1 - k)
+    return readers
+
+
+def low_reads(program: Any, ids: set) -> dict[int, list[tuple[int, int]]]:
+    """Of the parameters ``ids`` (:func:`cast_only`'s), those a ZeRO-3 unit gathers in bf16: read by one
+    node only, as an argument of its call (``program.attrs``; not held by a node's module). Per node
+    ``k``, ``[(argument position, id(parameter))]``. The profiler and the executor both take this set."""
+    readers = param_readers(program)
     out: dict[int, list] = {}
     for k, c in enumerate(program.calls):
         for pos, a in enumerate(c.arg_names):

@@ -42,6 +42,11 @@ is copied device→host (``gshard_x / host_bw + host_lat``) on the same stream, 
 ends when its last copy has. On the CPU (no side stream: the executor copies in the compute
 thread) each copy-in runs inline where its gather is started, and each copy-out where its
 reduce-scatter is waited for. The optimizer step runs on the host with no copies.
+
+In bf16 a unit's cast-only parameters (``Zero3Facts.low``) are gathered in bf16, a part of their own
+padded on its own (:func:`parts_split`): the gathered bytes (and a host copy-in's) are half theirs;
+the shards, gradients and flat copies stay fp32. The casts such a stage never makes are out of the
+graph it is evaluated on (:mod:`simulator.lowcast`).
 """
 from __future__ import annotations
 
@@ -236,7 +241,7 @@ def phase_values(terms: tuple, units: tuple, m: int, kv: list, kv0: list, S_afte
             if w > v[j + 1]:
                 v[j + 1] = w
             w = min(a0 + slice_r, b0 + g) if bound is None else \
-                min(a0 + slice_r, b0 + g, bound[j + 1] + step[j + 1] + g)
+                min(a0 + slice_r, b0 + g, bound[j + 1] + (kv0[j + 1] - kv[j + 1]) + step[j + 1] + g)
             w += gathered + flat
             if w > v0[j + 1]:
                 v0[j + 1] = w

@@ -170,3 +170,20 @@ def test_the_summary_says_where_weights_are_gathered_in_bf16():
                          time_budget_s=0.5)
         assert p.strategy.sharding == ["parameters"]
         assert ("gathered in bf16" in summary(p)) == (dtype == "bf16"), summary(p)
+
+
+def test_the_sync_point_between_two_backwards_by_hand():
+    """Two nodes, each a unit of 100 bytes over 2 ranks (gathered 104, flat copy 104, slice 52). The sync
+    after B1 sits in B0's figure: the smaller of B1's peak (1000), B0's peak and the gradient (50 + 100),
+    and the bytes alive as B0 starts and the gradient (5 + 100), plus the prefetched gather of unit 0
+    (104) and the flat copy (104): 313 over B0's own 50 + 208. With the per-step buffers (700 in B0,
+    less the gradient's 100 the unit sheds) the boundary carries them too: 5 + 700 - 100 + 100 + 208."""
+    from simulator.zero3 import phase_terms, phase_values
+
+    units = ((100, 100, 200), (100, 100, 200))
+    terms = phase_terms(units, 2, 2)
+    kv, kv0 = [10, 10, 1000, 50], [10, 10, 1500, 750]
+    v, v0, _ = phase_values(terms, units, 2, kv, kv0, 0, [0] * 4, 0, [0, 0, 0, 5])
+    assert v[3] == 105 + 208 and v0[3] == 5 + 700 - 100 + 100 + 208
+    v, v0, _ = phase_values(terms, units, 2, kv, kv0, 0, [0] * 4, 0, None)  # (the phases' peaks alone)
+    assert v[3] == 150 + 208 and v0[3] == 750 - 100 + 100 + 208

@@ -194,6 +194,8 @@ class Stage:
         if self.z3 is not None:
             self.z3.live = live
             self.z3.param_ptrs = self.swapper.param_ptrs
+        if isinstance(self.sync, ReduceScatterSync):
+            self.sync.live = live
 
     # ------------------------------------------------------------ passes
     def forward(self, i: int, inputs: list[torch.Tensor]) -> None:

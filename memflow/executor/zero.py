@@ -45,7 +45,7 @@ import torch.distributed as dist
 from ..buckets import grad_buckets
 from ..errors import ConfigError
 
-__all__ = ["ReduceScatterSync", "ELEMENTWISE", "check_elementwise", "flat_grads", "flatten_params"]
+__all__ = ["ReduceScatterSync", "ELEMENTWISE", "check_elementwise", "flat_grads", "flatten_params", "release"]
 
 #: optimizers whose step updates each element from that element's own state alone
 ELEMENTWISE = ("SGD", "Adam", "AdamW", "Adamax", "Adagrad", "RMSprop", "Rprop", "NAdam", "RAdam", "ASGD")
@@ -72,6 +72,15 @@ def flatten_params(params: list[torch.nn.Parameter], padded: int) -> torch.Tenso
             p.data = flat[off:off + n].view(p.shape)
             off += n
     return flat
+
+
+def release(flat: torch.Tensor, live: Any = None) -> None:
+    """A reduced flat copy dies now: its storage emptied in place (and ``live`` told), since gloo's worker
+    thread can hold the work, and views of the copy, a moment after ``wait()`` returns, which would keep
+    it beside the next one: a peak that comes and goes with the threads' timing."""
+    flat.untyped_storage().resize_(0)
+    if live is not None:
+        live.resized(flat)
 
 
 def flat_grads(groups: list[tuple[list[torch.nn.Parameter], int]]) -> torch.Tensor:
@@ -118,6 +127,7 @@ class ReduceScatterSync:
         self.gloo = dist.get_backend(group) == "gloo"
         self.ranks = dist.get_process_group_ranks(group)  # global rank of each dp rank (broadcast sources)
         self.active = False
+        self.live = None  # the rank's LiveBytes (the stage attaches it): told of the flat copy's emptying
         plan = grad_buckets([[(p.numel() * p.element_size(), p.dtype) for p in ps] for ps in owned], max(1, cap_bytes))
         self.buckets = [_Bucket(x, [owned[o][i] for o, i in members], dp, rank) for x, members in plan]
         self.launched = 0
@@ -144,8 +154,10 @@ class ReduceScatterSync:
 
     def _wait(self) -> None:
         if self.inflight is not None:
-            self.inflight[0].wait()
-            self.inflight = None  # (its flat copy dies)
+            work, flat = self.inflight
+            work.wait()
+            self.inflight = None
+            release(flat, self.live)
 
     def _launch(self, b: _Bucket) -> None:
         self._wait()

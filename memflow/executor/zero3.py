@@ -60,6 +60,14 @@ reduce-scatter is waited for, this rank's chunk is copied (first micro-batch) or
 unit's gradient slice in host memory, and the flat copy dies. torch's CPU offload for FSDP2
 (``CPUOffloadPolicy``) is not used for the reason ``fully_shard`` is not (above).
 
+In bf16 (autocast over fp32 master weights) a unit's parameters that autocast only ever casts
+(:mod:`memflow.graph.casts`: every forward read a cast to bf16) form a part of their own, gathered in
+bf16: this rank's slice of it is its fp32 shard rounded as autocast's cast rounds, and the node reads
+each such parameter as :class:`_Low` (the gathered bf16 slice, whose backward converts the gradient
+to the fp32 parameter as the cast's backward does), so no unsharded bf16 copy is made and the
+numerics are plain autocast's. The rest stays an fp32 part; each part is padded to ``dp`` elements,
+and the gradients' flat copy holds both parts' in fp32 (:class:`_Unit`).
+
 Slicing flat buffers is exact only for an elementwise optimizer (:data:`memflow.executor.zero.ELEMENTWISE`).
 """
 from __future__ import annotations
@@ -72,7 +80,7 @@ import torch.distributed as dist
 
 from ..kinds import SHARD_PARAMETERS
 from .grads import BucketedAllReduce
-from .zero import flat_grads, flatten_params
+from .zero import flat_grads, flatten_params, release
 
 __all__ = ["Zero3Sync", "unit_params"]
 
@@ -345,7 +353,8 @@ class Zero3Sync:
             else:
                 pt.acc.add_(mine)
             del mine
-        del flat  # (the flat copy dies)
+        release(flat, self.live)  # (the flat copy dies, whatever gloo's thread still holds)
+        del flat
 
     def _launch(self, u: _Unit) -> None:
         self._wait()

@@ -187,3 +187,45 @@ def test_the_sync_point_between_two_backwards_by_hand():
     assert v[3] == 105 + 208 and v0[3] == 5 + 700 - 100 + 100 + 208
     v, v0, _ = phase_values(terms, units, 2, kv, kv0, 0, [0] * 4, 0, None)  # (the phases' peaks alone)
     assert v[3] == 150 + 208 and v0[3] == 750 - 100 + 100 + 208
+
+
+CHECKED_FLOAT = '''
+import torch
+from torch import nn
+
+BATCH_SIZE = 2
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8, bias=False)
+        self.c = nn.Linear(8, 8, bias=False)
+
+    def forward(self, x, y):
+        # (an explicit `.float()`: the export checks its input's dtype, then the matmul casts it to bf16)
+        h = self.a(x) + x @ self.b.weight.float().t() + x @ self.c.weight.t()
+        return {"loss": torch.nn.functional.mse_loss(h.float(), y)}
+
+
+def build_model():
+    return Net()
+
+
+def example_batch(batch_size):
+    return {"x": torch.randn(batch_size, 8), "y": torch.randn(batch_size, 8)}
+'''
+
+
+def test_a_parameter_the_graph_checks_is_fp32_is_not_cast_only(tmp_path):
+    """A parameter read through an explicit ``.float()`` (the export asserts its dtype there: a bf16
+    gather fails that check, as Mamba's ``dt_proj.bias`` did) is not cast-only, though the matmul after
+    it only casts it; the same read without the ``.float()`` is."""
+    f = tmp_path / "checked.py"
+    f.write_text(CHECKED_FLOAT)
+    spec = load_model_file(f)
+    captured, program, _, net = capture_program(spec, 2, fake=False, dtype="bf16")
+    by_id = {id(p): n for n, p in net.named_parameters()}
+    got = {by_id[i] for i in cast_only(program, captured.flat_inputs, "bf16", fake=True)}
+    assert got == {"a.weight", "a.bias", "c.weight"}, got

@@ -218,6 +218,21 @@ def _recompute(fn: Callable, context_fn: Callable | None = None, preserve_rng_st
     return run
 
 
+def _uncached(fn: Callable) -> Callable:
+    """``fn`` run with autocast's cast cache off (where autocast is on). Selective checkpointing counts
+    each op's calls in the forward and again in the replay; a parameter another node cast first (a
+    module reused in depth, a tied weight) is a cache hit in the forward but a cast in the replay (the
+    cache died with the forward op), and SAC refuses the replay ("invocation index 1 ... not found")."""
+    def run(*args):
+        for dev in ("cuda", "cpu"):
+            if torch.is_autocast_enabled(dev):
+                with torch.autocast(dev, dtype=torch.get_autocast_dtype(dev), cache_enabled=False):
+                    return fn(*args)
+        return fn(*args)
+
+    return run
+
+
 def make_wrap(actions: list[str], swapper: HostSwap | None, preserve_rng_state: bool = True
               ) -> Callable[[int, Callable], Callable]:
     """The ``wrap(k, fn)`` hook for :meth:`StepProgram.forward_node` (``swapper``: None when no
@@ -231,7 +246,7 @@ def make_wrap(actions: list[str], swapper: HostSwap | None, preserve_rng_state: 
         if a == RECOMPUTE:
             return _recompute(fn, preserve_rng_state=preserve_rng_state)
         if a == SELECTIVE:
-            return _recompute(fn, selective_context, preserve_rng_state)
+            return _recompute(_uncached(fn), selective_context, preserve_rng_state)
         if a == SWAP:
             def swapped(*args):
                 swapper.begin_node((swapper.key[0], k))

@@ -30,6 +30,7 @@ __all__ = ["cast_only", "cast_source", "low_reads", "param_readers", "LOW_DTYPES
 
 LOW_DTYPES = (torch.bfloat16,)
 _TO_COPY = torch.ops.aten._to_copy.default
+_ASSERT_META = torch.ops.aten._assert_tensor_metadata.default
 
 
 def cast_source(func, args, kwargs, keys: dict) -> Any:
@@ -59,7 +60,9 @@ class _Reads(TorchDispatchMode):
         hit = {self.keys[id(st)] for t in tensors_in(kwargs, tensors_in(args)) for st in storages(t)
                if id(st) in self.keys}
         out = func(*args, **kwargs)
-        if hit and tensors_in(out):  # (a metadata query, e.g. a fake tensor's device, reads nothing)
+        if hit and func is _ASSERT_META and kwargs.get("dtype", args[3] if len(args) > 3 else None) is not None:
+            self.other |= hit  # (the export's check of a `.float()`'s input: it must stay fp32)
+        elif hit and tensors_in(out):  # (a metadata query, e.g. a fake tensor's device, reads nothing)
             if cast_source(func, args, kwargs, self.keys) is not None:
                 self.cast |= hit
             elif func.is_view or func is torch.ops.aten.detach.default or func is torch.ops.aten.alias.default:

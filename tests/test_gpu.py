@@ -62,6 +62,11 @@ CASES = {
     "params-host": dict(sharding=["parameters"], optimizer_on_host=[True], params_on_host=[True]),
     "params-host-recompute": dict(actions="recompute", sharding=["parameters"], optimizer_on_host=[True],
                                   params_on_host=[True]),
+    # ... in bf16: the weights autocast casts are rounded on the host into a pinned buffer and copied into
+    # a bf16 gather (memflow.executor.zero3), with and without a recompute's replay reading it
+    "params-host-bf16": dict(sharding=["parameters"], optimizer_on_host=[True], params_on_host=[True], dtype="bf16"),
+    "params-host-bf16-recompute": dict(actions="recompute", sharding=["parameters"], optimizer_on_host=[True],
+                                       params_on_host=[True], dtype="bf16"),
 }
 
 

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .errors import DeviceOutOfMemoryError
 
-__all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "storages", "tensors_in"]
+__all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "storages", "tensors_in", "cast_source", "LOW_DTYPES"]
 
 _DEVICE = torch.ops.prim.device.default
 
@@ -113,6 +113,19 @@ class BufferEvent:
 
 
 _TO_COPY = torch.ops.aten._to_copy.default
+LOW_DTYPES = (torch.bfloat16,)  # what autocast's casts a bf16 gather stands in for go to
+
+
+def cast_source(func, args, kwargs, keys: dict) -> Any:
+    """The value ``keys`` maps the storage of op ``func``'s input to, when the op is autocast's cast of
+    it to a low precision (None otherwise). ``keys``: ``id(storage) -> value``."""
+    if func is not _TO_COPY or kwargs.get("dtype") not in LOW_DTYPES or not args:
+        return None
+    for st in storages(args[0]):
+        v = keys.get(id(st))
+        if v is not None:
+            return v
+    return None
 
 
 class LiveBytes(TorchDispatchMode):
@@ -323,9 +336,7 @@ class LiveBytes(TorchDispatchMode):
         if func is _DEVICE:  # FakeTensor answers every .device through dispatch: ~half the ops of a
             return func(*args, **kwargs)  # fake step; no tensor out, nothing to count or to call again
         out = func(*args, **kwargs) if self.call is None else self.call(func, args, kwargs)
-        cast = ""
-        if self._cast_keys is not None and func is _TO_COPY and kwargs.get("dtype") is torch.bfloat16 and args:
-            cast = next((self._cast_keys[id(st)] for st in storages(args[0]) if id(st) in self._cast_keys), "")
+        cast = (cast_source(func, args, kwargs, self._cast_keys) or "") if self._cast_keys is not None else ""
         for t in tensors_in(out):
             for st in storages(t):
                 self._add(st, "", cast=cast)

@@ -74,9 +74,6 @@ class Zero3Facts:
     # of their own, padded on its own; empty: none)
     low: tuple = ()
 
-    def low_of(self, x: int) -> int:
-        return self.low[x] if self.low else 0
-
     @property
     def any(self) -> bool:
         return any(u[0] for u in self.units)

@@ -161,7 +161,7 @@ class _Unit:
     """A node's sharded parameters: one :class:`_Part` per gather dtype (bf16 first), gathered, freed and
     reduce-scattered together; the gradients' flat copy holds every part's, each padded."""
 
-    __slots__ = ("x", "parts", "gpadded")
+    __slots__ = ("x", "parts")
 
     def __init__(self, x: int, params: list[torch.nn.Parameter], dp: int, rank: int, host: bool = False,
                  low: set | None = None):
@@ -169,7 +169,6 @@ class _Unit:
         lows = [p for p in params if low and id(p) in low]
         rest = [p for p in params if not (low and id(p) in low)]
         self.parts = [_Part(ps, dp, rank, host, lw) for ps, lw in ((lows, True), (rest, False)) if ps]
-        self.gpadded = sum(pt.padded for pt in self.parts)
 
 
 class Zero3Sync:

@@ -13,7 +13,7 @@ half, and the unsharded cast copy the node saved is gone (:mod:`memflow.executor
 :func:`cast_only` runs the forward once under a dispatch mode that records, per parameter storage,
 the ops that read it: the profiler (on its fake tensors) and every executor rank (under a fake
 mode of its own: no compute, no memory) call the same function on the same program, so the plan and
-the run agree on the set. :func:`cast_source` tells a traced op that is such a cast.
+the run agree on the set. :func:`memflow.memory.cast_source` tells a traced op that is such a cast.
 """
 from __future__ import annotations
 
@@ -23,26 +23,12 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..memory import storages, tensors_in
+from ..memory import LOW_DTYPES, cast_source, storages, tensors_in
 from .training import autocast, casts
 
 __all__ = ["cast_only", "cast_source", "low_reads", "param_readers", "LOW_DTYPES"]
 
-LOW_DTYPES = (torch.bfloat16,)
-_TO_COPY = torch.ops.aten._to_copy.default
 _ASSERT_META = torch.ops.aten._assert_tensor_metadata.default
-
-
-def cast_source(func, args, kwargs, keys: dict) -> Any:
-    """The value ``keys`` maps the storage of op ``func``'s input to, when the op is autocast's cast of
-    it to a low precision (None otherwise). ``keys``: ``id(storage) -> value``."""
-    if func is not _TO_COPY or kwargs.get("dtype") not in LOW_DTYPES or not args:
-        return None
-    for st in storages(args[0]):
-        v = keys.get(id(st))
-        if v is not None:
-            return v
-    return None
 
 
 class _Reads(TorchDispatchMode):

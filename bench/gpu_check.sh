@@ -23,5 +23,6 @@ t0=$(date +%s)
 MEMFLOW_BENCH_GPU_ALLOC="${ALLOC:-expandable}" timeout "${BENCH_S:-360}" python3 -m bench gpu > "$OUT/bench.log" 2>&1
 echo "bench gpu: rc $? in $(( $(date +%s) - t0 )) s"; grep "^bench gpu:" "$OUT/bench.log" | cut -c1-700
 tail -5 "$OUT/bench.log" | cut -c1-400
+tar czf "$OUT/gpu-alloc.tgz" -C bench/runs gpu-alloc 2>/dev/null
 cp bench/runs/gpu-rows.json bench/runs/gpu.jsonl BENCHMARKS.md "$OUT/" 2>/dev/null
 true

@@ -40,6 +40,7 @@ from ..typed import to_data
 from ..model_file import flatten, load_model_file
 from ..procs import die_with_parent
 from ..gpumem import cublas_workspace_bytes, reserved_bytes
+from ..alloc_trace import AllocTrace
 from .checkpoint import load_checkpoint, resume_point, save_checkpoint
 from .config import RunConfig, error_path
 from .optim import StageOptimizer
@@ -104,6 +105,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     cuda = device.type == "cuda"
     if cuda:  # pragma: no cover - needs a GPU
         torch.cuda.set_device(device)
+    trace = AllocTrace(device, rank)  # (MEMFLOW_CUDA_ALLOC_TRACE: the allocator's events, for bench gpu)
     timeout = timedelta(seconds=cfg.comm_timeout_s)
     started = time.perf_counter()
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
@@ -191,6 +193,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
             live.reset_peak()
             if cuda:  # pragma: no cover - needs a GPU
                 torch.cuda.reset_peak_memory_stats(device)
+                trace.mark_timed()
         with live:
             stage.current.update(phase="data", node=None, mb=None)
             with live.host():
@@ -259,6 +262,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
         if pred_peak:
             ws = cublas_workspace_bytes(torch.cuda.get_device_capability(device)[0])
             rec.cuda_predicted_reserved_bytes = reserved_bytes(pred_peak, ws)
+        trace.dump()
     recs: list[Any] = [None] * world
     dist.all_gather_object(recs, rec)
     result = None

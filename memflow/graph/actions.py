@@ -122,7 +122,7 @@ class HostSwap:
                 host.copy_(src, non_blocking=True)
             ev = torch.cuda.Event()
             ev.record(self._stream)
-            rec = ["cuda", t.device, host, ev, None, t, view]  # t held until the copy is done (reap)
+            rec = ["cuda", t.device, host, ev, None, src, view]  # src held until the copy is done (reap)
             self._copying.append(rec)
         else:
             with self._host_ctx():
@@ -156,13 +156,21 @@ class HostSwap:
                 self.prefetch_one(packed)
                 fetched = packed[4]
             dev, done = fetched
-            torch.cuda.current_stream().wait_event(done)
-            dev.record_stream(torch.cuda.current_stream())
+            if done is not None:  # (None: the device tensor itself, never copied out and back)
+                torch.cuda.current_stream().wait_event(done)
+                dev.record_stream(torch.cuda.current_stream())
         else:
             dev = host.clone()  # back into (accounted) device memory
         return dev if view is None else dev.as_strided(*view)
 
     def prefetch_one(self, rec) -> None:  # pragma: no cover - needs a GPU
+        if rec[5] is not None:
+            # its copy to the host has not been reaped: the device tensor is still held, so the backward
+            # reads it as it is (no second buffer beside it, no copy back). The last nodes of a forward
+            # meet this: the copies out queue behind each other on the side stream, and the H200 run of
+            # swap-all GPT-2 held the loss node's 1.5 GiB logits twice (+11.5% over the prediction)
+            rec[4] = (rec[5], None)
+            return
         # the device buffer is allocated on the compute stream, where it is read and freed: the caching
         # allocator keeps a pool per stream, and a buffer made on the side stream would come from (and
         # go back to) a second pool that the compute stream's frees never feed (its peak added to the

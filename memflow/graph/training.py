@@ -16,7 +16,24 @@ from ..errors import CaptureError
 from ..kinds import TRAIN_DTYPES
 from .tp import origin_of
 
-__all__ = ["unique_params", "in_model_order", "opt_params", "grad_meta", "dense_grad", "casts", "autocast"]
+__all__ = ["unique_params", "in_model_order", "opt_params", "grad_meta", "dense_grad", "casts", "autocast",
+           "gpu_semantics"]
+
+# the device whose autocast a trace on the CPU stands for ("cuda" inside :func:`gpu_semantics`); a module
+# global, so the processes a capture forks trace the same way
+_TARGET = "cpu"
+
+
+@contextlib.contextmanager
+def gpu_semantics(on: bool = True):
+    """Within: the CPU's autocast (:func:`autocast` on ``cpu``) casts as CUDA's does
+    (:mod:`memflow.graph.gpu_autocast`), for a fake trace that predicts a GPU."""
+    global _TARGET
+    old, _TARGET = _TARGET, ("cuda" if on else _TARGET)
+    try:
+        yield
+    finally:
+        _TARGET = old
 
 
 def unique_params(module: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -65,5 +82,11 @@ def autocast(dtype: str, device_type: str = "cpu"):
     if not casts(dtype):
         return contextlib.nullcontext()
     if dtype == "bf16":
+        if device_type == "cpu" and _TARGET == "cuda":
+            from .gpu_autocast import CudaAutocast
+            stack = contextlib.ExitStack()
+            stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+            stack.enter_context(CudaAutocast(torch.bfloat16))
+            return stack
         return torch.autocast(device_type, dtype=torch.bfloat16)
     raise CaptureError(f"unknown training precision {dtype!r}; valid: {list(TRAIN_DTYPES)}")

@@ -24,6 +24,7 @@ import torch
 from ..devices import load_device
 from ..errors import ConfigError
 from ..graph.record import TaskGraph
+from ..graph.training import gpu_semantics
 from .build import capture_graph, capture_graphs
 from .cache import ProfileCache, ProfileKey
 from .roofline import predict_times
@@ -106,8 +107,9 @@ def profile_model(spec: Any, batch_size: int | None = None, *, device: Any = "cp
     key = cache_key(spec, batch_size, dtype, granularity, dev.name, measure, dev)
 
     def compute() -> TaskGraph:
-        g = capture_graph(spec, batch_size, dtype=dtype, granularity=granularity, measure=measure,
-                          accounted=measure and dev.kind == "cpu", device=run_on)
+        with gpu_semantics(dev.kind == "gpu" and not measure):  # a GPU's autocast, traced on the CPU
+            g = capture_graph(spec, batch_size, dtype=dtype, granularity=granularity, measure=measure,
+                              accounted=measure and dev.kind == "cpu", device=run_on)
         if not measure:
             g = predict_times(g, dev, dtype)
         return g
@@ -145,8 +147,10 @@ def profile_models(spec: Any, batch_sizes: list[int], *, device: Any = "cpu", dt
         first = keys[todo[0]] if store else None
         # what the model file's build reads is recorded beside the profiling, once the model is built
         on_built = (lambda: store.prepare(first)) if first else None
-        for b, g in capture_graphs(spec, todo, dtype=dtype, granularity=granularity, processes=processes,
-                                   on_built=on_built).items():
+        with gpu_semantics(dev.kind == "gpu"):
+            made = capture_graphs(spec, todo, dtype=dtype, granularity=granularity, processes=processes,
+                                  on_built=on_built)
+        for b, g in made.items():
             out[b] = predict_times(g, dev, dtype)
             if store and keys[b]:
                 store.put(keys[b], out[b])

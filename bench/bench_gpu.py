@@ -146,7 +146,7 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
                 continue
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
             # the allocator's events of each run (memflow.alloc_trace), for the reserved-memory model
-            os.environ[ALLOC_TRACE] = str(TRACES / f"{'-'.join(name.replace(',', '').split())}-{alloc}")
+            os.environ[ALLOC_TRACE] = str(TRACES / _slug(name, alloc))
             try:
                 res = run_plan_file(plan, steps=STEPS, check=False)
                 runs[alloc] = dict(dataclasses.asdict(res.ranks[0]), losses=res.losses)
@@ -187,6 +187,64 @@ def repredict(rows_file: str) -> None:
         print(f"bench gpu: {row['strategy']}: fake-trace peak {row['repredicted'] / 2**20:,.1f} MiB", flush=True)
     data["repredicted_with"] = machine()
     Path(rows_file).write_text(json.dumps(data, indent=1))
+
+
+def _slug(name: str, alloc: str = "expandable") -> str:
+    return f"{'-'.join(name.replace(',', '').split())}-{alloc}"
+
+
+def replay_traces(rows_file: str, tgz: Path = TRACES.with_suffix(".tgz")) -> None:
+    """Replay each row's allocator trace (the run's ``gpu-alloc.tgz``) through :mod:`memflow.cuda_alloc`:
+    the model's reserved peak and placements beside the measured ones, and the largest mapping of the
+    timed steps (what made reserved memory exceed the live peak). Saved in the rows (``replay``)."""
+    import gzip
+    import tarfile
+
+    from memflow.cuda_alloc import replay
+
+    data = json.loads(Path(rows_file).read_text())
+    with tarfile.open(tgz) as tf:
+        traces = {m.name.split("/")[-2]: json.loads(gzip.decompress(tf.extractfile(m).read()))
+                  for m in tf.getmembers() if m.name.endswith("rank0.json.gz")}
+    for row in data["rows"]:
+        t = traces.get(_slug(row["strategy"]))
+        if t is None:
+            continue
+        r = replay(t["events"], t["timed_from"])
+        row["replay"] = dict(measured=t["peak_reserved"], reserved=r["peak_reserved"], placed=r["placed_alike"],
+                             maps_same=r["maps"] == [e[2] for e in t["events"] if e[0] == "segment_map"],
+                             allocated=t["peak_allocated"], grew=r["grew"])
+        print(f"bench gpu: {row['strategy']}: replayed {r['peak_reserved'] / 2**20:,.0f} MiB reserved "
+              f"(measured {t['peak_reserved'] / 2**20:,.0f}), {100 * r['placed_alike']:.2f}% placed alike", flush=True)
+    data["replayed_with"] = machine()
+    Path(rows_file).write_text(json.dumps(data, indent=1))
+
+
+def _replay_section(data: dict) -> str:
+    rows = []
+    for row in data["rows"]:
+        r = row.get("replay")
+        if not r:
+            continue
+        g = r["grew"]
+        rows.append([row["strategy"], f"{r['allocated'] / 2**20:,.0f}", f"{r['measured'] / 2**20:,.0f}",
+                     f"{r['reserved'] / 2**20:,.0f} ({_err(r['reserved'], r['measured'])})",
+                     f"{100 * r['placed']:.2f}%", "yes" if r["maps_same"] else "no",
+                     f"{100 * (r['measured'] / r['allocated'] - 1):.1f}%"] + (
+            [f"{g['request'] / 2**20:,.1f}", f"{g['mapped'] / 2**20:,.0f}", f"{g['free'] / 2**20:,.0f}"]
+            if g else ["—"] * 3))
+    if not rows:
+        return ""
+    return ("\n\n**The allocator's own events, replayed** (`python -m bench.bench_gpu --replay bench/runs/gpu-rows.json`"
+            f", on {data.get('replayed_with', 'this host')}; the traces in `bench/runs/gpu-alloc.tgz`, written by "
+            "`MEMFLOW_CUDA_ALLOC_TRACE`, `memflow/alloc_trace.py`): each run's alloc and free events, in order, through "
+            "`memflow.cuda_alloc` (PyTorch's caching allocator with expandable segments, from its documented rules). "
+            "*Placed alike*: allocations the model put at the trace's own offset in their segment. The last three "
+            "columns: the largest mapping of the timed steps, the request that made it, and the free bytes mapped "
+            "then, none of them in one piece large enough.\n\n" + md_table(
+                ["strategy", "allocated MiB", "reserved MiB (measured)", "reserved MiB (replayed)", "placed alike",
+                 "same mappings", "reserved over allocated", "largest mapping's request MiB", "mapped MiB",
+                 "free then MiB"], rows))
 
 
 def render(data: dict) -> str:
@@ -254,7 +312,7 @@ def render(data: dict) -> str:
                   "predicted peak MiB (fake trace)", "predicted peak MiB (measured trace)",
                   "predicted reserved MiB", "host peak MiB"] + (
                      ["predicted peak MiB (fake trace, predicted again after the run's fixes)"] if again else []),
-                 rows) + "\n\n" + data.get("note", NOTE).strip())
+                 rows) + _replay_section(data) + "\n\n" + data.get("note", NOTE).strip())
 
 
 if __name__ == "__main__":
@@ -264,7 +322,11 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rows", help="write the section from a run's saved rows (bench/runs/gpu-rows.json)")
     ap.add_argument("--repredict", help="predict a run's rows again with this code (no GPU), then write the section")
+    ap.add_argument("--replay", help="replay a run's allocator traces (bench/runs/gpu-alloc.tgz) into its rows, "
+                                     "then write the section")
     a = ap.parse_args()
     if a.repredict:
         repredict(a.repredict)
-    main(a.quick, a.rows or a.repredict)
+    if a.replay:
+        replay_traces(a.replay)
+    main(a.quick, a.rows or a.repredict or a.replay)

@@ -12,14 +12,15 @@ bench gpu``:
 * **Pages**: with expandable segments (the executor's default, :func:`memflow.executor.launch.cuda_alloc_conf`)
   a stream's pool maps 20 MiB pages for blocks over 1 MiB and 2 MiB pages for the small ones, so
   reserved memory is the high-water mark of live bytes (workspaces included) rounded up to pages,
-  plus what holes between live blocks never get reused (measured, not modelled here). Without
+  plus the holes between live blocks that a large request does not fit (replayed exactly from a
+  run's allocator events by :mod:`memflow.cuda_alloc`; not predicted from a plan here). Without
   expandable segments each allocation over 10 MiB gets a segment of its own size (rounded to 2 MiB)
   that is cached whole after the free, and reserved memory can sit far above the live peak.
   Measured on the H200 (GPT-2 small, batch 8 × 1024): reserved over allocated 0.5–1.3% with
-  expandable segments for keep, micro-batching and both offloads (the prediction within 2.5%), 10%
-  for recompute-all (holes the replays leave: not modelled), 20% for swap-all (its copies back were
-  allocated on the side stream, a second pool: since allocated on the compute stream, not yet
-  measured); torch's default allocator 4.6–31%.
+  expandable segments for keep, micro-batching and both offloads (the prediction within 2.5%), 10.1%
+  for recompute-all, 5.5% swap-all, 9.0% swapping every other node, 8.9% FSDP units in bf16: in each,
+  the LM head's 1.5 GiB logits requested while the free space lay in smaller pieces; torch's default
+  allocator 4.6–31%.
 * **Outside the allocator**: the CUDA context, the libraries' kernels, NCCL's buffers: not in
   ``max_memory_reserved`` but in the device's capacity (:data:`CONTEXT_BYTES`, measured).
 """

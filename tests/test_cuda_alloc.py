@@ -1,0 +1,123 @@
+"""The caching allocator model (memflow.cuda_alloc): its rules by hand, and the H200's own traces
+replayed through it (every allocation at the same offset, every mapping the same, the same reserved
+peak)."""
+from __future__ import annotations
+
+import gzip
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from memflow.cuda_alloc import LARGE_PAGE, SMALL_PAGE, ExpandableAllocator, replay, round_size
+
+MIB = 2**20
+TRACES = Path(__file__).resolve().parents[1] / "bench" / "runs" / "gpu-alloc.tgz"
+
+
+def test_sizes_round_to_512_and_small_blocks_use_2_mib_pages():
+    a = ExpandableAllocator()
+    assert round_size(1) == 512 and round_size(513) == 1024 and round_size(1024) == 1024
+    key, off = a.malloc(1)
+    assert key == (0, True) and off == 0 and a.allocated == 512 and a.reserved == SMALL_PAGE
+    assert a.malloc(700)[1] == 512  # (the next block, in the same page)
+    assert a.malloc(MIB)[0] == (0, True)  # 1 MiB is still small
+    assert a.malloc(MIB + 1)[0] == (0, False) and a.reserved == SMALL_PAGE + LARGE_PAGE
+
+
+def test_a_large_request_maps_20_mib_pages_and_the_rest_serves_the_next():
+    a = ExpandableAllocator()
+    key, off = a.malloc(30 * MIB)
+    assert off == 0 and a.maps == [40 * MIB]
+    assert a.malloc(5 * MIB)[1] == 30 * MIB and a.maps == [40 * MIB]  # in the mapped tail: no new page
+    # 5 MiB free at the end; a 25 MiB request maps what the tail lacks (20 MiB rounded up), from the tail
+    assert a.malloc(25 * MIB)[1] == 35 * MIB and a.maps == [40 * MIB, 20 * MIB]
+    assert a.reserved == a.peak_reserved == 60 * MIB
+
+
+def _holes(a: ExpandableAllocator) -> dict[str, int]:
+    """Blocks of 8, 2, 12, 2 MiB, the 8 and the 12 freed: holes at 0 and at 10 MiB, 2 MiB live after each,
+    and the mapped tail's 16 MiB free."""
+    offs = {n: a.malloc(s * MIB)[1] for n, s in (("h8", 8), ("x", 2), ("h12", 12), ("y", 2))}
+    a.free((0, False), offs["h8"])
+    a.free((0, False), offs["h12"])
+    return offs
+
+
+def test_best_fit_takes_the_smallest_hole_and_the_mapped_end_last():
+    a = ExpandableAllocator()
+    offs = _holes(a)
+    assert a.reserved == 40 * MIB
+    assert a.malloc(7 * MIB)[1] == offs["h8"]  # the 8 MiB hole, not the 12 or the 16 MiB tail
+    assert a.malloc(9 * MIB)[1] == offs["h12"]  # the 12 MiB hole, though the tail (16) holds it too
+    assert a.malloc(3 * MIB)[1] == offs["h12"] + 9 * MIB  # the 3 MiB left of the 12
+    assert a.malloc(10 * MIB)[1] == 24 * MIB  # no hole holds 10: the tail
+    assert a.maps == [20 * MIB, 20 * MIB]
+
+
+def test_the_free_block_at_the_mapped_end_is_ranked_by_what_it_can_grow_to():
+    """A hole of 18 MiB and 10 MiB free at the mapped end: a 9 MiB request takes the hole (the allocator
+    ranks the end block by its size plus the unmapped space after it), not the smaller end block."""
+    a = ExpandableAllocator()
+    k, h18 = a.malloc(18 * MIB)
+    a.malloc(2 * MIB)
+    a.malloc(10 * MIB)
+    assert a.reserved == 40 * MIB
+    a.free(k, h18)
+    assert a.malloc(9 * MIB)[1] == h18
+    assert a.malloc(10 * MIB)[1] == 30 * MIB  # (the 9 left in the hole hold no 10: the end block)
+
+
+def test_freed_neighbours_merge():
+    a = ExpandableAllocator()
+    offs = _holes(a)
+    a.free((0, False), offs["x"])  # 8 + 2 + 12 free together: one 22 MiB block at 0
+    assert a.malloc(22 * MIB)[1] == 0 and a.maps == [20 * MIB, 20 * MIB]
+
+
+def test_a_remainder_under_512_bytes_stays_in_the_block():
+    a = ExpandableAllocator()
+    k, first = a.malloc(4096)
+    a.malloc(512)
+    a.free(k, first)
+    before = a.allocated
+    k2, off = a.malloc(3800)  # rounds to 4096: fits exactly
+    assert off == first and a.allocated - before == 4096
+    a.free(k2, off)
+    k3, off3 = a.malloc(3700)  # 3712: 384 bytes left, not split off
+    assert off3 == first and a.allocated - before == 4096
+
+
+def test_streams_have_segments_of_their_own():
+    a = ExpandableAllocator()
+    assert a.malloc(2 * MIB, stream=0)[1] == 0
+    assert a.malloc(2 * MIB, stream=7)[1] == 0 and a.reserved == 2 * LARGE_PAGE
+
+
+def _traces() -> list[tuple[str, dict]]:
+    if not TRACES.exists():
+        return []
+    out = []
+    with tarfile.open(TRACES) as tf:
+        for m in tf.getmembers():
+            if m.name.endswith(".json.gz"):
+                out.append((m.name.split("/")[-2], json.loads(gzip.decompress(tf.extractfile(m).read()))))
+    return sorted(out, key=lambda x: x[0])
+
+
+@pytest.mark.parametrize("name,trace", _traces(), ids=[n for n, _ in _traces()])
+def test_the_h200s_traces_replay_exactly(name, trace):
+    """GPT-2 small's plans run on an H200 (python -m bench gpu), the allocator's own events: the model
+    places every block where the allocator did and maps the same pages, so its reserved peak is the
+    measured ``max_memory_reserved``."""
+    r = replay(trace["events"], trace["timed_from"])
+    mapped = [e[2] for e in trace["events"] if e[0] == "segment_map"]
+    assert r["placed_alike"] == 1.0
+    assert r["maps"] == mapped
+    assert r["peak_reserved"] == trace["peak_reserved"]
+    assert r["peak_allocated"] == trace["peak_allocated"]
+
+
+def test_the_traces_are_there():
+    assert len(_traces()) == 8

@@ -216,6 +216,22 @@ def replay_traces(rows_file: str, tgz: Path = TRACES.with_suffix(".tgz")) -> Non
                              allocated=t["peak_allocated"], grew=r["grew"])
         print(f"bench gpu: {row['strategy']}: replayed {r['peak_reserved'] / 2**20:,.0f} MiB reserved "
               f"(measured {t['peak_reserved'] / 2**20:,.0f}), {100 * r['placed_alike']:.2f}% placed alike", flush=True)
+    # and where a fake run of the plan's step can stand for the GPU's (memflow.reserved): its events replayed
+    from memflow.model_file import load_model_file
+    from memflow.reserved import fake_reserved
+
+    os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
+    spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    for row in data["rows"]:
+        st = Strategy.from_dict(row["strategy_dict"])
+        if row.get("replay") is None or st.pp > 1 or st.dp > 1 or any(a == SWAP for a in st.actions) or any(
+                st.optimizer_on_host) or any(st.params_on_host) or any(s != "none" for s in st.sharding):
+            continue
+        r = fake_reserved(spec, st.microbatch_size(BATCH), list(st.actions), microbatches=st.microbatches,
+                          dtype=_dtype(row["strategy"]))
+        row["replay"]["fake"] = dict(reserved=r["peak_reserved"], allocated=r["peak_allocated"])
+        print(f"bench gpu: {row['strategy']}: a fake run replayed: {r['peak_reserved'] / 2**20:,.0f} MiB reserved, "
+              f"{r['peak_allocated'] / 2**20:,.1f} allocated", flush=True)
     data["replayed_with"] = machine()
     Path(rows_file).write_text(json.dumps(data, indent=1))
 
@@ -229,7 +245,9 @@ def _replay_section(data: dict) -> str:
         g = r["grew"]
         rows.append([row["strategy"], f"{r['allocated'] / 2**20:,.0f}", f"{r['measured'] / 2**20:,.0f}",
                      f"{r['reserved'] / 2**20:,.0f} ({_err(r['reserved'], r['measured'])})",
-                     f"{100 * r['placed']:.2f}%", "yes" if r["maps_same"] else "no",
+                     f"{100 * r['placed']:.2f}%", "yes" if r["maps_same"] else "no"] + (
+                        [f"{r['fake']['reserved'] / 2**20:,.0f} ({_err(r['fake']['reserved'], r['measured'])})"]
+                        if r.get("fake") else ["—"]) + [
                      f"{100 * (r['measured'] / r['allocated'] - 1):.1f}%"] + (
             [f"{g['request'] / 2**20:,.1f}", f"{g['mapped'] / 2**20:,.0f}", f"{g['free'] / 2**20:,.0f}"]
             if g else ["—"] * 3))
@@ -239,11 +257,14 @@ def _replay_section(data: dict) -> str:
             f", on {data.get('replayed_with', 'this host')}; the traces in `bench/runs/gpu-alloc.tgz`, written by "
             "`MEMFLOW_CUDA_ALLOC_TRACE`, `memflow/alloc_trace.py`): each run's alloc and free events, in order, through "
             "`memflow.cuda_alloc` (PyTorch's caching allocator with expandable segments, from its documented rules). "
-            "*Placed alike*: allocations the model put at the trace's own offset in their segment. The last three "
+            "*Placed alike*: allocations the model put at the trace's own offset in their segment. *A fake run "
+            "replayed*: no GPU; the plan's step run on fake tensors on this host as one GPU runs it (CUDA's autocast, "
+            "the cuBLAS workspaces at the first matmuls) and its allocations replayed the same way "
+            "(`memflow.reserved`; single-stage plans without swap, offload or sharding). The last three "
             "columns: the largest mapping of the timed steps, the request that made it, and the free bytes mapped "
             "then, none of them in one piece large enough.\n\n" + md_table(
                 ["strategy", "allocated MiB", "reserved MiB (measured)", "reserved MiB (replayed)", "placed alike",
-                 "same mappings", "reserved over allocated", "largest mapping's request MiB", "mapped MiB",
+                 "same mappings", "reserved MiB (a fake run of the plan's step, replayed)", "reserved over allocated", "largest mapping's request MiB", "mapped MiB",
                  "free then MiB"], rows))
 
 

@@ -114,3 +114,22 @@ def test_the_rules_are_cudas_own():  # pragma: no cover - needs a GPU
     with torch.autocast("cuda", dtype=BF):
         got = _ops(*_inputs("cuda"))
     assert got == CUDA_RULES
+
+
+@pytest.mark.parametrize("model", ["gpt2", "bert"])
+def test_the_capture_bakes_no_cast_in(model, monkeypatch):
+    """The rules apply where the trace runs the program, never inside the export that makes it: a program
+    captured for a GPU is the executor's (same ops per node, so the plan's fingerprint is the one
+    ``memflow run`` checks; both models' blocks gained casts before this was guarded)."""
+    from memflow.graph.build import capture_program, fingerprint
+    from memflow.model_file import load_model_file
+
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = load_model_file(ROOT / "examples" / f"{model}.py")
+    got = []
+    for on in (False, True):
+        with gpu_semantics(on):
+            captured, _, _, built = capture_program(spec, 4, dtype="bf16")
+        got.append((captured.op_counts, fingerprint(built, captured, 4, "bf16", "auto")))
+    assert got[0] == got[1]

@@ -74,19 +74,23 @@ class CudaAutocast(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not torch.is_autocast_enabled("cpu"):  # (a region that turned autocast off: as CUDA's would be)
+        policy = _POLICY.get(func)
+        if policy is None:
+            policy = _POLICY[func] = _policy_of(_name(func))
+        # autocast off: as CUDA's would be; an export (the capture's): autocast's casts are not baked into
+        # the program (the executor's program, captured on the GPU, has none), only traced through it
+        if not policy or not torch.is_autocast_enabled("cpu") or torch.compiler.is_exporting():
             return func(*args, **kwargs)
-        name = _name(func)
-        if name in FP32:
+        if policy == "fp32":
             args, kwargs = _map(args, self._up), _map(kwargs, self._up)
-        elif name in SET_DTYPE:
+        elif policy == "set_dtype":
             first = args[0] if args else kwargs.get("input", kwargs.get("self"))
             if isinstance(first, torch.Tensor) and _eligible(first) and kwargs.get("dtype") is None \
-                    and not _positional_dtype(name, args):
+                    and not _positional_dtype(args):
                 kwargs = dict(kwargs, dtype=torch.float32)
-        elif name in LOWER_ONLY:
+        elif policy == "lower":
             args, kwargs = _map(args, self._down), _map(kwargs, self._down)
-        elif name in UNCAST:
+        else:  # "uncast"
             with torch.autocast("cpu", enabled=False):
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
@@ -99,7 +103,20 @@ class CudaAutocast(TorchFunctionMode):
         return t.to(self.low) if _eligible(t) and t.dtype != self.low else t
 
 
-def _positional_dtype(name: str, args: tuple) -> bool:
+_POLICY: dict = {}  # func -> its policy ("" for none), decided once per function object
+
+
+def _policy_of(name: str) -> str:
+    if name in FP32:
+        return "fp32"
+    if name in SET_DTYPE:
+        return "set_dtype"
+    if name in LOWER_ONLY:
+        return "lower"
+    return "uncast" if name in UNCAST else ""
+
+
+def _positional_dtype(args: tuple) -> bool:
     """Whether the call already passes a dtype positionally (``softmax(x, dim, dtype)``; aten's
     ``sum.default(x, dtype)``)."""
     return any(isinstance(a, torch.dtype) for a in args[1:])

@@ -259,7 +259,8 @@ def _replay_section(data: dict) -> str:
             "`memflow.cuda_alloc` (PyTorch's caching allocator with expandable segments, from its documented rules). "
             "*Placed alike*: allocations the model put at the trace's own offset in their segment. *A fake run "
             "replayed*: no GPU; the plan's step run on fake tensors on this host as one GPU runs it (CUDA's autocast, "
-            "the cuBLAS workspaces at the first matmuls) and its allocations replayed the same way "
+            "the cuBLAS workspaces at the first matmuls, CUDA's reduction staging buffers as PyTorch sizes them) "
+            "and its allocations replayed the same way "
             "(`memflow.reserved`; single-stage plans without swap, offload or sharding). The last three "
             "columns: the largest mapping of the timed steps, the request that made it, and the free bytes mapped "
             "then, none of them in one piece large enough.\n\n" + md_table(

@@ -6,33 +6,126 @@ plan without swap, offload or sharding (keep, recompute, selective, micro-batche
 step's node program on fake tensors as the executor runs it on one GPU (CUDA's autocast,
 :func:`memflow.graph.training.gpu_semantics`; the plan's per-node actions; ``steps`` steps with the
 optimizer; each micro-batch's forward under autocast, its backward outside, as the executor),
-records every storage allocated and freed on the device in order, adds the two cuBLAS workspaces where the first matmul of the forward's thread and of the backward's thread allocate them
+records every storage allocated and freed on the device in order, adds the two cuBLAS workspaces
+where the first matmul of the forward's thread and of the backward's thread allocate them
 (:mod:`memflow.gpumem`), and replays that through the allocator model.
 
-What it cannot see is what CUDA kernels allocate inside themselves: measured on the H200, CUDA's
-fp32 attention backward allocates blocks the CPU's does not (48, 132 and 132.75 MiB per GPT-2 block
-at batch 8 × 1024), which the fake sequence lacks; that is why recompute-all's replay lands under its
-measured reserved memory (``python -m bench.bench_gpu --replay``). Swap's copies depend on timing
-and are left out.
+CUDA kernels also allocate through the caching allocator inside themselves. The reductions' global
+staging buffers are added where a ``sum``/``mean`` runs, sized as PyTorch's ``setReduceConfig`` sizes
+them (:func:`reduce_buffers`; GPT-2's bias gradients: 48, 132 and 132.75 MiB per block at batch
+8 × 1024, as the H200's trace shows). What the fp32 attention backward allocates (a
+[B, H, S, D] and a [B, H, S + 1, D] fp32 buffer, two [B, H, S] ones) and other kernels' workspaces
+are not: recompute-all's replay stays 7% under the H200's reserved memory, whose large mapping came
+in the second step, over a layout that the first step's order (data, masks, the optimizer state
+made) shaped differently from this run's. Swap's copies depend on timing and are left out.
 """
 from __future__ import annotations
 
 import contextlib
 from typing import Any
 
+import torch
+
 from .cuda_alloc import replay
 from .gpumem import cublas_workspace_bytes
 from .memory import LiveBytes
 
-__all__ = ["step_events", "fake_reserved"]
+__all__ = ["step_events", "fake_reserved", "reduce_buffers", "SMS"]
 
 _MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm"})
+_REDUCTIONS = frozenset({"sum", "mean"})  # (TensorIterator reductions whose accumulator is fp32 here)
+# (multiprocessors, threads per multiprocessor) of the GPUs the presets name, by the preset's name prefix
+SMS = {"h100": (132, 2048), "h200": (132, 2048), "a100": (108, 2048), "v100": (80, 2048)}
+
+
+def _last_pow2(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
+
+def reduce_buffers(shape: list[int], strides: list[int], dims: list[int], elem: int, acc: int = 4,
+                   sms: tuple[int, int] = (132, 2048)) -> tuple[int, int]:
+    """The bytes CUDA's TensorIterator reduction kernel allocates for a reduction over ``dims`` of a
+    tensor (``strides`` in elements): its global staging buffer and its semaphores, zero when the kernel
+    reduces within blocks. PyTorch's ``setReduceConfig`` / ``ReduceConfig`` (``aten/src/ATen/native/cuda/
+    Reduce.cuh``) for one operand, 32-bit indexing, an aligned output: the bias gradients of GPT-2's
+    linears at batch 8 × 1024 (a sum over 8,192 rows) come to the 48, 132 and 132.75 MiB blocks (24, 96
+    and 72 bytes of semaphores) the H200's allocator trace shows."""
+    dims = sorted(d % len(shape) for d in dims) if dims else list(range(len(shape)))
+    red = sorted(((strides[d], shape[d]) for d in dims if shape[d] > 1))
+    out = sorted(((strides[d], shape[d]) for d in range(len(shape)) if d not in dims and shape[d] > 1))
+
+    def coalesce(ds):
+        merged: list = []
+        for st, n in ds:
+            if merged and merged[-1][0] * merged[-1][1] == st:
+                merged[-1] = (merged[-1][0], merged[-1][1] * n)
+            else:
+                merged.append((st, n))
+        return merged
+
+    red, out = coalesce(red), coalesce(out)
+    num_out = 1
+    for _, n in out:
+        num_out *= n
+    per_out = 1
+    for _, n in red:
+        per_out *= n
+    if per_out <= 1:
+        return 0, 0
+    ndim = len(red) + len(out)
+    fastest = not out or red[0][0] < out[0][0]
+    if fastest:
+        dim0, dim1, moving = per_out, num_out, red[0][0]
+    else:
+        dim0, dim1, moving = num_out, per_out, out[0][0]
+    out_vec = 1
+    if moving == 1:
+        if fastest and dim0 > 128 and len(red) == 1:
+            dim0 //= 4  # (vectorised along the input)
+        elif not fastest:
+            out_vec = 4
+            for n in [out[0][1]] + [st for st, _ in red] + [st for st, _ in out[1:]]:
+                while n % out_vec:
+                    out_vec //= 2
+            dim0 //= out_vec
+    max_threads = 512 // out_vec
+    d0 = _last_pow2(dim0) if dim0 < max_threads else max_threads
+    d1 = _last_pow2(dim1) if dim1 < max_threads else max_threads
+    width = min(d0, 32)
+    height = min(d1, max_threads // width)
+    width = min(d0, max_threads // height)
+    threads = width * height
+    step_in = step_out = 1
+    in_mult = [0, 0, 0]
+    if ndim == 0 or fastest:
+        in_mult[0], step_in = step_in, step_in * width
+    else:
+        step_out *= width
+
+    def per_thread() -> int:
+        return -(-per_out // step_in)
+
+    if per_thread() >= height * 16 or per_thread() >= 256:
+        in_mult[1], step_in = step_in, step_in * height
+    else:
+        step_out *= height
+    target = sms[0] * (sms[1] // threads)
+    grid = -(-(num_out // out_vec) // step_out)
+    ctas = 1
+    if in_mult[1] and per_thread() >= 256 and grid <= target:
+        ctas = max(min(-(-target // grid), -(-per_thread() // 16)), -(-per_thread() // 256))
+    if ctas <= 1:
+        return 0, 0
+    size = acc * num_out * ctas
+    if not in_mult[0]:
+        size *= width * out_vec
+    return size, 4 * grid
 
 
 class _Sequence(LiveBytes):
     """LiveBytes that also lists device allocations and frees in order, as allocator events."""
 
-    def __init__(self, workspace: int):
+    def __init__(self, workspace: int, sms: tuple[int, int] | None = None):
         super().__init__()
         self.alloc_events: list = []
         self._tok: dict[int, int] = {}
@@ -40,6 +133,7 @@ class _Sequence(LiveBytes):
         self.backward = False
         self._workspace = workspace
         self._has_ws = [False, False]  # (the forward's thread, autograd's)
+        self._sms = sms
 
     def _emit(self, nbytes: int) -> int:
         self._n += 1
@@ -62,19 +156,29 @@ class _Sequence(LiveBytes):
             self.alloc_events.append(["free_completed", tok, int(entry[1]), 0])
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self._workspace and func.overloadpacket.__name__ in _MATMULS and not self._has_ws[self.backward]:
+        name = func.overloadpacket.__name__
+        if self._workspace and name in _MATMULS and not self._has_ws[self.backward]:
             self._has_ws[self.backward] = True
             self._emit(self._workspace)
-        return super().__torch_dispatch__(func, types, args, kwargs)
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if self._sms and name in _REDUCTIONS and args and isinstance(args[0], torch.Tensor) \
+                and args[0].is_floating_point():
+            x = args[0]
+            dims = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else kwargs.get("dim") if kwargs else None
+            buf, sem = reduce_buffers(list(x.shape), list(x.stride()), list(dims or []), x.element_size(),
+                                      sms=self._sms)
+            if buf:  # allocated after the output, freed as the kernel is launched (semaphores first)
+                b, m = self._emit(buf), self._emit(sem)
+                self.alloc_events += [["free_completed", m, sem, 0], ["free_completed", b, buf, 0]]
+        return out
 
 
 def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microbatches: int = 1,
-                dtype: str = "fp32", steps: int = 3, workspace: int | None = None) -> list:
+                dtype: str = "fp32", steps: int = 3, workspace: int | None = None,
+                sms: tuple[int, int] | None = SMS["h100"]) -> tuple[list, int]:
     """The device's allocator events (``[action, token, bytes, stream]``) of ``steps`` training steps of a
     single-stage plan, run on fake tensors as a GPU runs them (see the module's docstring), and the run's
     peak of live tensor bytes."""
-    import torch
-
     from .graph.actions import make_wrap
     from .graph.build import capture_program
     from .graph.gpu_autocast import CudaAutocast
@@ -86,7 +190,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
         captured, program, mode, model = capture_program(spec, microbatch, fake=True, dtype=dtype)
     n = program.n
     acts = [actions] * n if isinstance(actions, str) else list(actions)
-    live = _Sequence(ws)
+    live = _Sequence(ws, sms)
     # as the executor steps: each micro-batch's forward under autocast (its cast cache dies with it), the
     # backward and the optimizer outside it; a recompute's replay restores autocast itself, and CUDA's
     # rules apply wherever autocast is on

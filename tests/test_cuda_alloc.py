@@ -151,3 +151,22 @@ def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, 
     assert abs(got["peak_live"] - predicted) <= 64, (got["peak_live"], predicted)
     # the replay rounds each block up to 512 bytes: allocated at least the live bytes, reserved at least that
     assert got["peak_reserved"] >= got["peak_allocated"] >= got["peak_live"]
+
+
+@pytest.mark.parametrize("width,buffer,semaphores", [(768, 48 * MIB, 24), (3072, 132 * MIB, 96),
+                                                     (2304, 139_198_464, 72)])
+def test_cudas_reduction_buffers_are_the_h200s(width, buffer, semaphores):
+    """A bias gradient of GPT-2 at batch 8 × 1024 sums a [8, 1024, width] fp32 gradient over its first two
+    dims; on the H200 (132 multiprocessors) the reduction kernel's staging buffer and semaphores are the
+    blocks its allocator trace shows right after each bias gradient (bench/runs/gpu-alloc.tgz)."""
+    from memflow.reserved import reduce_buffers
+
+    assert reduce_buffers([8, 1024, width], [1024 * width, width, 1], [0, 1], 4) == (buffer, semaphores)
+    # reducing the innermost dim, or a small tensor, needs no staging buffer
+    assert reduce_buffers([8, 1024, width], [1024 * width, width, 1], [2], 4) == (0, 0)
+    assert reduce_buffers([16, width], [width, 1], [0], 4) == (0, 0)
+    # the H200's own trace holds exactly those blocks
+    traces = dict(_traces())
+    if traces:
+        sizes = [e[2] for e in traces["keep-expandable"]["events"] if e[0] == "alloc"]
+        assert buffer in sizes and semaphores in sizes

@@ -27,6 +27,10 @@ from typing import Any
 import torch
 
 from .cuda_alloc import replay
+from .graph.actions import make_wrap
+from .graph.build import capture_program
+from .graph.gpu_autocast import CudaAutocast
+from .graph.training import casts, gpu_semantics, opt_params
 from .gpumem import cublas_workspace_bytes
 from .memory import LiveBytes
 
@@ -179,11 +183,6 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
     """The device's allocator events (``[action, token, bytes, stream]``) of ``steps`` training steps of a
     single-stage plan, run on fake tensors as a GPU runs them (see the module's docstring), and the run's
     peak of live tensor bytes."""
-    from .graph.actions import make_wrap
-    from .graph.build import capture_program
-    from .graph.gpu_autocast import CudaAutocast
-    from .graph.training import casts, gpu_semantics, opt_params
-
     ws = cublas_workspace_bytes() if workspace is None else workspace
     low = casts(dtype)
     with gpu_semantics(True):

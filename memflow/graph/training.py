@@ -14,6 +14,7 @@ import torch
 
 from ..errors import CaptureError
 from ..kinds import TRAIN_DTYPES
+from .gpu_autocast import CudaAutocast
 from .tp import origin_of
 
 __all__ = ["unique_params", "in_model_order", "opt_params", "grad_meta", "dense_grad", "casts", "autocast",
@@ -83,7 +84,6 @@ def autocast(dtype: str, device_type: str = "cpu"):
         return contextlib.nullcontext()
     if dtype == "bf16":
         if device_type == "cpu" and _TARGET == "cuda":
-            from .gpu_autocast import CudaAutocast
             stack = contextlib.ExitStack()
             stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
             stack.enter_context(CudaAutocast(torch.bfloat16))

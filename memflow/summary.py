@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .gpumem import device_bytes
+from .gpumem import FRAGMENTATION, device_bytes, fragmented_device_bytes
 from .kinds import KEEP, SHARD_NONE, SHARD_PARAMETERS
 from .planfile import Plan
 from .units import format_bytes, format_time
@@ -71,13 +71,18 @@ def action_lines(plan: Plan) -> list[str]:
 
 def gpu_memory_line(live_peak: int, memory: int) -> str:
     """What the fullest GPU holds beside the planned live bytes (:mod:`memflow.gpumem`): the caching
-    allocator's reserved peak (cuBLAS workspaces, 20 MiB pages, expandable segments) and the CUDA context."""
+    allocator's reserved peak (cuBLAS workspaces, 20 MiB pages, expandable segments) and the CUDA context;
+    and, where the allocator's holes as large as the worst measured would not fit, a warning."""
     need = device_bytes(live_peak)
     line = (f"on the GPU: {format_bytes(need)} of {format_bytes(memory)} on the fullest device (live peak, cuBLAS "
             f"workspaces and pages as the allocator reserves them, and the CUDA context)")
     if need > memory:
         line += (f"; OVER the device by {format_bytes(need - memory)}: raise --headroom or lower --gpu-memory "
                  "to plan with less")
+    elif fragmented_device_bytes(live_peak) > memory:
+        line += (f"; with the allocator's holes as large as measured ({100 * FRAGMENTATION:.1f}% of the live peak, "
+                 f"docs/design.md) it would need {format_bytes(fragmented_device_bytes(live_peak))}: on a real "
+                 "GPU raise --headroom")
     return line
 
 

@@ -3,6 +3,7 @@ replayed through it (every allocation at the same offset, every mapping the same
 peak)."""
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import tarfile
@@ -95,6 +96,7 @@ def test_streams_have_segments_of_their_own():
     assert a.malloc(2 * MIB, stream=7)[1] == 0 and a.reserved == 2 * LARGE_PAGE
 
 
+@functools.lru_cache(maxsize=1)
 def _traces() -> list[tuple[str, dict]]:
     if not TRACES.exists():
         return []

@@ -199,16 +199,19 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
         live.track(params + list(captured.split.buffers()), kind="state")
         opt = spec.make_optimizer(params)
         wrap = make_wrap(acts, None, preserve_rng_state=False)
+        read = {a for call in program.calls for a in call.arg_names}
+        reads = [p in read for p in program.placeholders]  # (the inputs no node reads stay on the host)
         for _ in range(steps):
             with live:
-                # every micro-batch's data loaded as the step starts, each dropped after its backward
-                data = [[t.clone() if isinstance(t, torch.Tensor) else t for t in captured.flat_inputs]
-                        for _m in range(microbatches)]
                 opt.zero_grad(set_to_none=True)
-                for i in range(microbatches):
+                for _m in range(microbatches):
+                    # each micro-batch's data copied to the device as its forward starts, dropped after its
+                    # backward (the executor's _to_device)
+                    data = [t.clone() if isinstance(t, torch.Tensor) and r else (t if not r else None)
+                            for t, r in zip(captured.flat_inputs, reads)]
                     live.backward = False
                     with (torch.autocast("cpu", dtype=torch.bfloat16) if low else contextlib.nullcontext()):
-                        env = program.initial_env(data[i])
+                        env = program.initial_env(data)
                         states = []
                         for k in range(n):
                             states.append(program.forward_node(k, env, wrap=wrap))
@@ -218,8 +221,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                     for k in range(n - 1, -1, -1):
                         program.backward_node(k, states[k], grads)
                         states[k] = None
-                    del env, grads
-                    data[i] = None
+                    del env, grads, data
                 live.backward = False
                 opt.step()
     return live.alloc_events, live.peak

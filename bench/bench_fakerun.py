@@ -1,0 +1,72 @@
+"""Single-GPU plans run on fake tensors as a GPU runs them, against the simulator, on models the project
+was not built on (no GPU needed).
+
+For each model of ``bench/unseen`` and ``tests/models`` (tiny, random weights), in fp32 and bf16, four
+single-stage plans for one H100 (keep; every node recomputed; every node selective; two micro-batches):
+the simulator's peak from the GPU-semantics profile (CUDA's autocast, :mod:`memflow.graph.gpu_autocast`)
+beside the peak of live bytes of the same plan's step run on fake tensors as the executor runs it on a
+GPU (:mod:`memflow.reserved`: data copied per micro-batch, forward under autocast and backward outside
+it, checkpoint's replays, the optimizer). The fake run was checked against real CPU runs of the
+executor where the precision's semantics are the same (fp32; bf16 on the CPU's own rules). A negative
+error is an under-prediction: a plan that says it fits could not.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from memflow.cluster import Cluster
+from memflow.model_file import load_model_file
+from memflow.profile import profile_model
+from memflow.reserved import fake_reserved
+from memflow.simulator import Simulator
+from memflow.strategy import RECOMPUTE, SELECTIVE, Strategy
+
+from .common import ROOT, md_table, write_section
+
+__all__ = ["main"]
+
+PLANS = (("keep", 1), (RECOMPUTE, 1), (SELECTIVE, 1), ("keep", 2))
+BATCH = 4
+
+
+def _files() -> list[Path]:
+    return sorted((ROOT / "bench" / "unseen").glob("*.py")) + sorted(
+        p for p in (ROOT / "tests" / "models").glob("*.py") if not p.name.startswith("_"))
+
+
+def main() -> None:
+    cl = Cluster.for_gpus(1, "h100-80gb")
+    rows, errs, t0 = [], [], time.time()
+    for f in _files():
+        spec = load_model_file(f)
+        for dt in ("fp32", "bf16"):
+            for act, m in PLANS:
+                try:
+                    g = profile_model(spec, BATCH // m, device=cl.device, dtype=dt, cache=False)
+                    st = Strategy.single(g.n, action=act, microbatches=m) if m > 1 else Strategy.single(g.n, action=act)
+                    pred = Simulator(g, cl).evaluate(st).peak_bytes[0]
+                    got = fake_reserved(spec, BATCH // m, act, microbatches=m, dtype=dt, workspace=0)["peak_live"]
+                except Exception as e:  # noqa: BLE001 - a failure is a row
+                    rows.append([f.stem, dt, act, m, "failed", " ".join(str(e).split())[:120], ""])
+                    continue
+                err = pred / got - 1
+                errs.append(err)
+                rows.append([f.stem, dt, act, m, f"{pred:,}", f"{got:,}", f"{100 * err:+.3f}%"])
+                print(f"bench fakerun: {f.stem} {dt} {act} m{m}: {100 * err:+.3f}%", flush=True)
+    under = [e for e in errs if e < -1e-4]
+    over = [e for e in errs if e > 1e-4]
+    body = (__doc__.split("\n\n", 1)[1].strip() + "\n\n"
+            f"{len(errs)} plans on {len(_files())} models ({time.time() - t0:.0f} s): "
+            f"{len(errs) - len(under) - len(over)} within 0.01%, {len(over)} over "
+            f"(median {100 * statistics.median(over) if over else 0:+.2f}%, worst "
+            f"{100 * max(over) if over else 0:+.2f}%), {len(under)} under"
+            + (f" (worst {100 * min(under):+.2f}%)" if under else "") + ".\n\n"
+            + md_table(["model", "precision", "action", "micro-batches", "predicted peak B", "fake run peak B",
+                        "error"], rows))
+    write_section("fakerun", "Single-GPU plans: the simulator against a fake run of the step", body)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,8 +2,11 @@
 # One lent GPU session's checks, in one call of the device tool (see BENCHMARKS.md's GPU section):
 # install MemFlow into the machine's torch environment, run the CUDA tests of the paths new since the
 # last GPU session, then `python -m bench gpu`. Each part has its own time limit, and what it wrote comes
-# back under $OUT even when a part ran out of time. About 8 minutes in all on an H200
-# (timeout_s 590); ALLOC=expandable,default runs each plan with torch's default allocator too.
+# back under $OUT even when a part ran out of time. 5.5 minutes in all on an H200 on 2026-11-28
+# (TEST_S=170 BENCH_S=330, timeout_s 570); ALLOC=expandable,default runs each plan with torch's default
+# allocator too. Keep what comes back: gpu-rows.json as bench/runs/gpu-rows.json and gpu-alloc.tgz
+# (every run's allocator events) as bench/runs/gpu-alloc.tgz, then python -m bench.bench_gpu --replay
+# bench/runs/gpu-rows.json here (and --repredict after changes to the tracing).
 set -u
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/memflow-gpu-out}

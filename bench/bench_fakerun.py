@@ -23,12 +23,17 @@ from memflow.reserved import fake_reserved
 from memflow.simulator import Simulator
 from memflow.strategy import RECOMPUTE, SELECTIVE, Strategy
 
+from .bench_fidelity import run_case
 from .common import ROOT, md_table, write_section
 
 __all__ = ["main"]
 
 PLANS = (("keep", 1), (RECOMPUTE, 1), (SELECTIVE, 1), ("keep", 2))
 BATCH = 4
+# real runs of the executor on this host (cpu-1, the CPU's autocast) for the under-predictions and a few exact
+# cases: whether a real run shows what the fake run shows where the two precisions' rules agree
+CONFIRM = (("t5", "bf16", "R"), ("swin", "bf16", "R"), ("gru", "bf16", "R"), ("sac", "bf16", "R"),
+           ("neox", "fp32", "K"), ("mixtral", "fp32", "K"), ("t5", "fp32", "R"))
 
 
 def _files() -> list[Path]:
@@ -38,13 +43,14 @@ def _files() -> list[Path]:
 
 def main() -> None:
     cl = Cluster.for_gpus(1, "h100-80gb")
-    rows, errs, t0 = [], [], time.time()
+    rows, errs, t0, nodes = [], [], time.time(), {}
     for f in _files():
         spec = load_model_file(f)
         for dt in ("fp32", "bf16"):
             for act, m in PLANS:
                 try:
                     g = profile_model(spec, BATCH // m, device=cl.device, dtype=dt, cache=False)
+                    nodes[f.stem] = (f, g.n)
                     st = Strategy.single(g.n, action=act, microbatches=m) if m > 1 else Strategy.single(g.n, action=act)
                     pred = Simulator(g, cl).evaluate(st).peak_bytes[0]
                     got = fake_reserved(spec, BATCH // m, act, microbatches=m, dtype=dt, workspace=0)["peak_live"]
@@ -65,6 +71,16 @@ def main() -> None:
             + (f" (worst {100 * min(under):+.2f}%)" if under else "") + ".\n\n"
             + md_table(["model", "precision", "action", "micro-batches", "predicted peak B", "fake run peak B",
                         "error"], rows))
+    real = []
+    for stem, dt, code in CONFIRM:
+        f, n = nodes[stem]
+        (r,) = run_case(str(f), {}, BATCH, f"pattern:{code * n}", steps=3, runs=1, warmup=1, dtype=dt)
+        real.append([stem, dt, {"K": "keep", "R": "recompute"}[code], f"{r['mp']:,}", f"{r['pp']:,}",
+                     f"{100 * (r['pp'] / r['mp'] - 1):+.3f}%"])
+        print(f"bench fakerun: real run {stem} {dt} {code}: {real[-1][-1]}", flush=True)
+    body += ("\n\nReal runs of the executor on this host (one rank, `bench.bench_fidelity.run_case(model, {}, 4, "
+             "'pattern:' + action × nodes, dtype=...)`, 3 steps; predicted on `cpu-1` with the CPU's own autocast):\n\n"
+             + md_table(["model", "precision", "action", "measured peak B", "predicted B", "error"], real))
     write_section("fakerun", "Single-GPU plans: the simulator against a fake run of the step", body)
 
 

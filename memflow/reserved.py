@@ -38,7 +38,7 @@ __all__ = ["step_events", "fake_reserved", "reduce_buffers", "SMS"]
 
 _MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm"})
 _REDUCTIONS = frozenset({"sum", "mean"})  # (TensorIterator reductions whose accumulator is fp32 here)
-# (multiprocessors, threads per multiprocessor) of the GPUs the presets name, by the preset's name prefix
+# (multiprocessors, threads per multiprocessor) per GPU (the default: the H100's and H200's)
 SMS = {"h100": (132, 2048), "h200": (132, 2048), "a100": (108, 2048), "v100": (80, 2048)}
 
 
@@ -193,7 +193,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
     # as the executor steps: each micro-batch's forward under autocast (its cast cache dies with it), the
     # backward and the optimizer outside it; a recompute's replay restores autocast itself, and CUDA's
     # rules apply wherever autocast is on
-    rules = CudaAutocast(torch.bfloat16) if low else contextlib.nullcontext()
+    rules = CudaAutocast() if low else contextlib.nullcontext()
     with mode, rules:
         params = opt_params(model, captured.split)
         live.track(params + list(captured.split.buffers()), kind="state")

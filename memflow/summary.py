@@ -73,15 +73,15 @@ def gpu_memory_line(live_peak: int, memory: int) -> str:
     """What the fullest GPU holds beside the planned live bytes (:mod:`memflow.gpumem`): the caching
     allocator's reserved peak (cuBLAS workspaces, 20 MiB pages, expandable segments) and the CUDA context;
     and, where the allocator's holes as large as the worst measured would not fit, a warning."""
-    need = device_bytes(live_peak)
+    need, holed = device_bytes(live_peak), fragmented_device_bytes(live_peak)
     line = (f"on the GPU: {format_bytes(need)} of {format_bytes(memory)} on the fullest device (live peak, cuBLAS "
             f"workspaces and pages as the allocator reserves them, and the CUDA context)")
     if need > memory:
         line += (f"; OVER the device by {format_bytes(need - memory)}: raise --headroom or lower --gpu-memory "
                  "to plan with less")
-    elif fragmented_device_bytes(live_peak) > memory:
+    elif holed > memory:
         line += (f"; with the allocator's holes as large as measured ({100 * FRAGMENTATION:.1f}% of the live peak, "
-                 f"docs/design.md) it would need {format_bytes(fragmented_device_bytes(live_peak))}: on a real "
+                 f"docs/design.md) it would need {format_bytes(holed)}: on a real "
                  "GPU raise --headroom")
     return line
 

@@ -87,7 +87,7 @@ def _kernel(op, policy: str):
                     args, kwargs = _map(args, _up), _map(kwargs, _up)
                 elif policy == "lower":
                     low = torch.get_autocast_dtype("cpu")
-                    args, kwargs = _map(args, lambda t: t.to(low) if _eligible(t) and t.dtype != low else t), kwargs
+                    args = _map(args, lambda t: t.to(low) if _eligible(t) and t.dtype != low else t)
                 elif dtype_at is not None and args and isinstance(args[0], torch.Tensor) and _eligible(args[0]):
                     given = args[dtype_at] if len(args) > dtype_at else kwargs.get("dtype")
                     if given is None:
@@ -122,9 +122,6 @@ def _register() -> None:
 class CudaAutocast:
     """Within (and the CPU's autocast on): CUDA's autocast policy on the CPU (a re-entrant switch for this
     thread; :func:`memflow.graph.training.autocast` turns it on for a trace that stands for a GPU)."""
-
-    def __init__(self, low: torch.dtype = torch.bfloat16):
-        self.low = low
 
     def __enter__(self):
         _register()

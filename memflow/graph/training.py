@@ -86,7 +86,7 @@ def autocast(dtype: str, device_type: str = "cpu"):
         if device_type == "cpu" and _TARGET == "cuda":
             stack = contextlib.ExitStack()
             stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
-            stack.enter_context(CudaAutocast(torch.bfloat16))
+            stack.enter_context(CudaAutocast())
             return stack
         return torch.autocast(device_type, dtype=torch.bfloat16)
     raise CaptureError(f"unknown training precision {dtype!r}; valid: {list(TRAIN_DTYPES)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,6 +19,7 @@ from .cluster import Cluster, Link
 from .devices import measure_cuda_host_link
 from .errors import ConfigError, ModelLoadError, PlanMismatchError
 from .gcfreeze import freeze, long_lived, paused_collection
+from .gpumem import CONTEXT_BYTES
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
 from .graph.tp import MEGATRON_SP, REPLICATED, SEQUENCE, uses_sequence
@@ -32,11 +34,12 @@ from .profile.timing import apply_measured_times
 from .progress import SILENT, Progress, as_progress, reporting
 from .records import BaselineResult, MemoryBreakdown, ParetoPoint, PlanSettings, Prediction
 from .request import PlanRequest
+from .reserved import not_covered, plan_reserved
 from .search import MeshLimits, SearchContext, default_iterations, mesh_choices, search, solve_exact
 from .simulator import SimResult, Simulator
 from .simulator.tp import allreduce_s
 from .strategy import Strategy
-from .units import parse_bytes
+from .units import format_bytes, parse_bytes
 
 __all__ = ["plan", "plan_request", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource",
            "baseline_result", "plan_graph", "simulate_plan", "search_problem", "check_model", "prove_no_fit",
@@ -422,6 +425,44 @@ def _baseline_name(name: str, r: _TPRun) -> str:
 
 
 def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
+    """The plan; on one GPU, with the caching allocator's reserved peak predicted (:mod:`memflow.reserved`)
+    where the plan is one it covers, and planned once more with that much less memory where the reserved
+    peak and the CUDA context would not fit the device: with the live peak it may have that much lower, at
+    most :data:`RESERVED_REPLANS` times; a plan still over does not fit."""
+    p = _plan_once(spec, cl, usable, B, req, progress)
+    for tries in range(RESERVED_REPLANS + 1):
+        over = predict_reserved(p, spec, cl, progress)
+        h = 1.0 - (max(p.predicted.peak_bytes) - over) / cl.device.memory_bytes
+        if over <= 0 or h >= 1.0 or tries == RESERVED_REPLANS:
+            break
+        progress.note(f"the allocator's reserved memory and the CUDA context would exceed the device by "
+                      f"{format_bytes(over)}: planning again with headroom {100 * h:.1f}%")
+        req = dataclasses.replace(req, headroom=h)
+        p = _plan_once(spec, cl, cl.with_memory(int(cl.device.memory_bytes * (1.0 - h))), B, req, progress)
+    if over > 0:
+        p.predicted.fits = False
+    return p
+
+
+RESERVED_REPLANS = 3
+
+
+def predict_reserved(p: Plan, spec: ModelSpec, cl: Cluster, progress: Progress = SILENT) -> int:
+    """Record in ``p.predicted.reserved_bytes`` the caching allocator's reserved peak for a plan on one GPU
+    that :func:`memflow.reserved.not_covered` covers and that fits; returns how far that and the CUDA
+    context exceed the device (bytes; 0 or less where they fit, and where nothing was predicted)."""
+    if cl.device.kind != "gpu" or not p.fits or not_covered(p.strategy):
+        return 0
+    t0 = time.perf_counter()
+    r = plan_reserved(spec, p.strategy, p.batch_size, device_name=cl.device.name, dtype=p.settings.dtype,
+                      granularity=p.settings.granularity)
+    p.predicted.reserved_bytes = [r]
+    progress.note(f"the caching allocator's reserved peak, from a fake run of the step: {format_bytes(r)} "
+                  f"({time.perf_counter() - t0:.1f} s)")
+    return r + CONTEXT_BYTES - cl.device.memory_bytes
+
+
+def _plan_once(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
     runs = tp_runs(spec, cl, usable, B, req, progress)
     fitting = [r for r in runs if r.result.fits]
     run = min(fitting, key=lambda r: r.result.best_eval.step_time_s) if fitting else runs[0]

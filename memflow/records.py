@@ -47,6 +47,9 @@ class Prediction:
     samples_per_s: float = 0.0
     breakdown: list[MemoryBreakdown] = field(default_factory=list)  # per device
     strategy_digest: str = ""  # Strategy.digest() of the strategy this prediction is for
+    # per device, where a fake run of the step through the allocator model stood for the GPU's
+    # (memflow.reserved): the caching allocator's reserved peak; empty elsewhere
+    reserved_bytes: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.capacity_bytes) != len(self.peak_bytes):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .gpumem import FRAGMENTATION, device_bytes, fragmented_device_bytes
+from .gpumem import CONTEXT_BYTES, FRAGMENTATION, device_bytes, fragmented_device_bytes
 from .kinds import KEEP, SHARD_NONE, SHARD_PARAMETERS
 from .planfile import Plan
 from .units import format_bytes, format_time
@@ -69,10 +69,19 @@ def action_lines(plan: Plan) -> list[str]:
     return [f"{a} ({len(v)}): " + ", ".join(v) for a, v in sorted(by.items())]
 
 
-def gpu_memory_line(live_peak: int, memory: int) -> str:
+def gpu_memory_line(live_peak: int, memory: int, reserved: int | None = None) -> str:
     """What the fullest GPU holds beside the planned live bytes (:mod:`memflow.gpumem`): the caching
     allocator's reserved peak (cuBLAS workspaces, 20 MiB pages, expandable segments) and the CUDA context;
-    and, where the allocator's holes as large as the worst measured would not fit, a warning."""
+    and, where the allocator's holes as large as the worst measured would not fit, a warning. With
+    ``reserved`` (a fake run of the step through the allocator model, :mod:`memflow.reserved`) that peak,
+    its holes included."""
+    if reserved:
+        need = reserved + CONTEXT_BYTES
+        line = (f"on the GPU: {format_bytes(need)} of {format_bytes(memory)} (the caching allocator's reserved "
+                f"peak, its holes included, from a fake run of the step; and the CUDA context)")
+        if need > memory:
+            line += f"; OVER the device by {format_bytes(need - memory)}: raise --headroom to plan with less"
+        return line
     need, holed = device_bytes(live_peak), fragmented_device_bytes(live_peak)
     line = (f"on the GPU: {format_bytes(need)} of {format_bytes(memory)} on the fullest device (live peak, cuBLAS "
             f"workspaces and pages as the allocator reserves them, and the CUDA context)")
@@ -96,7 +105,8 @@ def summary(plan: Plan) -> str:
     lines += ["  " + x for x in stage_table(plan)]
     lines += ["  " + x for x in action_lines(plan)]
     if cl.device.kind == "gpu" and pr.peak_bytes:
-        lines.append(gpu_memory_line(max(pr.peak_bytes), cl.device.memory_bytes))
+        lines.append(gpu_memory_line(max(pr.peak_bytes), cl.device.memory_bytes,
+                                     max(pr.reserved_bytes) if pr.reserved_bytes else None))
     t = pr.step_time_s
     rate = f", {plan.batch_size / t:,.1f} samples/s" if t > 0 else ""
     lines.append(f"predicted step {format_time(t)}{rate}; binding: {pr.binding}")
@@ -118,6 +128,10 @@ def summary(plan: Plan) -> str:
 def infeasible_message(plan: Plan) -> str:
     """Why nothing fits, and what would: the memory per device or the device count."""
     pr = plan.predicted
+    if pr.reserved_bytes and max(pr.reserved_bytes) + CONTEXT_BYTES > plan.get_cluster().device.memory_bytes:
+        need = max(pr.reserved_bytes) + CONTEXT_BYTES
+        return (f"no plan fits the device: the smallest found needs {format_bytes(need)} on the GPU (the caching "
+                f"allocator's reserved peak and the CUDA context); try --gpu-memory {_round_up(need)} or --gpus 2")
     worst = pr.worst_device()
     need = pr.peak_bytes[worst]
     stage = plan.strategy.stage_of_device(worst)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from memflow.executor.launch import cuda_alloc_conf
 from memflow.executor.report import RankReport, RunReport, format_report
 from memflow.gpumem import CONTEXT_BYTES, CUBLAS_HANDLES, LARGE_PAGE, SMALL_PAGE, cublas_workspace_bytes, \
@@ -67,3 +69,76 @@ def test_a_gpu_plan_says_what_the_device_holds_and_when_it_is_over():
     tight = gpu_memory_line(int(0.9 * 16 * 2**30), 16 * 2**30)
     assert "OVER" not in tight and "holes as large as measured" in tight
     assert "holes" not in under
+
+
+# ------------------------------------------------ a GPU plan's reserved peak from a fake run (memflow.reserved)
+def _tiny_gpt2(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return str(Path(__file__).resolve().parents[1] / "examples" / "gpt2.py")
+
+
+def test_a_one_gpu_plan_carries_the_allocators_reserved_peak(monkeypatch, tmp_path):
+    """A plan for one GPU that the fake run covers records the allocator model's reserved peak of its own
+    step (the same figure plan_reserved gives), at or above its live peak, and its summary uses it; a plan
+    over two GPUs, which it does not cover, records none and keeps the live-peak line."""
+    import memflow
+    from memflow.model_file import load_model_file
+    from memflow.reserved import not_covered, plan_reserved
+    from memflow.summary import summary
+
+    model = _tiny_gpt2(monkeypatch)
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path))
+    p = memflow.plan(model, gpus=1, gpu_type="h100-80gb", offload="none", iterations=200)
+    assert not_covered(p.strategy) == ""
+    (r,) = p.predicted.reserved_bytes
+    with memflow.planner.plan_environment(p):
+        assert r == plan_reserved(load_model_file(model), p.strategy, p.batch_size, device_name="h100-80gb")
+    assert r >= max(p.predicted.peak_bytes) + 2 * cublas_workspace_bytes(9)
+    assert "from a fake run of the step" in summary(p)
+    two = memflow.plan(model, gpus=2, gpu_type="h100-80gb", iterations=200)
+    assert two.predicted.reserved_bytes == [] and "from a fake run" not in summary(two)
+
+
+def test_a_plan_whose_reserved_peak_is_over_the_device_does_not_fit(monkeypatch, tmp_path):
+    """The live peak fits (no headroom asked), but the reserved peak and the CUDA context do not: the plan
+    is made again with less memory, and where nothing can come under the device it says it does not fit,
+    with a one-line reason naming the reserved peak."""
+    import memflow
+    from memflow.summary import infeasible_message
+
+    model = _tiny_gpt2(monkeypatch)
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path))
+    notes: list[str] = []
+    mem = CONTEXT_BYTES + 40 * MIB  # (below the two cuBLAS workspaces and a page of the large pool)
+    p = memflow.plan(model, gpus=1, gpu_type="h100-80gb", gpu_memory=mem, headroom=0.0, offload="none",
+                     iterations=200, progress=notes.append)
+    assert max(p.predicted.peak_bytes) <= mem  # (the simulator alone would say it fits)
+    assert not p.fits and p.predicted.reserved_bytes[0] + CONTEXT_BYTES > mem
+    assert "caching allocator's reserved peak" in infeasible_message(p)
+    roomy = memflow.plan(model, gpus=1, gpu_type="h100-80gb", gpu_memory=mem + 200 * MIB, headroom=0.0,
+                         offload="none", iterations=200)
+    assert roomy.fits and roomy.predicted.reserved_bytes[0] + CONTEXT_BYTES <= mem + 200 * MIB
+
+
+@pytest.mark.full
+def test_a_plan_over_the_device_by_its_reserved_peak_is_made_again_with_less(monkeypatch, tmp_path):
+    """GPT-2 small at batch 8 on a 15 GiB GPU with 2% headroom: the fastest plan keeps every activation
+    (live peak 14.3 GiB, under the 14.7 usable) but reserves 14.4 GiB beside a 0.7 GiB context; planned
+    again with its live peak lowered by the excess, the plan fits the device, reserved peak included."""
+    import memflow
+
+    _tiny_gpt2(monkeypatch)
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "full")
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path))
+    from pathlib import Path
+
+    notes: list[str] = []
+    mem = 15 * 2**30
+    p = memflow.plan(str(Path(__file__).resolve().parents[1] / "examples" / "gpt2.py"), gpus=1,
+                     gpu_type="v100-16gb", gpu_memory=mem, headroom=0.02, progress=notes.append)
+    assert any("planning again" in n for n in notes)
+    assert p.fits and p.predicted.reserved_bytes[0] + CONTEXT_BYTES <= mem
+    assert p.settings.headroom > 0.02

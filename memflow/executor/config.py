@@ -27,12 +27,16 @@ class RunPrediction:
 
     peak_bytes: list[int] = field(default_factory=list)  # per rank
     step_time_s: list[float] = field(default_factory=list)  # per rank: when its own step ends
+    reserved_bytes: list[int] = field(default_factory=list)  # per rank: the allocator's (memflow.reserved)
 
     def peak(self, rank: int) -> int | None:
         return self.peak_bytes[rank] if rank < len(self.peak_bytes) else None
 
     def time(self, rank: int) -> float | None:
         return self.step_time_s[rank] if rank < len(self.step_time_s) else None
+
+    def reserved(self, rank: int) -> int | None:
+        return self.reserved_bytes[rank] if rank < len(self.reserved_bytes) else None
 
 
 @dataclass

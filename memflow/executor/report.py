@@ -34,7 +34,7 @@ class RankReport:
     cuda_peak_allocated_bytes: int | None = None  # the caching allocator's view (CUDA runs)
     cuda_peak_reserved_bytes: int | None = None
     cuda_alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF as the rank ran
-    cuda_predicted_reserved_bytes: int | None = None  # memflow.gpumem.reserved_bytes of the predicted peak
+    cuda_predicted_reserved_bytes: int | None = None  # the plan's (memflow.reserved), else gpumem.reserved_bytes
     tp_rank: int = 0  # its index in its tensor-parallel group
 
 

@@ -259,7 +259,9 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
         rec.cuda_peak_allocated_bytes = int(torch.cuda.max_memory_allocated(device))
         rec.cuda_peak_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
         rec.cuda_alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", ""))
-        if pred_peak:
+        if cfg.predicted.reserved(rank):  # (the plan's fake run through the allocator model)
+            rec.cuda_predicted_reserved_bytes = cfg.predicted.reserved(rank)
+        elif pred_peak:
             ws = cublas_workspace_bytes(torch.cuda.get_device_capability(device)[0])
             rec.cuda_predicted_reserved_bytes = reserved_bytes(pred_peak, ws)
         trace.dump()

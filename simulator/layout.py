@@ -57,6 +57,10 @@ class StageLayout:
     g_hold: list  # ... and the last local phase it is held on the device anyway (besides B_xnode)
     g_holders: list  # ... and (y, B_y) of later nodes whose backward reads it: held until B_y unless y swaps
     g_fusers: list  # local nodes whose forward reads it and saves some tensor (tuple): their checkpoint or swap can hold it
+    # autocast's bf16 cast of a parameter (Buffer.cast) made by its saver's forward: autocast's cast cache
+    # holds it until the stage's forward of the micro-batch ends, whatever the saver's checkpoint or swap
+    # does (a recomputed or swapped node's casts outlive its forward; a selective one runs uncached)
+    g_cached: list
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -122,8 +126,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     m = b - a
     groups: dict[tuple, int] = {}
 
-    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ())):
-        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2])
+    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False):
+        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2], cached and saver[0] == la)
         groups[key] = groups.get(key, 0) + nb
 
     # a parameter read by nodes of several stages (tied weights) has a replica, with its own
@@ -204,7 +208,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 # sent forward: held until its gradients return
                 held = m if use_remote_after else (lf if use_remote_before else la)
                 saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
-            add(nb, la, lf, extra, step, grad, False, fusers_t, saver)
+            add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc)
             continue
         # not owned here: received, relayed, or absent. A stage receives what its nodes (and the
         # stages it relays to) read of the storage, as tensors of their own: a view alone
@@ -292,6 +296,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_hold=[k[8] for k in keys],
         g_holders=[k[9] for k in keys],
         g_fusers=[k[7] for k in keys],
+        g_cached=[k[10] for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],

@@ -142,7 +142,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     m1 = m - 1
     R = 0
     for i in idx:
-        nb, la, lf, extra, late, x, hold, fusers, holders, p0, v0, p1, v1, q0, w0, q1, w1, kr = groups[i]
+        nb, la, lf, extra, late, x, hold, fusers, holders, cached, p0, v0, p1, v1, q0, w0, q1, w1, kr = groups[i]
         dc[p0] -= v0
         dc[p1] -= v1
         if w0:
@@ -165,6 +165,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             # hook moved their copy to the host, back on the CPU on demand inside B_y (its traced swapped
             # transient), on a GPU with y's prefetch (from B_{y+1}, B_y for the last node) until B_y
             end, back = hold, None
+            if cached and act == RECOMPUTE and end < m1:  # (autocast's cache holds it to the F half's end)
+                end = m1
             for y, u in holders:
                 if acts[y] != SWAP:
                     end = max(end, u)
@@ -183,6 +185,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
         retain = True
         if act == SWAP:
             f1, a2 = gap[x]
+            if cached and hold < m1:  # (the pack hook copied it; autocast's cache holds the device copy)
+                hold = m1
             for y, u in holders:
                 if acts[y] != SWAP:
                     if u > hold:
@@ -421,7 +425,7 @@ class _KeepTables:
         R = 0
         xg = [[] for _ in range(m)]
         fg = [[] for _ in range(m)]
-        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders) as in the layout,
+        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached) as in the layout,
         # then its all-keep share (_keep_share); None for the per-step groups
         groups = [None] * len(L.g_bytes)
         dst = [0] * (P + 1)
@@ -438,7 +442,8 @@ class _KeepTables:
                     S_after += nb
                 continue
             x = L.g_xnode[i]
-            g = (nb, la, lf, L.g_extra[i], L.g_late[i], x, L.g_hold[i], L.g_fusers[i], L.g_holders[i])
+            g = (nb, la, lf, L.g_extra[i], L.g_late[i], x, L.g_hold[i], L.g_fusers[i], L.g_holders[i],
+                 L.g_cached[i])
             keep = _keep_share(g + (0,) * 9, m)
             groups[i] = g + keep
             p0, v0, p1, v1, q0, w0, q1, w1, kr = keep

@@ -106,6 +106,7 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
     from memflow.model_file import load_model_file
     from memflow.profile import profile_model
     from memflow.planner import prediction
+    from memflow.reserved import not_covered, plan_reserved
     from memflow.runner import run as run_plan_file
     from memflow.simulator import Simulator
 
@@ -140,6 +141,8 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
         plan = Plan(settings=PlanSettings(dtype=dt), model_file=str(spec.path), model_name=spec.name, batch_size=BATCH, strategy=st,
                     cluster=cl.to_dict(), node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
                     predicted=prediction(pred["measured"], BATCH, st))
+        if not not_covered(st):  # what memflow plan records for such a plan: the rank reports it as predicted reserved
+            plan.predicted.reserved_bytes = [plan_reserved(spec, st, BATCH, device_name=props.name, dtype=dt)]
         runs: dict[str, object] = {}
         for alloc, conf in ALLOC.items():
             if alloc not in os.environ.get("MEMFLOW_BENCH_GPU_ALLOC", ",".join(ALLOC)).split(","):
@@ -159,7 +162,8 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
         else:
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = before
         data["rows"].append(dict(strategy=name, strategy_dict=st.to_dict(), runs=runs, predicted={
-            src: dict(step_time_s=pred[src].step_time_s, peak_bytes=pred[src].peak_bytes[0]) for src in pred}))
+            src: dict(step_time_s=pred[src].step_time_s, peak_bytes=pred[src].peak_bytes[0]) for src in pred},
+            planned_reserved=plan.predicted.reserved_bytes[0] if plan.predicted.reserved_bytes else None))
         RAW.parent.mkdir(parents=True, exist_ok=True)
         RAW.write_text(json.dumps(data, indent=1))  # (a run stopped part way keeps its rows)
     write_section("gpu", "Prediction vs execution on a GPU", render(data), command=data["command"])
@@ -285,11 +289,13 @@ def render(data: dict) -> str:
         for src in pred:
             terr[src].append(abs(pred[src]["step_time_s"] / mt - 1))
             perr[src].append(abs(pred[src]["peak_bytes"] / mp - 1))
-        pres = reserved_bytes(pred["measured"]["peak_bytes"], ws)
+        # the plan's own (memflow.reserved, runs after this change) or the rule of the measured-trace peak
+        pres = row.get("planned_reserved") or reserved_bytes(pred["measured"]["peak_bytes"], ws)
         rerr.append(abs(pres / res - 1))
         # what a plan predicts now: the fake run through the allocator model where it covers the plan
         # (memflow.reserved), else the rule above of the fake-trace peak predicted again
-        fake = (row.get("replay") or {}).get("fake")
+        fake = (row.get("replay") or {}).get("fake") or (
+            {"reserved": row["planned_reserved"]} if row.get("planned_reserved") else None)
         now = fake["reserved"] if fake else reserved_bytes(row["repredicted"], ws) if again else None
         if now:
             nerr.append(abs(now / res - 1))
@@ -329,6 +335,8 @@ def render(data: dict) -> str:
         f"{wsf} each (a first matmul's, forward and backward, in a fresh process) beside the live bytes, rounded "
         "up to 20 MiB pages, plus one 2 MiB small page. Outside the allocator, a fresh process's CUDA context "
         f"with cuBLAS loaded held {ctx} (`memflow.gpumem.CONTEXT_BYTES`). Error = predicted / measured − 1. "
+        "A run made after the one-GPU reserved prediction (`memflow.reserved`) predicts reserved by it where it "
+        "covers the plan (no swap, offload or sharding), as `memflow plan` does. "
         f"Predicted reserved against reserved: median |error| {med(rerr)}, worst {worst(rerr)}."
         + (f" The last column: the fake trace made again by the code after this run, on "
            f"{data.get('repredicted_with', 'this host')} (`python -m bench.bench_gpu --repredict "

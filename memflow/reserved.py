@@ -302,9 +302,10 @@ def not_covered(strategy: Any) -> str:
 
 
 def _gpu(name: str) -> tuple[int, tuple[int, int]]:
-    """(compute capability's major, (multiprocessors, threads per multiprocessor)) of a device preset by
-    its name's prefix; an H100's where the name is none of them."""
-    key = next((k for k in SMS if name.lower().startswith(k)), "h100")
+    """(compute capability's major, (multiprocessors, threads per multiprocessor)) of a GPU by its preset's
+    or its own name ("a100-40gb", "NVIDIA H200"); an H100's where the name has none of them."""
+    norm = name.lower().replace(" ", "-")
+    key = next((k for k in SMS if k in norm), "h100")
     return SM_MAJOR[key], SMS[key]
 
 

@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import ConfigError, MemflowError
+from .gpumem import CONTEXT_BYTES
 from .model_file import load_model_file
 from .planfile import Plan
 from .planner import plan_request
 from .progress import SILENT, Progress
 from .request import PlanRequest
+from .reserved import plan_reserved
+from .strategy import Strategy
 
 __all__ = ["Knob", "FitResult", "fit", "find_max", "model_knob", "KNOB_NAMES"]
 
@@ -107,6 +110,7 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
         req = dataclasses.replace(req, max_microbatches=1)
     n_max = max(0, (upto - knob.minimum) // knob.step)
     plans: dict[int, Plan | None] = {}
+    plain: dict[int, bool] = {}
 
     def probe(i: int) -> Plan | None:
         if i not in plans:
@@ -120,9 +124,11 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
                     r = dataclasses.replace(req, batch_size=v)
                 progress.note(f"{knob.name} {v}: planning")
                 plans[i] = plan_request(r, progress=progress)
+                plain[i] = _plain_fits(plans[i])
             except MemflowError as e:  # e.g. a batch the devices cannot split: does not fit
                 progress.note(f"{knob.name} {v}: {e}")
                 plans[i] = None
+                plain[i] = False
             finally:
                 if knob.env:
                     if saved is None:
@@ -130,12 +136,12 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
                     else:
                         os.environ[knob.env] = saved
             p = plans[i]
-            progress.note(f"{knob.name} {v}: plain data parallel {'fits' if _plain_fits(p) else 'does not fit'}, "
+            progress.note(f"{knob.name} {v}: plain data parallel {'fits' if plain[i] else 'does not fit'}, "
                           f"MemFlow's plan {'fits' if p is not None and p.fits else 'does not fit'}")
         return plans[i]
 
     i_plan, hit = find_max(lambda i: (p := probe(i)) is not None and p.fits, n_max)
-    i_plain, _ = find_max(lambda i: _plain_fits(probe(i)), n_max if i_plan is None else i_plan)
+    i_plain, _ = find_max(lambda i: probe(i) is not None and plain[i], n_max if i_plan is None else i_plan)
     plain_p = plans.get(i_plain) if i_plain is not None else None
     plan_p = plans.get(i_plan) if i_plan is not None else None
     overhead = None
@@ -147,9 +153,23 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
         knob=knob.name, plain_max=knob.value(i_plain) if i_plain is not None else None,
         plan_max=knob.value(i_plan) if i_plan is not None else None, limit_hit=hit, per_sample_overhead=overhead,
         upto=knob.value(n_max), plan=plan_p,
-        probes={knob.value(i): (_plain_fits(p), p is not None and p.fits) for i, p in sorted(plans.items())})
+        probes={knob.value(i): (plain[i], p is not None and p.fits) for i, p in sorted(plans.items())})
 
 
 def _plain_fits(p: Plan | None) -> bool:
+    """Plain data parallelism (the ``dp/m1`` baseline) fits beside ``p``; on one GPU judged as the plan is
+    (:func:`memflow.planner.predict_reserved`): its live peak, and the caching allocator's reserved peak
+    of its step with the CUDA context (:mod:`memflow.reserved`). Call it where the knob's value is set."""
     b = p.baselines.get("dp/m1") if p is not None else None
-    return bool(b and b.fits)
+    if not (b and b.fits):
+        return False
+    cl = p.get_cluster()
+    if cl.device.kind != "gpu" or cl.num_devices != 1 or not p.model_file or cl.device.memory_bytes <= CONTEXT_BYTES:
+        return True  # (a device too small for a CUDA context: tensor memory alone, as the plan is judged)
+    st = Strategy.single(len(p.node_names))
+    if p.predicted.reserved_bytes and p.strategy.digest() == st.digest():
+        r = p.predicted.reserved_bytes[0]
+    else:
+        r = plan_reserved(load_model_file(p.model_file), st, p.batch_size, device_name=cl.device.name,
+                          dtype=p.settings.dtype, granularity=p.settings.granularity)
+    return r + CONTEXT_BYTES <= cl.device.memory_bytes

@@ -450,7 +450,9 @@ RESERVED_REPLANS = 3
 def predict_reserved(p: Plan, spec: ModelSpec, cl: Cluster, progress: Progress = SILENT) -> int:
     """Record in ``p.predicted.reserved_bytes`` the caching allocator's reserved peak for a plan on one GPU
     that :func:`memflow.reserved.not_covered` covers and that fits; returns how far that and the CUDA
-    context exceed the device (bytes; 0 or less where they fit, and where nothing was predicted)."""
+    context exceed the device (bytes; 0 or less where they fit, where nothing was predicted, and on a
+    device too small to hold a CUDA context: a what-if of tensor memory alone, as the test and bench
+    cases of a few hundred KiB are)."""
     if cl.device.kind != "gpu" or not p.fits or not_covered(p.strategy):
         return 0
     t0 = time.perf_counter()
@@ -459,7 +461,7 @@ def predict_reserved(p: Plan, spec: ModelSpec, cl: Cluster, progress: Progress =
     p.predicted.reserved_bytes = [r]
     progress.note(f"the caching allocator's reserved peak, from a fake run of the step: {format_bytes(r)} "
                   f"({time.perf_counter() - t0:.1f} s)")
-    return r + CONTEXT_BYTES - cl.device.memory_bytes
+    return r + CONTEXT_BYTES - cl.device.memory_bytes if cl.device.memory_bytes > CONTEXT_BYTES else 0
 
 
 def _plan_once(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:

@@ -30,7 +30,7 @@ from .request import PlanRequest
 from .reserved import plan_reserved
 from .strategy import Strategy
 
-__all__ = ["Knob", "FitResult", "fit", "find_max", "model_knob", "KNOB_NAMES"]
+__all__ = ["Knob", "FitResult", "fit", "find_max", "model_knob", "plain_fits", "KNOB_NAMES"]
 
 KNOB_NAMES = ("batch", "depth", "seq", "experts")
 
@@ -124,7 +124,7 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
                     r = dataclasses.replace(req, batch_size=v)
                 progress.note(f"{knob.name} {v}: planning")
                 plans[i] = plan_request(r, progress=progress)
-                plain[i] = _plain_fits(plans[i])
+                plain[i] = plain_fits(plans[i])
             except MemflowError as e:  # e.g. a batch the devices cannot split: does not fit
                 progress.note(f"{knob.name} {v}: {e}")
                 plans[i] = None
@@ -156,7 +156,7 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
         probes={knob.value(i): (plain[i], p is not None and p.fits) for i, p in sorted(plans.items())})
 
 
-def _plain_fits(p: Plan | None) -> bool:
+def plain_fits(p: Plan | None) -> bool:
     """Plain data parallelism (the ``dp/m1`` baseline) fits beside ``p``; on one GPU judged as the plan is
     (:func:`memflow.planner.predict_reserved`): its live peak, and the caching allocator's reserved peak
     of its step with the CUDA context (:mod:`memflow.reserved`). Call it where the knob's value is set."""

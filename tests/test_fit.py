@@ -72,7 +72,7 @@ def test_plain_is_judged_by_the_reserved_peak_on_a_gpu_as_the_plan_is(tiny, monk
     reserved peak (memflow.reserved) and the context fit the device, as a plan it covers does: with
     40 MiB beside the context its live peak fits (a few MiB) but its two cuBLAS workspaces alone do not;
     with 200 MiB it fits. On a device too small for a context (the test above), live bytes alone."""
-    from memflow.fit import _plain_fits
+    from memflow.fit import plain_fits
     from memflow.gpumem import CONTEXT_BYTES
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -81,4 +81,4 @@ def test_plain_is_judged_by_the_reserved_peak_on_a_gpu_as_the_plan_is(tiny, monk
         p = plan(gpt2, gpus=1, gpu_type="h100-80gb", gpu_memory=CONTEXT_BYTES + extra * 2**20, headroom=0.0,
                  iterations=100)
         assert p.baselines["dp/m1"].fits  # (by its live peak)
-        assert _plain_fits(p) is fits
+        assert plain_fits(p) is fits

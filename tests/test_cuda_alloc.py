@@ -209,9 +209,10 @@ def test_the_attention_and_embedding_backwards_buffers_are_the_h200s():
     assert all(sizes.count(n) == 1 for n in emb)
 
 
-@pytest.mark.parametrize("name,actions,microbatches", [("keep-expandable", "keep", 1),
-                                                       ("recompute-all-expandable", "recompute", 1),
-                                                       ("keep-2-micro-batches-expandable", "keep", 2)])
+@pytest.mark.parametrize("name,actions,microbatches", [
+    pytest.param("keep-expandable", "keep", 1, marks=pytest.mark.full),
+    ("recompute-all-expandable", "recompute", 1),  # (the case the kernels' own buffers decide: 7% under without)
+    pytest.param("keep-2-micro-batches-expandable", "keep", 2, marks=pytest.mark.full)])
 def test_a_fake_run_replays_to_the_h200s_reserved_memory(name, actions, microbatches, monkeypatch):
     """GPT-2 small at batch 8 × 1024 in fp32 on one H200 (python -m bench gpu): the step run on fake
     tensors on this host and replayed through the allocator model reserves what the GPU reserved

@@ -80,7 +80,10 @@ def gpu_memory_line(live_peak: int, memory: int, reserved: int | None = None) ->
         line = (f"on the GPU: {format_bytes(need)} of {format_bytes(memory)} (the caching allocator's reserved "
                 f"peak, its holes included, from a fake run of the step; and the CUDA context)")
         if need > memory:
-            line += f"; OVER the device by {format_bytes(need - memory)}: raise --headroom to plan with less"
+            line += f"; OVER the device by {format_bytes(need - memory)} " + (
+                "(a device this small cannot hold a CUDA context: planned for its tensor memory alone)"
+                if memory <= CONTEXT_BYTES else
+                "(planned again with less memory as far as that helps: the context and workspaces stay)")
         return line
     need, holed = device_bytes(live_peak), fragmented_device_bytes(live_peak)
     line = (f"on the GPU: {format_bytes(need)} of {format_bytes(memory)} on the fullest device (live peak, cuBLAS "

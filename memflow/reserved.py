@@ -41,7 +41,7 @@ from .kinds import SHARD_NONE, SWAP
 from .memory import LiveBytes
 
 __all__ = ["step_events", "fake_reserved", "reduce_buffers", "attention_backward_buffers",
-           "embedding_backward_buffers", "SMS", "SM_MAJOR", "not_covered", "plan_reserved"]
+           "embedding_backward_buffers", "SMS", "SM_MAJOR", "gpu_figures", "not_covered", "plan_reserved"]
 
 _MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "linear", "_scaled_mm"})
 _ATTENTION_BWD = "_scaled_dot_product_flash_attention_for_cpu_backward"  # (the fake run's stand-in for CUDA's)
@@ -301,11 +301,12 @@ def not_covered(strategy: Any) -> str:
     return ""
 
 
-def _gpu(name: str) -> tuple[int, tuple[int, int]]:
+def gpu_figures(name: str) -> tuple[int, tuple[int, int]]:
     """(compute capability's major, (multiprocessors, threads per multiprocessor)) of a GPU by its preset's
-    or its own name ("a100-40gb", "NVIDIA H200"); an H100's where the name has none of them."""
-    norm = name.lower().replace(" ", "-")
-    key = next((k for k in SMS if k in norm), "h100")
+    or its own name ("a100-40gb", "NVIDIA H200"; a whole word of it: an L40S is not an L4); an H100's where
+    the name has none of them."""
+    norm = "-" + name.lower().replace(" ", "-").replace("_", "-") + "-"
+    key = next((k for k in SMS if f"-{k}-" in norm), "h100")
     return SM_MAJOR[key], SMS[key]
 
 
@@ -314,7 +315,7 @@ def plan_reserved(spec: Any, strategy: Any, batch_size: int, *, device_name: str
     """The caching allocator's reserved peak (expandable segments) on a ``device_name`` GPU running a plan
     :func:`not_covered` covers: :func:`fake_reserved` of its step (two steps: the second runs over the
     first's layout, as every timed step does)."""
-    sm, sms = _gpu(device_name)
+    sm, sms = gpu_figures(device_name)
     st = strategy
     r = fake_reserved(spec, st.microbatch_size(batch_size), list(st.actions), microbatches=st.microbatches,
                       dtype=dtype, steps=steps, workspace=cublas_workspace_bytes(sm), sms=sms,

@@ -142,3 +142,29 @@ def test_a_plan_over_the_device_by_its_reserved_peak_is_made_again_with_less(mon
     assert any("planning again" in n for n in notes)
     assert p.fits and p.predicted.reserved_bytes[0] + CONTEXT_BYTES <= mem
     assert p.settings.headroom > 0.02
+
+
+def test_a_gpu_is_known_by_a_whole_word_of_its_name():
+    from memflow.reserved import SMS, gpu_figures
+
+    assert gpu_figures("NVIDIA H200") == (9, SMS["h200"]) and gpu_figures("a100-40gb") == (8, SMS["a100"])
+    assert gpu_figures("NVIDIA GeForce RTX 4090") == (8, SMS["rtx-4090"]) and gpu_figures("titan-x-12gb")[0] == 5
+    assert gpu_figures("NVIDIA L40S") == (9, SMS["h100"])  # (not an L4: the default)
+
+
+def test_the_cli_says_in_one_line_that_the_reserved_peak_does_not_fit(monkeypatch, tmp_path, capsys):
+    """`memflow plan` whose every plan's reserved peak and CUDA context exceed the device: exit code 3
+    (nothing fits) and one line naming the reserved peak, after the summary; no traceback."""
+    from memflow.cli.main import main
+
+    model = _tiny_gpt2(monkeypatch)
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    rc = main(["plan", model, "--gpus", "1", "--gpu-type", "h100-80gb", "--gpu-memory",
+               f"{(CONTEXT_BYTES + 40 * MIB) // MIB}MiB", "--headroom", "0", "--offload", "none",
+               "--iterations", "200", "--quiet"])
+    out, err = capsys.readouterr()
+    assert rc == 3, err
+    assert "DOES NOT FIT" in out and "OVER the device" in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and "caching allocator's reserved peak" in lines[0], err

@@ -175,6 +175,9 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
         unsharded = [fx.shard_levels(ctx, st.dp)[0]] * st.pp  # (the least level the search may give)
         opts = any(x != SHARD_NONE for x in st.sharding) or any(st.optimizer_on_host)
         others = [x for x in SCHEDULES if x != st.schedule] if st.microbatches > 1 else []
+        if opts:  # (this cut too, in the other schedule: the options set for this one need not serve it)
+            for sched in others:
+                yield fx.make(st, schedule=sched, sharding=unsharded, optimizer_on_host=off)
         for so in dict.fromkeys(tuple(x) for x in list(fx.shifts(st.stage_of)) + balanced):
             if opts:
                 yield fx.make(st, stage_of=list(so), sharding=unsharded, optimizer_on_host=off)

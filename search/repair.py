@@ -152,7 +152,11 @@ def repair_descent(best: Strategy | None, best_ev, evaluator, ctx: SearchContext
         picked, per_mesh, n_own, n_other, n_recut = [], {}, 0, 0, 0
         for _k, _i, c, e in bad:
             mesh = (c.dp, c.microbatches)
-            if mesh == own and n_own < CANDIDATES:
+            if mesh == own and c.schedule != best.schedule and c.stage_of == best.stage_of:
+                picked.append((c, e))  # best's cut in the other schedule: it overflows every stage
+                # (GPipe holds all micro-batches in flight) so the promise ranks it low, yet
+                # recomputing all may fit it and be faster than 1F1B keeping all
+            elif mesh == own and n_own < CANDIDATES:
                 n_own += 1
                 picked.append((c, e))
             elif mesh == own and n_recut < RECUTS and c.stage_of != best.stage_of:

@@ -29,12 +29,13 @@ from .stage import StageEval, StageModel, stage_peak
 from .lowcast import low_bytes, low_view
 from .window import BufferWindow
 from .zero3 import zero3_facts
+from .hostopt import HOST_MEM_BANDWIDTH, HOST_TENSOR_S, host_step_s
 from .tp import expand_devices, with_tp_comm
 
-__all__ = ["Simulator", "simulate", "StageSpec", "StrategyShape", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH"]
+__all__ = ["Simulator", "simulate", "StageSpec", "StrategyShape", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH",
+           "HOST_TENSOR_S"]
 
 BUCKET_BYTES = 25 * 2**20  # gradient all-reduce bucket cap (bytes), as DDP's 25 MB default and the executor's
-HOST_MEM_BANDWIDTH = 20e9  # bytes/s a host optimizer step streams through (CPU Adam)
 SHAPE_CACHE_SIZE = 4096  # StrategyShapes kept (a few KiB each; rebuilt on a miss for about one stage evaluation's cost)
 
 
@@ -53,6 +54,8 @@ class StageSpec:
     optimizer: int  # of their optimizer state
     buckets: list  # gradient all-reduce buckets in order: (local node after whose backward it is reduced, bytes)
     opt_s: float  # seconds of the (unsharded, on-device) optimizer step
+    tensors: int = 0  # parameter tensors its optimizer steps one by one on the host (optimizer on the host)
+    units: int = 0  # ZeRO-3 shards it steps on the host (parameters on the host: one per unit part)
 
 
 @dataclass(eq=False)
@@ -157,7 +160,8 @@ class Simulator:
     """
 
     def __init__(self, graph: TaskGraph, cluster, *, bucket_bytes: int = BUCKET_BYTES,
-                 host_mem_bandwidth: float = HOST_MEM_BANDWIDTH, cache_size: int = 200_000):
+                 host_mem_bandwidth: float = HOST_MEM_BANDWIDTH, host_tensor_s: float = HOST_TENSOR_S,
+                 cache_size: int = 200_000):
         if graph.tp > 1:  # one rank's figures, on a device per tensor-parallel group (simulator.tp)
             if cluster.group != graph.tp:
                 cluster = cluster.grouped(graph.tp)
@@ -169,6 +173,7 @@ class Simulator:
         self.n = graph.n
         self.bucket_bytes = int(bucket_bytes)
         self.host_mem_bandwidth = float(host_mem_bandwidth)
+        self.host_tensor_s = float(host_tensor_s)
         self.cache_size = cache_size
         self.capacity = int(cluster.device.memory_bytes)
         self.mem_bw = cluster.device.mem_bandwidth * cluster.device.memory_efficiency
@@ -267,7 +272,18 @@ class Simulator:
                            buckets=tuple((x, nb) for x, nb, _ in buckets),
                            zero_whole=self._zero_params(a, b, shared=True), z3=z3)
         return StageSpec(layout=L, model=model, params=params, grads=grads, optimizer=opt,
-                         buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt))
+                         buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt),
+                         tensors=self._stage_tensors(a, b),
+                         units=sum(1 for u in z3.units if u[0] > 0) + (1 if z3.rest_params else 0)
+                         + sum(1 for x in low if x))
+
+    def _stage_tensors(self, a: int, b: int) -> int:
+        """The trainable parameter tensors stage ``[a, b)`` steps (synthetic graphs: a node's
+        parameters are one tensor)."""
+        g = self.graph
+        if not g.params:
+            return sum(1 for nd in g.nodes[a:b] if nd.grad_bytes > 0)
+        return sum(1 for k in self._stage_params(a, b) if int(g.params[k][1]) > 0)
 
     def _opt_time(self, state: int) -> float:
         """Seconds of the stage's (unsharded, on-device) optimizer step: the profiled step's time in
@@ -532,11 +548,13 @@ class Simulator:
         if sh.dp > 1 and sh.shard[s] != SHARD_NONE:  # each rank steps its 1/dp of the parameters, then broadcasts them
             dp = sh.dp
             P, G, O, o = P / dp, G / dp, O / dp, o / dp
+        # (simulator.hostopt: a time per tensor stepped and the state's bytes at the host's rate)
         if sh.phost and sh.phost[s] and self.cluster.device.kind != "cpu":  # shards, slices and state all on the
-            o = (P + G + O) / self.host_mem_bandwidth  # host already: the step copies nothing
+            o = host_step_s(sp.units, P + G + O, self.host_mem_bandwidth, self.host_tensor_s)  # host: no copies
         elif sh.ohost[s] and self.cluster.device.kind != "cpu":  # (cpu-N: the host is the device;
             hl = self.host_link  # the same step, its bytes accounted as host memory, no copies)
-            o = (G / host_bw + hl.latency) + (P + G + O) / self.host_mem_bandwidth + (P / host_bw + hl.latency)
+            o = (G / host_bw + hl.latency) + host_step_s(sp.tensors, P + G + O, self.host_mem_bandwidth,
+                                                         self.host_tensor_s) + (P / host_bw + hl.latency)
         k = sh.inflight[s]
         return stage_peak(ev, k, sh.m)[0], o, ev.swap_bytes * k + sh.host_opt[s]
 
@@ -565,7 +583,8 @@ class Simulator:
         """A simulator of the same graph and cluster that shares this one's graph-level stage specs
         (built once per node range) and none of its evaluated results."""
         other = Simulator(self.graph, self.cluster, bucket_bytes=self.bucket_bytes,
-                          host_mem_bandwidth=self.host_mem_bandwidth, cache_size=self.cache_size)
+                          host_mem_bandwidth=self.host_mem_bandwidth, host_tensor_s=self.host_tensor_s,
+                          cache_size=self.cache_size)
         other._layouts = self._layouts
         return other
 

@@ -73,7 +73,9 @@ def test_greedy_repair_fits_or_gives_up(kind, n, ndev, frac, gseed, shared):
 # ninth, by 2.6%, until they also re-cut it in the other schedule: GPipe on a new cut, recomputing;
 # the tenth, finding nothing, until the restart points included pipelines balanced by memory with
 # 1F1B's micro-batches in flight; the last, by 2.5%, until the descent also polished strategies
-# that fit on another mesh)
+# that fit on another mesh; the sixth again, by 12.8%, once the host's optimizer step cost what it
+# measures, until the descent also repaired best's own cut in the other schedule without its
+# per-stage options)
 MISSED = [("chain", 6, 2, 0.85, 573, True, 91), ("chain", 4, 2, 0.25, 895, True, 20),
           ("chain", 6, 3, 0.25, 339, False, 97), ("chain", 4, 2, 0.7, 768, True, 21),
           ("random", 7, 4, 0.35, 632, False, 81), ("chain", 5, 3, 0.35, 832, True, 72),
@@ -97,13 +99,13 @@ def test_search_finds_what_it_missed(kind, n, ndev, frac, gseed, shared, seed):
 def test_greedy_repair_frees_a_whole_stage(monkeypatch):
     """Where a stage's peak falls while two of its nodes' tensors are alive, recomputing or
     swapping either alone frees nothing; the repair also tries every kept node of the stage at
-    once. Here (GPipe, 8 micro-batches, from every node kept) that walk ends at swaps on both of
-    the first stage's nodes, 218.7 ms; without it, at 1F1B with every node kept (221.2 ms). (It
-    reached the exact optimum until a recomputed node's output that a swapped node saves was
-    modelled off the device, as the executor has it: the optimum is now 213.0 ms, a recompute
-    beside the swaps, which a greedy walk from all-keep does not reach.)"""
+    once. Here (GPipe, 8 micro-batches, from every node kept, a quarter of plain's peak) that walk
+    ends at 1F1B with swaps on both of the first stage's nodes, 246.1 ms; without it, at 257.3 ms
+    with both kept (the exact optimum: 239.4 ms, a recompute and a swap there, parameters and
+    optimizer on the host for the second stage). (The instance was this graph at 35% until the
+    host's optimizer step cost what it measures: there both walks now end at every node kept.)"""
     g = provider("random", 6, 211)
-    cl = tight_cluster(g, 3, 0.35)
+    cl = tight_cluster(g, 3, 0.25)
     ctx = SearchContext(g, GB, cl)
     ex = solve_exact(g, GB, cl)
     st = Strategy(dp=1, pp=3, stage_of=[0, 0, 1, 1, 2, 2], actions=["keep"] * 6, microbatches=8, schedule="gpipe")

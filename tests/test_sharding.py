@@ -429,7 +429,8 @@ def test_offload_times_by_hand():
     """Parameters on the host: before each gather its shard is copied in on the host link (one
     stream, one unit ahead as the gathers are), after each reduce-scatter is waited for its
     gradient's slice is copied out on the same stream; the backward op ends after the last copy.
-    The step runs on the host without copies."""
+    The step runs on the host without copies: a time per unit's shard stepped and the state's bytes
+    at the host's rate."""
     from memflow.cluster import Link
     from memflow.simulator import Simulator
     from memflow.simulator.synthetic import chain_graph
@@ -442,7 +443,7 @@ def test_offload_times_by_hand():
     for h, hl in ((1e9, 1e-5), (2e8, 1e-4), (1e12, 0.0)):
         sim = Simulator(g, make_cluster(2, intra=Link(beta, 1e-5), host_bw=h, host_lat=hl))
         sp = sim.stage(0, 2)
-        opt = (sp.params + sp.grads + sp.optimizer) / 2 / sim.host_mem_bandwidth
+        opt = 2 * sim.host_tensor_s + (sp.params + sp.grads + sp.optimizer) / 2 / sim.host_mem_bandwidth
         ag = c = 0.5 * P / beta + 1e-5
         cin = cout = 0.5 * P / h + hl
         c1 = cin + ag

@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-from memflow.cluster import Link
 from memflow.model_file import load_model_file
 from memflow.planner import plan
 from memflow.profile import profile_model

@@ -65,6 +65,7 @@ class StageLayout:
     fwd_time: list  # per local node
     bwd_time: list
     fwd_trans: list  # per local node, F transient as a recompute replays it (up to its last saved tensor)
+    pre_replay: list  # per local node, what B_x has made when its replay runs (its first unpack)
     param_bytes: list
     grad_bytes: list
     opt_bytes: list
@@ -302,6 +303,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],
         fwd_trans=[int(nd.rec_fwd_transient_bytes if nd.rec_fwd_transient_bytes >= 0 else nd.fwd_transient_bytes)
                    for nd in nodes],
+        pre_replay=[max(0, int(nd.bwd_pre_replay_bytes)) for nd in nodes],
         param_bytes=[int(nd.param_bytes) + replica_p[x] for x, nd in enumerate(nodes)],
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
         opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],

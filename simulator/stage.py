@@ -274,7 +274,8 @@ def _consumed_inputs(L: StageLayout) -> list:
 def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list]:
     """Per node x, what its action does to its own phases' transient bytes (all-keep ``trans_keep``):
     ``(rec, cpu_f, cpu_b)`` — recomputed, B_x's grows to hold its forward's transient run again there
-    (beside what B_x starts with and frees: :func:`_replay_beside`; an output x saves itself is made
+    (beside what B_x starts with and frees: :func:`_replay_beside`, and what B_x made before its first
+    unpack set the replay off: ``pre_replay``; an output x saves itself is made
     again there, inside that traced forward's transient, the original having died with its readers'
     backwards: no second copy is counted); swapped on the CPU (packed to host as saved, back on demand), F_x's
     and B_x's become the traced ones, or, untraced, F_x's loses the bytes x made."""
@@ -284,7 +285,7 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     consumed = _consumed_inputs(L)
     for x in range(m):
         j = 2 * m - 1 - x
-        replay = beside[x] + L.fwd_trans[x] - consumed[x] + (trans_keep[j] - L.trans[j])
+        replay = beside[x] + L.pre_replay[x] + L.fwd_trans[x] - consumed[x] + (trans_keep[j] - L.trans[j])
         rec[x] = max(trans_keep[j], replay) - trans_keep[j]
     st = L.swap_trans
     if st is not None:

@@ -81,6 +81,10 @@ class Node:
     # that (a GRU's stacked output and final state) is never made there; the in-phase peak above the
     # carried bytes up to that last save. -1: not traced (the simulator takes fwd_transient_bytes)
     rec_fwd_transient_bytes: int = -1
+    # what its backward has made (net, above the phase's start) when it first unpacks a saved tensor:
+    # a recompute's replay runs then, beside those bytes (T5's block casts its output gradient to bf16
+    # for the last linear's backward before that linear asks for its saved input)
+    bwd_pre_replay_bytes: int = 0
     # how many tensors autograd saved in its forward (its pack hook's calls, inputs and parameters
     # included): a recomputed node that saves none holds nothing (torch's non-reentrant checkpoint
     # keeps its inputs only for its saved tensors' replay). -1: not traced (taken as some)

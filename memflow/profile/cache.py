@@ -27,7 +27,7 @@ from .deps import Deps, record, record_soon, recorded
 
 __all__ = ["ProfileCache", "ProfileKey", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 14  # 14: bf16 parameter casts tagged, transients without them (ZeRO-3's bf16 gathers); 13: sequence parallelism in tensor-parallel graphs; 12: tensor-parallel graphs (TaskGraph.tp, per-node collectives); 11: a sequential block of repeated blocks (a ResNet stage) is opened into its blocks; 10: per-buffer views read smaller than the storage (what a pipeline stage receives); 9: per-node figures under the selective action; 8: per-node forward transient up to its last saved tensor (a recompute's replay); 5: per-node transients under the CPU executor's swap; 2: per-node batch-input reads; 3: bf16 steps count their parameter casts;
+FORMAT_VERSION = 15  # 15: per-node bytes a backward makes before its first saved tensor's unpack (a recompute's replay runs beside them); 14: bf16 parameter casts tagged, transients without them (ZeRO-3's bf16 gathers); 13: sequence parallelism in tensor-parallel graphs; 12: tensor-parallel graphs (TaskGraph.tp, per-node collectives); 11: a sequential block of repeated blocks (a ResNet stage) is opened into its blocks; 10: per-buffer views read smaller than the storage (what a pipeline stage receives); 9: per-node figures under the selective action; 8: per-node forward transient up to its last saved tensor (a recompute's replay); 5: per-node transients under the CPU executor's swap; 2: per-node batch-input reads; 3: bf16 steps count their parameter casts;
 # 4: a node's inputs die with their last use; 6: model state the step never reads is counted; 7: entries carry
 # what the model file's build read (deps), and the model's signature
 

@@ -156,10 +156,6 @@ def _transients(live: LiveBytes, state_bytes: int, n: int, nbytes: list, alloc: 
     return [max(0, peaks.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
 
 
-def _same(t):
-    return t
-
-
 def _watch_casts(program: StepProgram, inputs: list, dtype: str, live: LiveBytes, names_by_id: dict) -> set:
     """Under autocast: have ``live`` tag the bf16 casts of the parameters a ZeRO-3 unit would gather in
     bf16 (:mod:`memflow.graph.casts`, found by one forward: under the fake mode the step runs in, or a
@@ -389,9 +385,18 @@ def trace_step(
                     if ev is not None:
                         grad_events.append((ev, names_by_id.get(id(prm), "")))
         live.set_phase(p)
+        starts[p] = live.live
         cost.phase = p
 
     saves: dict[int, int] = {}
+    starts: dict[int, int] = {}  # per backward phase, the live bytes as it starts
+    pre: dict[int, int] = {}  # ... and what it has made when it first unpacks a saved tensor
+
+    def unpacked(t):  # (in a recompute, the replay runs here)
+        p = live.phase
+        if n <= p < 2 * n and p not in pre:
+            pre[p] = max(0, live.live - starts.get(p, live.live))
+        return t
 
     def saved(t):  # a tensor autograd saves in a forward: a recompute's replay runs up to the last one
         if live.phase < n:
@@ -400,7 +405,7 @@ def trace_step(
         return t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
-    with live, torch.autograd.graph.saved_tensors_hooks(saved, _same):
+    with live, torch.autograd.graph.saved_tensors_hooks(saved, unpacked):
         step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=watch)
         live.set_phase(2 * n + 1)
     grad_param = {}
@@ -465,6 +470,7 @@ def trace_step(
             out_bytes=out_b, saved_bytes=saved,
             fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
             rec_fwd_transient_bytes=min(replayed[fp], transient[fp]), saved_tensors=saves.get(fp, 0),
+            bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             read_inputs=_data_reads(program.calls[k], input_of),
             **states[k], **sel[k], **lows[k],

@@ -12,6 +12,9 @@ bytes/s **per direction, per device pair**, latency in seconds):
 * ``host_link`` — device ↔ host memory (swapping); when ``host_link_shared``
   all devices of a machine share this one link's bandwidth.
 
+and the host's optimizer step (:class:`HostStep`: a stage with its optimizer on
+the host steps it on the CPU, a time per tensor and its state's bytes at a rate).
+
 Presets live in ``configs/clusters/*.yaml``; ``Cluster.load("cpu-N")`` builds
 N local processes on this host with the measured ``cpu`` device.
 """
@@ -51,6 +54,8 @@ __all__ = [
     "IB_NDR",
     "ETH_25G",
     "GLOO_LOOPBACK",
+    "HostStep",
+    "HOST_STEP",
 ]
 
 #: Cluster presets: ``configs/clusters/NAME.yaml``.
@@ -124,6 +129,46 @@ IB_HDR = Link(23e9, 5e-6)
 IB_NDR = Link(46e9, 5e-6)
 #: 25 Gbit/s Ethernet (TCP): ~2.8 GB/s effective, ~30 us. Default inter-machine link.
 ETH_25G = Link(2.8e9, 30e-6)
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """The host's optimizer step, per rank: ``per_tensor_s`` seconds for each tensor it steps (torch
+    steps CPU tensors one by one) and ``bandwidth`` bytes/s of parameters, gradients and optimizer
+    state (:mod:`simulator.hostopt`)."""
+
+    bandwidth: float
+    per_tensor_s: float
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.bandwidth, (int, float)) and self.bandwidth > 0 and math.isfinite(self.bandwidth)):
+            raise ConfigError(f"host_optimizer.bandwidth must be a positive number (bytes/s), got {self.bandwidth!r}")
+        if not (isinstance(self.per_tensor_s, (int, float)) and 0 <= self.per_tensor_s < math.inf):
+            raise ConfigError(f"host_optimizer.per_tensor must be a time ≥ 0, got {self.per_tensor_s!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return {"bandwidth": self.bandwidth, "per_tensor": self.per_tensor_s}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "HostStep":
+        """From ``{bandwidth: 12GB/s, per_tensor: 20us}`` (units optional; either key may be left out)."""
+        if isinstance(d, HostStep):
+            return d
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"host_optimizer must be a mapping like {{bandwidth: 12GB/s, per_tensor: 20us}}, got {d!r}")
+        unknown = sorted(set(d) - {"bandwidth", "per_tensor"})
+        if unknown:
+            raise ConfigError(f"host_optimizer: unknown keys {unknown}; valid keys: bandwidth, per_tensor")
+        return cls(parse_bandwidth(d.get("bandwidth", HOST_STEP.bandwidth), name="host_optimizer.bandwidth"),
+                   parse_time(d.get("per_tensor", HOST_STEP.per_tensor_s), name="host_optimizer.per_tensor"))
+
+    def __str__(self) -> str:
+        return f"{format_bandwidth(self.bandwidth)}, {format_time(self.per_tensor_s)} a tensor"
+
+
+#: torch's CPU AdamW, one rank: 12 GB/s of state (the lent H200 machine's host steps, 16 cores: 12.1-13.4)
+#: and 20 us a tensor (this project's 2-core host: 24.5); ``python -m bench hostopt``
+HOST_STEP = HostStep(12e9, 20e-6)
 #: gloo over loopback between local processes, approximate (2 GB/s, 50 us): the fallback when
 #: :func:`memflow.linkprobe.measured_gloo_link` cannot measure this host.
 GLOO_LOOPBACK = Link(2e9, 50e-6)
@@ -154,6 +199,7 @@ _YAML_KEYS = {
     "host_link": "{bandwidth, latency} device<->host memory (default: the device's host_link_bandwidth, 10us)",
     "host_link_shared": "true if a machine's devices share one host link (default false)",
     "host_memory": "host memory per machine (e.g. 512GiB)",
+    "host_optimizer": "{bandwidth, per_tensor} a rank's optimizer step on the host (default 12GB/s, 20us: torch's CPU AdamW)",
 }
 
 
@@ -174,6 +220,7 @@ class Cluster:
             device has its own.
         host_memory_bytes: host memory per machine (bytes).
         description: free text.
+        host_step: a rank's optimizer step on the host (:class:`HostStep`).
     """
 
     name: str
@@ -189,6 +236,7 @@ class Cluster:
     # devices per tensor-parallel group this cluster stands for (grouped): each of its devices is
     # ``group`` real devices of one machine running a stage replica together (one rank's figures)
     group: int = 1
+    host_step: HostStep = HOST_STEP
 
     def __post_init__(self) -> None:
         where = f"cluster {self.name!r}"
@@ -203,6 +251,8 @@ class Cluster:
         for attr in ("intra_link", "inter_link", "host_link"):
             if not isinstance(getattr(self, attr), Link):
                 raise ConfigError(f"{where}: {attr} must be a Link, got {getattr(self, attr)!r}")
+        if not isinstance(self.host_step, HostStep):
+            raise ConfigError(f"{where}: host_step must be a HostStep, got {self.host_step!r}")
         if not isinstance(self.host_link_shared, bool):
             raise ConfigError(f"{where}: host_link_shared must be true or false, got {self.host_link_shared!r}")
         hm = self.host_memory_bytes
@@ -284,7 +334,8 @@ class Cluster:
                 f"{self.name}: {self.num_nodes} machine(s) × {self.devices_per_node} {self.device.name} "
                 f"({format_bytes(self.device.memory_bytes)} each), host memory {format_bytes(self.host_memory_bytes)}/machine",
                 f"  intra {self.intra_link}; inter {self.inter_link}; "
-                f"host {self.host_link}{' (shared)' if self.host_link_shared else ''}",
+                f"host {self.host_link}{' (shared)' if self.host_link_shared else ''}; "
+                f"host optimizer step {self.host_step}",
             ]
         )
 
@@ -303,6 +354,7 @@ class Cluster:
             "host_link": self.host_link.to_dict(),
             "host_link_shared": self.host_link_shared,
             "host_memory": self.host_memory_bytes,
+            "host_optimizer": self.host_step.to_dict(),
         }
 
     @classmethod
@@ -311,7 +363,7 @@ class Cluster:
 
         Keys: ``name, description, num_nodes, devices_per_node, device,
         device_memory, device_overrides, intra_link, inter_link, host_link,
-        host_link_shared, host_memory``; values may carry units.  Unknown keys
+        host_link_shared, host_memory, host_optimizer``; values may carry units.  Unknown keys
         raise :class:`ConfigError` listing the valid ones.
         """
         where = f"{source}: " if source else ""
@@ -363,6 +415,7 @@ class Cluster:
                 host_link_shared=shared,
                 host_memory_bytes=parse_bytes(host_memory, name="host_memory", allow_zero=False),
                 description=str(d.get("description", "")),
+                host_step=HostStep.from_dict(d["host_optimizer"]) if d.get("host_optimizer") is not None else HOST_STEP,
             )
         except ConfigError as e:
             if where and not str(e).startswith(where):

@@ -160,7 +160,7 @@ class Simulator:
     """
 
     def __init__(self, graph: TaskGraph, cluster, *, bucket_bytes: int = BUCKET_BYTES,
-                 host_mem_bandwidth: float = HOST_MEM_BANDWIDTH, host_tensor_s: float = HOST_TENSOR_S,
+                 host_mem_bandwidth: float | None = None, host_tensor_s: float | None = None,
                  cache_size: int = 200_000):
         if graph.tp > 1:  # one rank's figures, on a device per tensor-parallel group (simulator.tp)
             if cluster.group != graph.tp:
@@ -172,8 +172,12 @@ class Simulator:
         self.cluster = cluster
         self.n = graph.n
         self.bucket_bytes = int(bucket_bytes)
-        self.host_mem_bandwidth = float(host_mem_bandwidth)
-        self.host_tensor_s = float(host_tensor_s)
+        # the host's optimizer step: the cluster's figures unless given
+        hs = getattr(cluster, "host_step", None)
+        self.host_mem_bandwidth = float(host_mem_bandwidth if host_mem_bandwidth is not None
+                                        else hs.bandwidth if hs is not None else HOST_MEM_BANDWIDTH)
+        self.host_tensor_s = float(host_tensor_s if host_tensor_s is not None
+                                   else hs.per_tensor_s if hs is not None else HOST_TENSOR_S)
         self.cache_size = cache_size
         self.capacity = int(cluster.device.memory_bytes)
         self.mem_bw = cluster.device.mem_bandwidth * cluster.device.memory_efficiency

@@ -78,3 +78,38 @@ def test_plentiful_memory_keeps_the_optimizer_on_the_gpu(tiny_gpt2):
     st = p.strategy
     assert not any(st.optimizer_on_host) and not any(st.params_on_host)
     assert st.sharding == ["none"]
+
+
+def test_a_cluster_states_its_hosts_step():
+    """A cluster's ``host_optimizer`` (YAML, units allowed) is the simulator's host step: it survives a
+    plan file's round trip, and a bad one is refused in one line."""
+    import dataclasses
+
+    from memflow.cluster import HOST_STEP, Cluster, HostStep
+    from memflow.errors import ConfigError
+
+    base = make_cluster(1, host_bw=1e9, host_lat=1e-5)
+    assert base.host_step == HOST_STEP
+    d = dict(base.to_dict(), host_optimizer={"bandwidth": "4.5GB/s", "per_tensor": "25us"})
+    cl = Cluster.from_dict(d)
+    assert cl.host_step.bandwidth == 4.5e9 and cl.host_step.per_tensor_s == pytest.approx(25e-6)
+    assert Cluster.from_dict(cl.to_dict()).host_step == cl.host_step
+    assert Cluster.from_dict(dict(base.to_dict(), host_optimizer={"per_tensor": "1ms"})).host_step == \
+        HostStep(HOST_STEP.bandwidth, 1e-3)
+    g = chain_graph(3, act_bytes=1000, saved_bytes=1000, param_bytes=10**6, fwd_s=1 * MS, bwd_s=2 * MS)
+    st = Strategy(1, 1, [0, 0, 0], ["keep"] * 3).copy(optimizer_on_host=[True])
+    steps = []
+    for c in (base, cl, dataclasses.replace(cl, host_step=HostStep(1e12, 0.0))):
+        sim = Simulator(g, c)
+        sp = sim.stage(0, 3)
+        (ev,) = [e for e in sim.evaluate(st, detail=True).events if e[2] == "optimizer step"]
+        hs = c.host_step
+        want = 2 * (3 * 10**6 / 1e9 + 1e-5) + host_step_s(3, sp.params + sp.grads + sp.optimizer, hs.bandwidth,
+                                                          hs.per_tensor_s)
+        assert ev[4] == pytest.approx(want)
+        steps.append(ev[4])
+    assert steps[1] > steps[0] > steps[2]
+    for bad in ({"bandwidth": 0}, {"per_tensor": "-1us"}, {"rate": "1GB/s"}, "fast"):
+        with pytest.raises(ConfigError) as e:
+            Cluster.from_dict(dict(base.to_dict(), host_optimizer=bad))
+        assert "host_optimizer" in str(e.value) and "\n" not in str(e.value)

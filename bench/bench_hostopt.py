@@ -64,8 +64,8 @@ def gpt2_params(scale: str) -> list[torch.nn.Parameter]:
     return [torch.nn.Parameter(p.detach().clone()) for p in model.parameters() if p.requires_grad]
 
 
-def h200_rates() -> list[list[str]]:
-    """Rows of the H200 run: the rate of its host steps."""
+def h200_rates(elements: int) -> list[list[str]]:
+    """Rows of the H200 run (GPT-2 small, ``elements`` trainable elements): the rate of its host steps."""
     if not ROWS.exists():
         return []
     d = json.loads(ROWS.read_text())
@@ -83,8 +83,7 @@ def h200_rates() -> list[list[str]]:
         on_host = sd.get("optimizer_on_host", [False])[0] or offload != "none"
         if not on_host:
             continue
-        params = 124_439_808  # GPT-2 small's trainable elements (wte tied to lm_head)
-        nbytes = 16 * params
+        nbytes = 16 * elements
         part = run["measured_parts_s"]["optimizer"]
         if "parameters" in offload:  # shards and state on the host: the step copies nothing
             step, how = part, "the step's part (no copies; the GPU idle by then)"
@@ -97,12 +96,12 @@ def h200_rates() -> list[list[str]]:
 
 
 def main() -> None:
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     per_tensor, rate = this_host()
     rows = []
     for scale in ("tiny", "full"):
         ps = gpt2_params(scale)
         n, nb = len(ps), state_bytes(ps)
+        elements = sum(p.numel() for p in ps)  # (the last: GPT-2 small's, what the H200 run trained)
         meas = timed_step(ps, reps=3 if scale == "full" else 5)
         d = host_step_s(n, nb)
         h = host_step_s(n, nb, rate, per_tensor)
@@ -121,10 +120,11 @@ def main() -> None:
         "16 bytes an element: fp32 parameter, gradient and two moments).\n\n"
         + md_table(["parameters of", "tensors", "state MiB", "measured ms", "predicted ms (before: 20 GB/s)",
                     "predicted ms (defaults)", "predicted ms (this host's two figures)"], rows))
-    h = h200_rates()
+    h = h200_rates(elements)
     if h:
         body += ("\n\n**The lent H200 machine** (16 CPU cores; its run's rows, `bench/runs/gpu-rows.json`): GPT-2 "
-                 "small, 124.4 M elements, 1,991 MB of that accounting per step; the CPU-timed parts of a "
-                 "CUDA step include waiting for the GPU, so each row's step is read as said.\n\n"
+                 f"small, {elements / 1e6:.1f} M elements, {16 * elements / 1e6:,.0f} MB of that accounting per step; "
+                 "the CPU-timed parts of a CUDA step include waiting for the GPU, so each row's step is read as "
+                 "said.\n\n"
                  + md_table(["row", "optimizer part ms", "read as", "host step ms", "GB/s"], h))
     write_section("hostopt", "The optimizer step on the host", body)

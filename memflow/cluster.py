@@ -167,7 +167,7 @@ class HostStep:
 
 
 #: torch's CPU AdamW, one rank: 12 GB/s of state (the lent H200 machine's host steps, 16 cores: 12.1-13.4)
-#: and 20 us a tensor (this project's 2-core host: 24.5); ``python -m bench hostopt``
+#: and 20 us a tensor (this project's 2-core host: 24.5-25.6 in two runs); ``python -m bench hostopt``
 HOST_STEP = HostStep(12e9, 20e-6)
 #: gloo over loopback between local processes, approximate (2 GB/s, 50 us): the fallback when
 #: :func:`memflow.linkprobe.measured_gloo_link` cannot measure this host.

@@ -29,7 +29,7 @@ from .stage import StageEval, StageModel, stage_peak
 from .lowcast import low_bytes, low_view
 from .window import BufferWindow
 from .zero3 import zero3_facts
-from .hostopt import HOST_MEM_BANDWIDTH, HOST_TENSOR_S, host_step_s
+from .hostopt import HOST_MEM_BANDWIDTH, HOST_TENSOR_S, host_step_s  # noqa: F401 (re-exported)
 from .tp import expand_devices, with_tp_comm
 
 __all__ = ["Simulator", "simulate", "StageSpec", "StrategyShape", "BUCKET_BYTES", "HOST_MEM_BANDWIDTH",
@@ -173,11 +173,9 @@ class Simulator:
         self.n = graph.n
         self.bucket_bytes = int(bucket_bytes)
         # the host's optimizer step: the cluster's figures unless given
-        hs = getattr(cluster, "host_step", None)
-        self.host_mem_bandwidth = float(host_mem_bandwidth if host_mem_bandwidth is not None
-                                        else hs.bandwidth if hs is not None else HOST_MEM_BANDWIDTH)
-        self.host_tensor_s = float(host_tensor_s if host_tensor_s is not None
-                                   else hs.per_tensor_s if hs is not None else HOST_TENSOR_S)
+        self.host_mem_bandwidth = float(cluster.host_step.bandwidth if host_mem_bandwidth is None
+                                        else host_mem_bandwidth)
+        self.host_tensor_s = float(cluster.host_step.per_tensor_s if host_tensor_s is None else host_tensor_s)
         self.cache_size = cache_size
         self.capacity = int(cluster.device.memory_bytes)
         self.mem_bw = cluster.device.mem_bandwidth * cluster.device.memory_efficiency

@@ -81,6 +81,9 @@ CASES = [
         "name": "x", "num_nodes": 1, "devices_per_node": 2, "device": "l4", "speed": 3})], "speed"),
     ("cluster yaml negative memory", lambda t: ["plan", EX, "--cluster", _write(t, "c.yaml", {
         "name": "x", "num_nodes": 1, "devices_per_node": 2, "device": "l4", "device_memory": "-4GiB"})], "memory"),
+    ("cluster yaml bad host optimizer", lambda t: ["plan", EX, "--cluster", _write(t, "c.yaml", {
+        "name": "x", "devices_per_node": 2, "device": "l4", "intra_link": {"bandwidth": "20GB/s", "latency": "10us"},
+        "host_memory": "64GiB", "host_optimizer": {"bandwidth": "fast"}})], "host_optimizer.bandwidth"),
     ("run missing file", lambda t: ["run", "nope.yaml"], "not found"),
     ("run corrupt yaml", lambda t: ["run", _write(t, "p.yaml", "a: [1, 2\nb: }")], "YAML"),
     ("run yaml list", lambda t: ["run", _write(t, "p.yaml", "- 1\n- 2\n")], "mapping"),

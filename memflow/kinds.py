@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final, Literal, get_args
 
 __all__ = [
-    "Action", "KEEP", "RECOMPUTE", "SWAP", "SELECTIVE", "ACTIONS",
+    "Action", "KEEP", "RECOMPUTE", "SWAP", "SELECTIVE", "ACTIONS", "MIN_SWAP_BYTES",
     "Schedule", "ONE_F_ONE_B", "GPIPE", "SCHEDULES",
     "Sharding", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS", "SHARDINGS",
     "SEARCHABLE_SHARDINGS",
@@ -26,6 +26,9 @@ SWAP: Final = "swap"  # copied to host memory after the forward, back before the
 # attention and RNN kernels are held; the cheap ops are run again before the backward
 SELECTIVE: Final = "selective"
 ACTIONS: tuple[Action, ...] = get_args(Action)
+#: A swapped node's saved tensors smaller than this stay on the device (their copy costs more than
+#: it frees); the executor's pack hook and the simulator's layout both follow it.
+MIN_SWAP_BYTES: Final = 256
 
 #: The order in which a pipeline stage runs its micro-batches' forwards and backwards.
 Schedule = Literal["1f1b", "gpipe"]

@@ -558,7 +558,11 @@ class Simulator:
             o = (G / host_bw + hl.latency) + host_step_s(sp.tensors, P + G + O, self.host_mem_bandwidth,
                                                          self.host_tensor_s) + (P / host_bw + hl.latency)
         k = sh.inflight[s]
-        return stage_peak(ev, k, sh.m)[0], o, ev.swap_bytes * k + sh.host_opt[s]
+        # host: the state a host optimizer holds, the rank's share of the step's batch (its micro-batches,
+        # each freed after its backward) and the larger of the swapped copies of the micro-batches in
+        # flight and, as the step starts, the whole batch every rank loads before it takes its share
+        share = self.graph.input_bytes * sh.m
+        return stage_peak(ev, k, sh.m)[0], o, sh.host_opt[s] + share + max(ev.swap_bytes * k, share * sh.dp)
 
     def _stages(self, st: Strategy, detail: bool = False) -> _Stages:
         sh = self.shape(st)

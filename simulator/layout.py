@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memflow.graph.record import KIND_GRAD, TaskGraph
+from memflow.kinds import MIN_SWAP_BYTES
 
 __all__ = ["StageLayout", "build_layout"]
 
@@ -61,6 +62,7 @@ class StageLayout:
     # holds it until the stage's forward of the micro-batch ends, whatever the saver's checkpoint or swap
     # does (a recomputed or swapped node's casts outlive its forward; a selective one runs uncached)
     g_cached: list
+    g_noswap: list  # too small for a swap's pack hook to move (MIN_SWAP_BYTES): stays on the device
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -73,7 +75,8 @@ class StageLayout:
     # reads, in its order: what a data-parallel all-reduce syncs in buckets (memflow.buckets); a
     # parameter other stages read too is summed in place over a group of its own
     dp_grads: list
-    x_bytes: list  # per local node: bytes its swap moves to host (the buffers it saves: made or read)
+    x_bytes: list  # per local node: bytes its swap copies to host (every buffer it saves, made or read,
+    # also one an earlier node's backward frees: each node's pack hook copies its own)
     x_made: list  # ... of which made in its forward (part of that phase's transient)
     P_sum: int  # sum(param_bytes)
     O_sum: int  # sum(opt_bytes)
@@ -128,7 +131,10 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     groups: dict[tuple, int] = {}
 
     def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False):
-        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2], cached and saver[0] == la)
+        # (a storage under MIN_SWAP_BYTES: the pack hook leaves it on the device; its saver's recompute
+        # still drops it)
+        key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2], cached and saver[0] == la,
+               saver[0] >= 0 and nb < MIN_SWAP_BYTES)
         groups[key] = groups.get(key, 0) + nb
 
     # a parameter read by nodes of several stages (tied weights) has a replica, with its own
@@ -276,10 +282,12 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     x_bytes, x_made = [0] * m, [0] * m
     for key in keys:
         x = key[6]
-        if x >= 0:
+        if x >= 0 and not key[11]:
             x_bytes[x] += groups[key]
             if key[0] == x:
                 x_made[x] += groups[key]
+            for y, _u in key[9]:  # a later node whose backward reads it saved it too: its pack hook copies it again
+                x_bytes[y] += groups[key]
     swap_fwd = swap_bwd = None
     if all(nd.cpu_swap_fwd_time_s >= 0 and nd.cpu_swap_bwd_time_s >= 0 for nd in nodes):
         swap_fwd = [float(nd.cpu_swap_fwd_time_s) for nd in nodes]
@@ -298,6 +306,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_holders=[k[9] for k in keys],
         g_fusers=[k[7] for k in keys],
         g_cached=[k[10] for k in keys],
+        g_noswap=[k[11] for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],

@@ -142,7 +142,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     m1 = m - 1
     R = 0
     for i in idx:
-        nb, la, lf, extra, late, x, hold, fusers, holders, cached, p0, v0, p1, v1, q0, w0, q1, w1, kr = groups[i]
+        nb, la, lf, extra, late, x, hold, fusers, holders, cached, noswap, p0, v0, p1, v1, q0, w0, q1, w1, kr = groups[i]
         dc[p0] -= v0
         dc[p1] -= v1
         if w0:
@@ -150,6 +150,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             dt[q1] -= w1
         R -= kr
         act = acts[x] if x >= 0 else KEEP
+        if noswap and act == SWAP:  # (too small for the pack hook: stays on the device, as kept)
+            act = KEEP
         if has_rec and fusers:  # inputs of recomputed nodes stay through their backward (their checkpoint holds them)
             for u in fusers:
                 if acts[u] in _CHECKPOINTED:
@@ -168,7 +170,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             if cached and act == RECOMPUTE and end < m1:  # (autocast's cache holds it to the F half's end)
                 end = m1
             for y, u in holders:
-                if acts[y] != SWAP:
+                if acts[y] != SWAP or noswap:
                     end = max(end, u)
                 elif not cpu:
                     ay = twom - 3 - y if y < m1 else twom - 2 - y
@@ -426,7 +428,7 @@ class _KeepTables:
         R = 0
         xg = [[] for _ in range(m)]
         fg = [[] for _ in range(m)]
-        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached) as in the layout,
+        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap) as in the layout,
         # then its all-keep share (_keep_share); None for the per-step groups
         groups = [None] * len(L.g_bytes)
         dst = [0] * (P + 1)
@@ -444,7 +446,7 @@ class _KeepTables:
                 continue
             x = L.g_xnode[i]
             g = (nb, la, lf, L.g_extra[i], L.g_late[i], x, L.g_hold[i], L.g_fusers[i], L.g_holders[i],
-                 L.g_cached[i])
+                 L.g_cached[i], L.g_noswap[i])
             keep = _keep_share(g + (0,) * 9, m)
             groups[i] = g + keep
             p0, v0, p1, v1, q0, w0, q1, w1, kr = keep

@@ -8,6 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from memflow.cluster import Cluster
+from memflow.graph.record import KIND_ACTIVATION, Buffer, Node, TaskGraph
 from memflow.strategy import Strategy
 from memflow.search import SearchContext, search, solve_exact
 from memflow.search.mcmc import Evaluator
@@ -96,27 +98,40 @@ def test_search_finds_what_it_missed(kind, n, ndev, frac, gseed, shared, seed):
     assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
 
 
+def _shared_saved_graph() -> TaskGraph:
+    """Three nodes, one micro-batch of one sample, no parameters: node 0 makes X (64 MiB), which its
+    own backward and node 1's read (both saved it); node 2's forward needs 64 MiB of its own. The
+    peak is F2's: X beside node 2's working memory."""
+    mib = 1 << 20
+    nodes = [Node(index=k, name=f"n{k}", module_path=f"n{k}", fwd_time_s=20e-3, bwd_time_s=40e-3,
+                  saved_tensors=1 if k < 2 else 0) for k in range(3)]
+    nodes[2].fwd_transient_bytes = 64 * mib
+    # phases F0 F1 F2 B2 B1 B0 = 0..5
+    bufs = [Buffer(64 * mib, 0, 5, KIND_ACTIVATION, [1, 4, 5]),  # X: read by F1, saved by nodes 0 and 1
+            Buffer(mib, 1, 3, KIND_ACTIVATION, [2, 3]),  # node 1's output, read by node 2
+            Buffer(mib, 2, 3, KIND_ACTIVATION, [3])]  # the loss's input
+    return TaskGraph(model_name="shared-saved", batch_size=1, dtype="fp32", nodes=nodes, buffers=bufs)
+
+
 def test_greedy_repair_frees_a_whole_stage(monkeypatch):
-    """Where a stage's peak falls while two of its nodes' tensors are alive, recomputing or
-    swapping either alone frees nothing; the repair also tries every kept node of the stage at
-    once. Here (GPipe, 8 micro-batches, from every node kept, a quarter of plain's peak) that walk
-    ends at 1F1B with swaps on both of the first stage's nodes, 246.1 ms; without it, at 257.3 ms
-    with both kept (the exact optimum: 239.4 ms, a recompute and a swap there, parameters and
-    optimizer on the host for the second stage). (The instance was this graph at 35% until the
-    host's optimizer step cost what it measures: there both walks now end at every node kept.)"""
-    g = provider("random", 6, 211)
-    cl = tight_cluster(g, 3, 0.25)
-    ctx = SearchContext(g, GB, cl)
-    ex = solve_exact(g, GB, cl)
-    st = Strategy(dp=1, pp=3, stage_of=[0, 0, 1, 1, 2, 2], actions=["keep"] * 6, microbatches=8, schedule="gpipe")
+    """Where a stage's peak falls while two of its nodes hold one tensor, recomputing or swapping
+    either alone frees nothing (the other still holds it; a recomputed node's checkpoint holds its
+    inputs); the repair also tries every kept node of the stage at once: both swapped, X is on the
+    host through F2. Without that move the walk is stuck (no state to move, one sample: no more
+    micro-batches) and the exact solver agrees that both swapped is the only plan that fits."""
+    g = _shared_saved_graph()
+    cl = Cluster.for_gpus(1, "v100-16gb").with_memory(100 << 20)  # under X + 64 MiB, over either alone
+    ctx = SearchContext(lambda mb: g, 1, cl)
+    st = Strategy.single(3)
     e, _ = Evaluator(ctx).evaluate(st)
     assert not e.fits
     got = greedy_repair(st, e, Evaluator(ctx), ctx, recut=False)
+    assert got is not None and got[1].fits and got[0].actions[:2] == ["swap", "swap"]
     monkeypatch.setattr(fixes_module, "free_stage", lambda st, s, action: st)  # (the walk without the move)
-    without = greedy_repair(st, e, Evaluator(ctx), ctx, recut=False)
-    assert got is not None and got[1].fits and without is not None and without[1].fits
-    assert got[1].step_time_s < without[1].step_time_s
-    assert got[1].step_time_s <= ex.best_eval.step_time_s * 1.03
+    assert greedy_repair(st, e, Evaluator(ctx), ctx, recut=False) is None
+    ex = solve_exact(lambda mb: g, 1, cl)
+    assert ex.best is not None and ex.best.actions[:2] == ["swap", "swap"]
+    assert got[1].step_time_s <= ex.best_eval.step_time_s * 1.01  # (unpolished: node 2's empty swap costs a latency)
 
 
 def test_final_descent_exchanges_two_nodes_actions():

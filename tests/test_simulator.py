@@ -11,7 +11,7 @@ from memflow.devices import DeviceSpec
 from memflow.errors import StrategyError
 from memflow.executor import RunConfig
 from memflow.graph.record import replay
-from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SWAP
+from memflow.kinds import GPIPE, KEEP, MIN_SWAP_BYTES, ONE_F_ONE_B, RECOMPUTE, SCHEDULES, SWAP
 from memflow.strategy import Strategy
 from memflow.units import format_bytes
 from memflow.plot import plot_memory
@@ -119,23 +119,32 @@ def test_toy_chain_swap_peak_and_stall_by_hand():
 
 def test_swap_moves_the_buffers_a_node_saves_by_hand():
     """A swapped node's pack hook copies every tensor it saves, its inputs too: on the device each
-    lives until its other uses are done, and is back for the node's backward (CPU: on demand)."""
-    g = toy()
+    lives until its other uses are done, and is back for the node's backward (CPU: on demand); a
+    tensor under ``MIN_SWAP_BYTES`` stays on the device."""
+    a = 3 * A  # (300 bytes: above MIN_SWAP_BYTES, as S is; A alone is under it)
+    assert A < MIN_SWAP_BYTES <= a <= S
+    g = chain_graph(3, act_bytes=a, saved_bytes=S, param_bytes=P, fwd_s=1 * MS, bwd_s=2 * MS)
     state = 9 * P
     cl = make_cluster(host_bw=math.inf, kind="cpu")
     st = Strategy(1, 1, [0, 0, 0], [KEEP, SWAP, KEEP])
     # node 1 saves out0 (its input) and s1: out0 stays through F1 (which reads it), s1 leaves with
     # F1's end (F1's transient loses it); both are back in B1
-    # F1: A+S carried + A ; F2: A+S + A+S ; B2: S + 3A+S+P ; B1: S+P + 3A+S+P
+    # F1: a+S carried + a ; F2: a+S + a+S ; B2: S + 3a+S+P ; B1: S+P + 3a+S+P
     r = simulate(g, st, cl)
-    assert r.peak_bytes[0] == state + 3 * A + 2 * S + 2 * P
-    assert r.host_bytes[0] == A + S
+    assert r.peak_bytes[0] == state + 3 * a + 2 * S + 2 * P
+    assert g.input_bytes == 0 and r.host_bytes[0] == a + S
     # s1 also read by F2 (an output node 2 reads, as after a ReLU): held through F2
     for b in g.buffers:
         if (b.nbytes, b.alloc_phase, b.free_phase) == (S, 1, 4):
             b.uses = [2, 4]
     r = simulate(g, st, cl)
-    assert r.peak_bytes[0] == state + 2 * A + 3 * S
+    assert r.peak_bytes[0] == state + 2 * a + 3 * S
+    # out0 under MIN_SWAP_BYTES: the pack hook leaves it on the device, carried through F2 and B2 as
+    # kept (B2: S + 4A+S+P, the peak); only s1 goes to the host
+    g = toy()
+    r = simulate(g, st, cl)
+    assert r.peak_bytes[0] == state + 4 * A + 2 * S + P
+    assert r.host_bytes[0] == S
 
 
 def test_two_stage_1f1b_by_hand():

@@ -10,7 +10,7 @@ import pytest
 from memflow.cluster import Cluster, Link
 from memflow.devices import DeviceSpec
 from memflow.graph.record import KIND_ACTIVATION, KIND_GRAD, KIND_INPUT_GRAD, Buffer, Node, TaskGraph, replay
-from memflow.kinds import GPIPE, KEEP, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SWAP
+from memflow.kinds import GPIPE, KEEP, MIN_SWAP_BYTES, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SWAP
 from memflow.strategy import ACTIONS, Strategy
 
 #: the sharding levels the simulator models (random strategies draw from these)
@@ -264,7 +264,8 @@ def _chain_oracle(g: TaskGraph, acts: list) -> list:
     its backward's), and the buffers a
     swapped node saves (its ``saved_k``, its input ``out_{k-1}``) are off the device from the end
     of their forward uses until its successor's backward starts (the last node's backward follows
-    its forward at once: nothing to move). A selective node is a recomputed one that holds its
+    its forward at once: nothing to move), but those under ``MIN_SWAP_BYTES``, which the pack hook
+    leaves on the device. A selective node is a recomputed one that holds its
     ``sel_saved_bytes`` (untraced: its ``saved_bytes``) from the end of its forward to its backward,
     whose transient is at least its traced ``sel_bwd_transient_bytes``."""
     n = g.n
@@ -276,7 +277,7 @@ def _chain_oracle(g: TaskGraph, acts: list) -> list:
             made_by_k = buf.alloc_phase == k
             if acts[k] in (RECOMPUTE, SELECTIVE) and made_by_k:
                 live = set()
-            elif acts[k] == SWAP and k < n - 1:
+            elif acts[k] == SWAP and k < n - 1 and buf.nbytes >= MIN_SWAP_BYTES:  # (smaller: stays)
                 live -= set(range(k + 1, 2 * n - 1 - (k + 1)))  # F_{k+1} .. up to B_{k+1}
         for p in live:
             per[p] += buf.nbytes

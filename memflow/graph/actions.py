@@ -9,7 +9,8 @@ forward is replayed right before the node's backward.
 rest is replayed before the node's backward.
 
 ``swap`` runs the node's forward under ``saved_tensors_hooks``: every
-tensor autograd saves (except parameters and the step's batch inputs) is copied
+tensor autograd saves (except parameters, the step's batch inputs and tensors under
+``MIN_SWAP_BYTES``, which stay on the device) is copied
 to host memory when it is saved and copied back when the backward needs it; the
 node's saved inputs too (the program lets an input die with its last use, so a
 swapped copy frees it once its other readers are done). The batch's own tensors
@@ -36,12 +37,10 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ..memory import LiveBytes
-from ..kinds import KEEP, RECOMPUTE, SELECTIVE, SWAP
+from ..kinds import KEEP, MIN_SWAP_BYTES, RECOMPUTE, SELECTIVE, SWAP
 from .selective import selective_context
 
 __all__ = ["make_wrap", "HostSwap"]
-
-MIN_SWAP_BYTES = 256  # smaller saved tensors stay on the device
 
 
 class HostSwap:

@@ -37,6 +37,8 @@ import torch
 import torch.distributed as dist
 import torch.fx
 
+from .gloo import settled
+
 __all__ = ["SPOp", "SPColumns", "PartialGrad", "insert_seq_ops", "chunk_of", "all_gather", "reduce_scatter"]
 
 
@@ -70,7 +72,8 @@ def all_gather(group: Any, x: torch.Tensor, dim: int, outer: int, key: tuple) ->
         for i, p in enumerate(parts):
             if i == group.rank:
                 p.copy_(xc)
-            dist.broadcast(p, src=ranks[i], group=group.group)
+            with settled(p):
+                dist.broadcast(p, src=ranks[i], group=group.group)
     else:  # profiling: the same buffers, nothing sent
         for p in parts:
             p.copy_(xc)
@@ -90,7 +93,8 @@ def reduce_scatter(group: Any, x: torch.Tensor, dim: int, outer: int, key: tuple
         return out
     y = x.clone(memory_format=torch.contiguous_format)
     if group.group is not None:
-        dist.all_reduce(y, group=group.group)
+        with settled(y):  # (gloo: y dies after chunk_of's copy, not when gloo's worker lets go: :mod:`.gloo`)
+            dist.all_reduce(y, group=group.group)
     return chunk_of(y, dim, outer, group.size, group.rank)
 
 

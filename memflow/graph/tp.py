@@ -30,6 +30,7 @@ blocks use.
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any
 
@@ -39,6 +40,7 @@ import torch
 import torch.distributed as dist
 import torch.fx
 
+from .gloo import settled
 from .program import StepProgram
 from .sp import PartialGrad, SPColumns, SPOp, insert_seq_ops
 from .tp_rules import SPLITS, VIEWS, NodeSplit, analyse, weight_of
@@ -87,7 +89,8 @@ class TPGroup:
         """Sum (or ``op``) ``t`` over the group, in place."""
         self.moved[key] = t.numel() * t.element_size()
         if self.group is not None:
-            dist.all_reduce(t, op=op or dist.ReduceOp.SUM, group=self.group)
+            with settled(t) if dist.get_backend(self.group) == "gloo" else contextlib.nullcontext():
+                dist.all_reduce(t, op=op or dist.ReduceOp.SUM, group=self.group)
 
     def node_bytes(self, k: int) -> tuple[int, int, int, int]:
         """(forward bytes, forward collectives, backward bytes, backward collectives) of node ``k``."""

@@ -63,6 +63,7 @@ class StageLayout:
     # does (a recomputed or swapped node's casts outlive its forward; a selective one runs uncached)
     g_cached: list
     g_noswap: list  # too small for a swap's pack hook to move (MIN_SWAP_BYTES): stays on the device
+    g_out: list  # an output of the node that made it (g_alloc), read by a later node's forward
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -95,6 +96,11 @@ class StageLayout:
     # (untraced: its whole forward's)
     sel_saved: list = ()
     sel_btrans: list = ()
+    # per local node: its outputs' bytes where its selective policy holds every one of them to its
+    # backward (sel_held_out_bytes equal to all its outputs' bytes), else 0. They are the storages the
+    # layout carries as its outputs: a selective x extends their lives to B_x instead of carrying them
+    # twice (DenseNet's stem, a convolution, held its output beside features.0's checkpoint holding it)
+    sel_held: list = ()
     sel_time: list = ()
 
 
@@ -130,11 +136,11 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     m = b - a
     groups: dict[tuple, int] = {}
 
-    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False):
+    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False, out=False):
         # (a storage under MIN_SWAP_BYTES: the pack hook leaves it on the device; its saver's recompute
         # still drops it)
         key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2], cached and saver[0] == la,
-               saver[0] >= 0 and nb < MIN_SWAP_BYTES)
+               saver[0] >= 0 and nb < MIN_SWAP_BYTES, out)
         groups[key] = groups.get(key, 0) + nb
 
     # a parameter read by nodes of several stages (tied weights) has a replica, with its own
@@ -215,7 +221,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 # sent forward: held until its gradients return
                 held = m if use_remote_after else (lf if use_remote_before else la)
                 saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
-            add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc)
+            # (an output of its maker, which later forwards read: a selective maker's policy may hold it)
+            out = fwd_alloc and not step and any(pa < u < n for u in buf.uses)
+            add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc, out)
             continue
         # not owned here: received, relayed, or absent. A stage receives what its nodes (and the
         # stages it relays to) read of the storage, as tensors of their own: a view alone
@@ -288,6 +296,12 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 x_made[x] += groups[key]
             for y, _u in key[9]:  # a later node whose backward reads it saved it too: its pack hook copies it again
                 x_bytes[y] += groups[key]
+    sel_held = []
+    for x, nd in enumerate(nodes):
+        k = a + x
+        outs = sum(int(b.nbytes) for b in graph.buffers if b.alloc_phase == k and b.nbytes > 0
+                   and b.kind != KIND_GRAD and b.free_phase < 2 * n and any(k < u < n for u in b.uses))
+        sel_held.append(outs if nd.sel_held_out_bytes > 0 and nd.sel_held_out_bytes == outs else 0)
     swap_fwd = swap_bwd = None
     if all(nd.cpu_swap_fwd_time_s >= 0 and nd.cpu_swap_bwd_time_s >= 0 for nd in nodes):
         swap_fwd = [float(nd.cpu_swap_fwd_time_s) for nd in nodes]
@@ -307,6 +321,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_fusers=[k[7] for k in keys],
         g_cached=[k[10] for k in keys],
         g_noswap=[k[11] for k in keys],
+        g_out=[k[12] for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],
@@ -327,6 +342,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_fwd_time=swap_fwd, swap_bwd_time=swap_bwd,
         sel_saved=[int(nd.sel_saved_bytes if nd.sel_saved_bytes >= 0 else nd.saved_bytes) for nd in nodes],
         sel_btrans=[int(nd.sel_bwd_transient_bytes) for nd in nodes],
+        sel_held=sel_held,
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],
     )

@@ -130,19 +130,21 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
     return base + v, which
 
 
-def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw) -> int:
+def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
     (swapped buffers back on the device; None: not wanted) and return the change of the bytes an
     in-flight micro-batch retains. ``gap[x]``: per swapped node x, the first phase its copy-out lets
     its saved buffers leave the device (-1: by the end of F_x) and the last before they are back (from
-    the start of B_{x+1}; of B_x for the stage's last node or on the CPU)."""
+    the start of B_{x+1}; of B_x for the stage's last node or on the CPU). ``sel_held[y]``: y's outputs'
+    bytes where y's selective policy holds them all (:attr:`StageLayout.sel_held`): under ``selective``
+    they live to B_y whatever else holds or swaps them, freed inside it (its traced transient)."""
     twom = 2 * m
     m1 = m - 1
     R = 0
     for i in idx:
-        nb, la, lf, extra, late, x, hold, fusers, holders, cached, noswap, p0, v0, p1, v1, q0, w0, q1, w1, kr = groups[i]
+        nb, la, lf, extra, late, x, hold, fusers, holders, cached, noswap, out, p0, v0, p1, v1, q0, w0, q1, w1, kr = groups[i]
         dc[p0] -= v0
         dc[p1] -= v1
         if w0:
@@ -151,6 +153,11 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
         R -= kr
         act = acts[x] if x >= 0 else KEEP
         if noswap and act == SWAP:  # (too small for the pack hook: stays on the device, as kept)
+            act = KEEP
+        # held by its maker's selective policy to B_la - 1 (carried), freed in B_la: no swap moves it
+        sel_end = twom - 2 - la if (out and sel_held is not None and 0 <= la < m and acts[la] == SELECTIVE
+                                    and sel_held[la]) else -1
+        if sel_end >= 0 and act == SWAP:
             act = KEEP
         if has_rec and fusers:  # inputs of recomputed nodes stay through their backward (their checkpoint holds them)
             for u in fusers:
@@ -167,6 +174,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             # hook moved their copy to the host, back on the CPU on demand inside B_y (its traced swapped
             # transient), on a GPU with y's prefetch (from B_{y+1}, B_y for the last node) until B_y
             end, back = hold, None
+            if end < sel_end:
+                end = sel_end
             if cached and act == RECOMPUTE and end < m1:  # (autocast's cache holds it to the F half's end)
                 end = m1
             for y, u in holders:
@@ -221,6 +230,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             # the copy-out is not done before it is needed back: it stays, for this micro-batch; one
             # waiting in flight has its copy out (released in the F half) unless held past it anyway
             retain = hold >= m
+        if sel_end >= lf:
+            lf, extra = sel_end + 1, False
         if la + 1 < lf:
             dc[la + 1] += nb
             dc[lf] -= nb
@@ -415,7 +426,7 @@ class _KeepTables:
     """A layout's figures with every node kept (the model evaluated once, cached on its
     :class:`StageModel`), and per node the groups its action touches."""
 
-    __slots__ = ("carried", "trans", "kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "rec_dtrans",
+    __slots__ = ("carried", "trans", "kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "touch_sel", "rec_dtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end", "bound")
@@ -428,7 +439,7 @@ class _KeepTables:
         R = 0
         xg = [[] for _ in range(m)]
         fg = [[] for _ in range(m)]
-        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap) as in the layout,
+        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap, out) as in the layout,
         # then its all-keep share (_keep_share); None for the per-step groups
         groups = [None] * len(L.g_bytes)
         dst = [0] * (P + 1)
@@ -446,7 +457,7 @@ class _KeepTables:
                 continue
             x = L.g_xnode[i]
             g = (nb, la, lf, L.g_extra[i], L.g_late[i], x, L.g_hold[i], L.g_fusers[i], L.g_holders[i],
-                 L.g_cached[i], L.g_noswap[i])
+                 L.g_cached[i], L.g_noswap[i], L.g_out[i])
             keep = _keep_share(g + (0,) * 9, m)
             groups[i] = g + keep
             p0, v0, p1, v1, q0, w0, q1, w1, kr = keep
@@ -479,6 +490,10 @@ class _KeepTables:
         self.touch_swap = [tuple(g) for g in xg]
         self.touch_rec = [tuple([i for i in xg[x] if groups[i][1] == x]
                                 + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
+        # selective, with its policy holding all its outputs (L.sel_held): also those outputs, whoever frees them
+        self.touch_sel = [self.touch_rec[x] + tuple(
+            i for i, g in enumerate(groups) if g is not None and g[1] == x and g[11] and i not in self.touch_rec[x])
+            if L.sel_held[x] else self.touch_rec[x] for x in range(m)]
         self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b = _transient_changes(L, self.trans)
         ft, bt = L.fwd_time, L.bwd_time
         self.end_f = list(accumulate(ft, initial=0.0))[1:]
@@ -724,14 +739,14 @@ class StageModel:
                     v = K.sel_dtrans[x]
                     dt[j] += v
                     dt[j + 1] -= v
-                    v = L.sel_saved[x]
+                    v = L.sel_saved[x] - L.sel_held[x]  # (its held outputs: their groups live to B_x)
                     if v:
                         dc[x + 1] += v
                         dc[j] -= v
                         sel_R += v
                     bwd_s += L.sel_time[x]
                     btn[x] = K.bt_sel[x]
-                    touched += K.touch_rec[x]
+                    touched += K.touch_sel[x]
             # ---- backward: prefetches (GPU: one node ahead; CPU: on demand) and the stalls they cause
             gap = None
             if has_swap:
@@ -800,7 +815,7 @@ class StageModel:
             # ---- memory: the touched groups' all-keep share out, their actual one in
             R = K.R + sel_R
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
-                       actions, has_rec, gap, m, cpu, dc, dt, dsw)
+                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
             fl = sync_fl if sync else None
             kv, kv0 = K.kv, K.kv0

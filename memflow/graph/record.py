@@ -108,6 +108,9 @@ class Node:
     # graph's device. -1: not traced (the simulator prices it by its kept saved bytes and full replay)
     sel_saved_bytes: int = -1
     sel_bwd_transient_bytes: int = -1
+    # of sel_saved_bytes, the node's outputs (tensors later nodes read) that the policy holds for its
+    # backward: the same storages the layout carries as the node's outputs, held to B_x (-1: not traced)
+    sel_held_out_bytes: int = -1
     sel_replay_flops: float = 0.0
     sel_replay_bytes_accessed: float = 0.0
     sel_replay_ops: int = 0

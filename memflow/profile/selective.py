@@ -56,10 +56,14 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
     out = []
     for k in range(n):
         fp, bp = k, 2 * n - 1 - k
-        saved = int(nbytes[(alloc == fp) & (free == bp)].sum())
+        mine = (alloc == fp) & (free == bp)
+        saved = int(nbytes[mine].sum())
+        # of them, the node's outputs (read by a later node's forward: the policy held what it made)
+        held_out = sum(int(ev.nbytes) for ev, m in zip(evs, mine) if m and any(fp < u < n for u in ev.uses))
         trans = max(0, live.phase_peak.get(bp, 0) - state_bytes - int(carried[bp]))
         out.append(dict(
             sel_saved_bytes=saved,
+            sel_held_out_bytes=held_out,
             sel_bwd_transient_bytes=trans,
             sel_replay_flops=max(0.0, cost.flops.get(bp, 0.0) - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, cost.bytes.get(bp, 0.0) - keep_cost.bytes.get(bp, 0.0)),

@@ -12,8 +12,13 @@ strides are a permutation of a contiguous layout (a transposed view, such as a
 batch-first RNN's output) is sent as its memory in memory order and received
 into a tensor of the same strides, so the receiving stage's program sees what
 the profiled program saw (received contiguous, a GRU's input was copied by the
-GRU: memory the profile never saw). Other views (of part of a storage) are sent
-contiguous: only their own bytes.
+GRU: memory the profile never saw). A view that overlaps itself (a broadcast made
+by ``expand``: stride 0, larger than its memory, such as an attention mask over
+heads) is sent as its storage and received as the same view of a storage of that
+size, so neither stage holds the broadcast's full size (the profiled program
+held its storage: DistilBERT's first stage was 496 bytes, a 512-byte copy of a
+16-byte mask per in-flight micro-batch, above its prediction). Other views (of
+part of a storage) are sent contiguous: only their own bytes.
 """
 from __future__ import annotations
 
@@ -38,10 +43,10 @@ class ValueMeta:
     """Shape, dtype, requires-grad and memory layout of one crossing value (None: not a tensor).
     ``strides``/``perm``: the layout to receive it in (None: contiguous)."""
 
-    __slots__ = ("shape", "dtype", "requires_grad", "obj", "strides", "perm")
+    __slots__ = ("shape", "dtype", "requires_grad", "obj", "strides", "perm", "overlap")
 
     def __init__(self, v: Any):
-        self.strides = self.perm = None
+        self.strides = self.perm = self.overlap = None
         if isinstance(v, torch.Tensor):
             self.shape = tuple(v.shape)
             self.dtype = v.dtype
@@ -50,6 +55,10 @@ class ValueMeta:
             perm = memory_order(v) if not v.is_contiguous() else None
             if perm is not None:
                 self.strides, self.perm = tuple(v.stride()), perm
+            elif not self.requires_grad and not v.is_contiguous():
+                numel = v.untyped_storage().nbytes() // v.element_size()
+                if numel < v.numel():  # a broadcast: sent as its storage, received as the same view
+                    self.strides, self.overlap = tuple(v.stride()), (numel, int(v.storage_offset()))
         else:
             self.shape = None
             self.dtype = None
@@ -58,10 +67,11 @@ class ValueMeta:
 
     def __getstate__(self):
         return (self.shape, str(self.dtype).replace("torch.", "") if self.dtype else None, self.requires_grad, self.obj,
-                self.strides, self.perm)
+                self.strides, self.perm, self.overlap)
 
     def __setstate__(self, st):
-        shape, dt, rg, obj, strides, perm = st
+        shape, dt, rg, obj, strides, perm, overlap = st
+        self.overlap = overlap
         self.shape = shape
         self.dtype = getattr(torch, dt) if dt else None
         self.requires_grad = rg
@@ -82,9 +92,12 @@ class StageLink:
         self.sent_fwd: list[list[tuple[Any, torch.Tensor]]] = []  # per micro-batch, oldest first
 
     # ------------------------------------------------------------ helpers
-    def _isend(self, t: torch.Tensor, tag: int, into: list | None = None, perm: tuple | None = None) -> None:
+    def _isend(self, t: torch.Tensor, tag: int, into: list | None = None, perm: tuple | None = None,
+               overlap: tuple | None = None) -> None:
         t = t.detach()
-        if perm is not None:  # in the order the receiver lays it out (no copy where it is laid out so)
+        if overlap is not None:  # a broadcast: its storage, as one flat tensor
+            t = t.new_empty(0).set_(t.untyped_storage(), 0, (overlap[0],), (1,))
+        elif perm is not None:  # in the order the receiver lays it out (no copy where it is laid out so)
             t = t.permute(perm)
         if not t.is_contiguous():
             t = t.contiguous()
@@ -100,6 +113,10 @@ class StageLink:
                 w.wait()
 
     def _recv(self, shape, dtype, tag: int, meta: ValueMeta | None = None) -> torch.Tensor:
+        if meta is not None and meta.overlap is not None:  # a broadcast: its storage, viewed as it was sent
+            flat = torch.empty(meta.overlap[0], dtype=dtype, device=self.device)
+            dist.irecv(flat, src=self.peer, group=self.group, tag=tag).wait()
+            return flat.as_strided(shape, meta.strides, meta.overlap[1])
         if meta is not None and meta.perm is not None:  # in the layout it was made in
             t = torch.empty_strided(shape, meta.strides, dtype=dtype, device=self.device)
             dist.irecv(t.permute(meta.perm), src=self.peer, group=self.group, tag=tag).wait()
@@ -136,7 +153,7 @@ class StageLink:
         sent: list[tuple[Any, torch.Tensor]] = []
         for i, (v, m) in enumerate(zip(vals, self.meta)):
             if m.shape is not None:
-                self._isend(v, FWD_TAG + i, into=sent, perm=m.perm)
+                self._isend(v, FWD_TAG + i, into=sent, perm=m.perm, overlap=m.overlap)
         self.sent_fwd.append(sent)
         self.poll()
 

@@ -1,0 +1,48 @@
+"""A value that crosses a pipeline cut as a broadcast view (``expand``: stride 0, larger than its
+memory; DistilBERT's attention mask over its heads) travels as its storage and arrives as the same
+view: the sending stage holds no full-size copy per micro-batch in flight (it held a 512-byte copy of
+a 16-byte mask, 496 bytes above the prediction at two micro-batches), and training is unchanged."""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+
+from memflow.executor.comm import ValueMeta
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_broadcast_value_is_described_by_its_storage():
+    mask = torch.zeros(2, 16)[:, None, None, :].expand(2, 1, 16, 16)
+    m = pickle.loads(pickle.dumps(ValueMeta(mask)))
+    assert m.overlap == (32, 0) and m.strides == mask.stride() and m.perm is None
+    assert ValueMeta(torch.zeros(2, 16).t()).overlap is None  # a transposed view: sent in memory order
+    assert ValueMeta(torch.zeros(4, 4)[:, :2]).overlap is None  # part of a storage: sent contiguous
+
+
+def test_distilbert_pipeline_stage_peaks_as_predicted_and_trains_as_plain(monkeypatch):
+    from memflow.cluster import Cluster
+    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.simulator import Simulator
+    from memflow.strategy import Strategy
+
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = ROOT / "bench" / "unseen" / "distilbert.py"
+    cl = Cluster.load("cpu-2")
+    st = Strategy(dp=1, pp=2, stage_of=[0, 0, 1, 1, 1, 1], actions=["keep"] * 6, microbatches=2)
+    g = GraphSource(resolve_spec(str(path)), cl)(st.microbatch_size(4))
+    pred = Simulator(g, cl).evaluate(st, detail=True)
+    cfg = RunConfig(model_file=str(path), batch_size=4, strategy=st, steps=3, warmup=1, device="cpu",
+                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
+                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
+    rep = run_plan(cfg, nproc=2, timeout_s=300)
+    first = rep.ranks[0]
+    assert first.measured_peak_bytes <= first.predicted_peak_bytes <= 1.005 * first.measured_peak_bytes, (
+        first.measured_peak_bytes, first.predicted_peak_bytes, first.peak_at)
+    want = plain_losses(str(path), 4, 3, seed=0, pieces=2)
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

@@ -19,7 +19,8 @@ from memflow.strategy import Strategy
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("model", ["densenet", "mobilenet"])
+# (MobileNetV2, the same rule on depthwise convolutions: MEMFLOW_TEST_FULL=1)
+@pytest.mark.parametrize("model", ["densenet", pytest.param("mobilenet", marks=pytest.mark.full)])
 def test_a_selective_node_holding_its_outputs_counts_them_once(monkeypatch, model):
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
     spec = load_model_file(ROOT / "bench" / "unseen" / f"{model}.py")

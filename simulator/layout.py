@@ -158,6 +158,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             replica_o[local[0] - a] += ob
 
     sent_fwd = 0  # bytes this stage sends forward per micro-batch
+    out_bytes = [0] * m  # per local node: its outputs' bytes (what later forwards read of what it made)
     for buf in graph.buffers:
         nb = int(buf.nbytes)
         if nb <= 0:
@@ -223,6 +224,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
             # (an output of its maker, which later forwards read: a selective maker's policy may hold it)
             out = fwd_alloc and not step and any(pa < u < n for u in buf.uses)
+            if out:
+                out_bytes[la] += nb
             add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc, out)
             continue
         # not owned here: received, relayed, or absent. A stage receives what its nodes (and the
@@ -296,12 +299,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 x_made[x] += groups[key]
             for y, _u in key[9]:  # a later node whose backward reads it saved it too: its pack hook copies it again
                 x_bytes[y] += groups[key]
-    sel_held = []
-    for x, nd in enumerate(nodes):
-        k = a + x
-        outs = sum(int(b.nbytes) for b in graph.buffers if b.alloc_phase == k and b.nbytes > 0
-                   and b.kind != KIND_GRAD and b.free_phase < 2 * n and any(k < u < n for u in b.uses))
-        sel_held.append(outs if nd.sel_held_out_bytes > 0 and nd.sel_held_out_bytes == outs else 0)
+    # (the profile's held outputs are all of them: the same storages' bytes)
+    sel_held = [o if 0 < nd.sel_held_out_bytes == o else 0 for o, nd in zip(out_bytes, nodes)]
     swap_fwd = swap_bwd = None
     if all(nd.cpu_swap_fwd_time_s >= 0 and nd.cpu_swap_bwd_time_s >= 0 for nd in nodes):
         swap_fwd = [float(nd.cpu_swap_fwd_time_s) for nd in nodes]

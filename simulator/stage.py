@@ -439,6 +439,7 @@ class _KeepTables:
         R = 0
         xg = [[] for _ in range(m)]
         fg = [[] for _ in range(m)]
+        og = [[] for _ in range(m)]  # per node, the groups of its outputs (L.g_out)
         # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap, out) as in the layout,
         # then its all-keep share (_keep_share); None for the per-step groups
         groups = [None] * len(L.g_bytes)
@@ -468,6 +469,8 @@ class _KeepTables:
             R += kr
             if x >= 0:
                 xg[x].append(i)
+            if L.g_out[i] and 0 <= la < m:
+                og[la].append(i)
             for u in L.g_fusers[i]:
                 fg[u].append(i)
         self.carried = _running([0] * (2 * m), dc, 2 * m)
@@ -491,9 +494,8 @@ class _KeepTables:
         self.touch_rec = [tuple([i for i in xg[x] if groups[i][1] == x]
                                 + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
         # selective, with its policy holding all its outputs (L.sel_held): also those outputs, whoever frees them
-        self.touch_sel = [self.touch_rec[x] + tuple(
-            i for i, g in enumerate(groups) if g is not None and g[1] == x and g[11] and i not in self.touch_rec[x])
-            if L.sel_held[x] else self.touch_rec[x] for x in range(m)]
+        # (a group listed twice is corrected once: selective evaluations deduplicate what they touch)
+        self.touch_sel = [self.touch_rec[x] + tuple(og[x]) if L.sel_held[x] else self.touch_rec[x] for x in range(m)]
         self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b = _transient_changes(L, self.trans)
         ft, bt = L.fwd_time, L.bwd_time
         self.end_f = list(accumulate(ft, initial=0.0))[1:]

@@ -75,6 +75,8 @@ def _strategies(n: int) -> list[tuple[str, Strategy]]:
         ("recompute all", Strategy.single(n, action=RECOMPUTE)),
         ("swap all", Strategy.single(n, action=SWAP)),
         ("swap every other node", Strategy.from_boundaries(n, [], dp=1, actions=alt)),
+        ("swap every other node, copied back 2 nodes ahead", Strategy.from_boundaries(n, [], dp=1, actions=alt,
+                                                                                    prefetch=2)),
         # bf16 autocast: the weights autocast casts rounded on the host into pinned buffers (memflow.executor.zero3)
         ("FSDP units, parameters + optimizer on host, bf16", Strategy.single(n).copy(
             sharding=["parameters"], optimizer_on_host=[True], params_on_host=[True])),

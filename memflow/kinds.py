@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final, Literal, get_args
 
 __all__ = [
-    "Action", "KEEP", "RECOMPUTE", "SWAP", "SELECTIVE", "ACTIONS", "MIN_SWAP_BYTES",
+    "Action", "KEEP", "RECOMPUTE", "SWAP", "SELECTIVE", "ACTIONS", "MIN_SWAP_BYTES", "PREFETCH_DEPTHS",
     "Schedule", "ONE_F_ONE_B", "GPIPE", "SCHEDULES",
     "Sharding", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS", "SHARDINGS",
     "SEARCHABLE_SHARDINGS",
@@ -29,6 +29,12 @@ ACTIONS: tuple[Action, ...] = get_args(Action)
 #: A swapped node's saved tensors smaller than this stay on the device (their copy costs more than
 #: it frees); the executor's pack hook and the simulator's layout both follow it.
 MIN_SWAP_BYTES: Final = 256
+#: How many nodes ahead of its own backward a swapped node's tensors start back to a GPU
+#: (``Strategy.prefetch``): at 1 the copy overlaps the next node's backward only, and a node whose
+#: saved bytes take longer over the host link than that backward stalls the step; deeper, the copy
+#: starts earlier and its buffers are back on the device that much earlier (TFLMS's swap-in bound).
+#: The depths the search tries; on the CPU every copy is made when the backward asks for it.
+PREFETCH_DEPTHS: tuple[int, ...] = (1, 2, 3)
 
 #: The order in which a pipeline stage runs its micro-batches' forwards and backwards.
 Schedule = Literal["1f1b", "gpipe"]

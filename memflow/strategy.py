@@ -36,6 +36,10 @@ captured graph, not searched. The ``tp`` ranks of one replica are neighbours: ra
 stage ``(r // tp) // dp`` as data-parallel rank ``(r // tp) % dp`` (so a tensor-parallel
 group sits inside one machine). Plain data omit ``tp`` and ``partitioning`` at 1 and
 empty, so a record without them reads as before.
+
+Swap-in depth: ``prefetch`` is how many nodes ahead of its own backward a swapped
+node's tensors start back to a GPU (:data:`memflow.kinds.PREFETCH_DEPTHS`; 1: while
+the next node's backward runs). Plain data omit it at 1.
 """
 from __future__ import annotations
 
@@ -101,6 +105,7 @@ class Strategy:
     params_on_host: list[bool] = field(default_factory=list)
     tp: int = 1
     partitioning: list[str] = field(default_factory=list)
+    prefetch: int = 1
 
     def __post_init__(self) -> None:
         if not self.sharding:
@@ -179,7 +184,7 @@ class Strategy:
         return (
             self.dp, self.pp, tuple(self.stage_of), tuple(self.actions), self.microbatches,
             self.schedule, tuple(self.sharding), tuple(self.optimizer_on_host), tuple(self.params_on_host),
-            self.tp,
+            self.tp, self.prefetch,
         )
 
     def digest(self) -> str:
@@ -196,6 +201,9 @@ class Strategy:
             raise StrategyError(
                 f"dp {self.dp} × pp {self.pp}{tp} = {self.num_devices} devices, cluster has {n_devices}"
             )
+        if self.prefetch < 1:
+            raise StrategyError(f"prefetch (nodes ahead a swapped node's copy back starts) must be >= 1, "
+                                f"got {self.prefetch}")
         if self.partitioning and len(self.partitioning) != n_nodes:
             raise StrategyError(f"strategy.partitioning covers {len(self.partitioning)} nodes, graph has {n_nodes}")
         if len(self.stage_of) != n_nodes or len(self.actions) != n_nodes:
@@ -254,6 +262,8 @@ class Strategy:
             del d["tp"]
         if not self.partitioning:
             del d["partitioning"]
+        if self.prefetch == 1:
+            del d["prefetch"]
         return d
 
     plain_data = to_dict  # (memflow.typed.to_data: plan files and JSON show ``offload``)
@@ -284,6 +294,8 @@ class Strategy:
         tp = f" × tp {self.tp}" if self.tp > 1 else ""
         out = (f"dp {self.dp} × pp {self.pp}{tp}, {self.microbatches} micro-batch(es), {self.schedule}, "
                f"{n_re} recompute, {n_sw} swap")
+        if n_sw and self.prefetch > 1:
+            out += f" (copied back {self.prefetch} nodes ahead)"
         n_sel = self.actions.count(SELECTIVE)
         if n_sel:
             out += f", {n_sel} selective"

@@ -17,8 +17,8 @@ import numpy as np
 
 from memflow.errors import ConfigError
 from memflow.graph.record import TaskGraph
-from memflow.kinds import (ACTIONS, KEEP, OFFLOAD_NONE, OFFLOAD_PARAMETERS, OFFLOADS, ONE_F_ONE_B, RECOMPUTE,
-                          SEARCHABLE_SHARDINGS, SELECTIVE, SHARD_PARAMETERS, SWAP, Schedule)
+from memflow.kinds import (ACTIONS, KEEP, OFFLOAD_NONE, OFFLOAD_PARAMETERS, OFFLOADS, ONE_F_ONE_B, PREFETCH_DEPTHS,
+                          RECOMPUTE, SEARCHABLE_SHARDINGS, SELECTIVE, SHARD_PARAMETERS, SWAP, Schedule)
 from memflow.strategy import Strategy
 from memflow.simulator import Simulator
 from memflow.schedule import inflight
@@ -193,6 +193,10 @@ class SearchContext:
         # profile traced it (a graph without its figures, e.g. a synthetic one, has the three others)
         self.allow_selective = any(nd.sel_saved_bytes >= 0 for nd in first.nodes)
         self.actions = tuple(a for a in ACTIONS if (a != SWAP or allow_swap) and (a != SELECTIVE or self.allow_selective))
+        # how far ahead a swapped node's copy back may start: a GPU prefetches on a side stream; the
+        # CPU copies each back when its backward asks (the depth changes nothing there)
+        self.prefetch_depths: tuple = (PREFETCH_DEPTHS if SWAP in self.actions and cluster.device.kind != "cpu"
+                                       else (1,))
 
     # ------------------------------------------------------------- graphs
     def microbatch_sizes(self) -> list[int]:

@@ -2,8 +2,9 @@
 
 Space: every dp × pp factorisation, every contiguous partition into pp
 stages, every per-node action of ``ctx.actions`` (keep / recompute / swap / selective), every valid micro-batch
-count, both schedules, and (``flags=True``) each searched sharding level / optimizer_on_host
-per stage. Objective: the smallest simulated step time among strategies that
+count, both schedules, each swap-in depth where something is swapped on a device that
+prefetches (``ctx.prefetch_depths``), and (``flags=True``) each searched sharding level /
+optimizer_on_host per stage. Objective: the smallest simulated step time among strategies that
 fit; it is what the MCMC's optimality gap is measured against.
 
 Pruning (``prune=True``; all of it exact):
@@ -39,7 +40,7 @@ from typing import Optional
 
 import numpy as np
 
-from memflow.kinds import OFFLOAD_NONE, OFFLOAD_PARAMETERS, ONE_F_ONE_B, SCHEDULES, SHARD_NONE, SHARD_PARAMETERS
+from memflow.kinds import OFFLOAD_NONE, OFFLOAD_PARAMETERS, ONE_F_ONE_B, SCHEDULES, SHARD_NONE, SHARD_PARAMETERS, SWAP
 from memflow.simulator.stage import stage_peak
 from memflow.strategy import Strategy
 
@@ -89,6 +90,8 @@ def space_size(ctx: SearchContext, flags: bool = True) -> int:
         f = len(_flag_opts(ctx, dp, flags)) ** pp
         for m in ctx.ms[dp]:
             tot += parts * f * (A ** n) * len(SCHEDULES)
+    if len(ctx.prefetch_depths) > 1:  # (each depth but the first: only the action lists with a swap)
+        tot += tot * (len(ctx.prefetch_depths) - 1) * (A ** n - (A - 1) ** n) // (A ** n)
     return tot
 
 
@@ -145,16 +148,17 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
     evaluated = 0
     group_cache: dict = {}
 
-    def stage_group(sim, mb, a, b, sh, ho, dp, ph=False):
+    def stage_group(sim, mb, a, b, sh, ho, dp, ph=False, pf=1):
         """[(acts, StageEval, sig)] of one stage range with fixed flags (dominance-pruned later)."""
-        key = (mb, a, b, sh, ho, dp, ph)
+        key = (mb, a, b, sh, ho, dp, ph, pf)
         g = group_cache.get(key)
         if g is None:
             g = []
             for i, acts in enumerate(itertools.product(ctx.actions, repeat=b - a)):
                 if not (i + 1) % 4096 and time.perf_counter() > deadline:
                     raise _OutOfTime
-                ev = sim.stage_eval(a, b, acts, shard=sh, opt_host=ho, dp=dp, host_bw=bw, params_host=ph)
+                ev = sim.stage_eval(a, b, acts, shard=sh, opt_host=ho, dp=dp, host_bw=bw, params_host=ph,
+                                    prefetch=pf)
                 g.append((acts, ev, (ev.fwd_s, ev.bwd_s, ev.host_s, float(ev.swap_bytes), *ev.bwd_node_end)))
             group_cache[key] = g
         return g
@@ -175,7 +179,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                     scheds = SCHEDULES if (pp > 1 and (m > 1 or not prune)) else (ONE_F_ONE_B,)
                     if pp == 1 and not prune:
                         scheds = SCHEDULES
-                    for sched in scheds:
+                    for sched, pf in itertools.product(scheds, ctx.prefetch_depths):
                         if not prune:
                             per_stage = [[(0.0, acts, f) for f in fl
                                           for acts in itertools.product(ctx.actions, repeat=b - a)] for a, b in ranges]
@@ -184,12 +188,13 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                             shapes = {f: sim.shape(Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts0,
                                                              microbatches=m, schedule=sched, sharding=[f[0]] * pp,
                                                              optimizer_on_host=[f[1]] * pp,
-                                                             params_on_host=[f[2]] * pp)) for f in fl}
+                                                             params_on_host=[f[2]] * pp, prefetch=pf))
+                                      for f in fl}
                             for s, (a, b) in enumerate(ranges):
                                 opts = []
                                 for f in fl:
                                     k = shapes[f].inflight[s]
-                                    g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp, f[2])
+                                    g = [x for x in stage_group(sim, mb, a, b, f[0], f[1], dp, f[2], pf)
                                          if stage_peak(x[1], k, m)[0] <= cap]
                                     if not g:
                                         continue
@@ -210,10 +215,12 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                             nonlocal best, best_ev, best_t, evaluated
                             if s == pp:
                                 acts = [x for c in choice for x in c[1]]
+                                if pf > 1 and SWAP not in acts:  # (the same strategy as at depth 1)
+                                    return
                                 st = Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts, microbatches=m,
                                               schedule=sched, sharding=[c[2][0] for c in choice],
                                               optimizer_on_host=[c[2][1] for c in choice],
-                                              params_on_host=[c[2][2] for c in choice])
+                                              params_on_host=[c[2][2] for c in choice], prefetch=pf)
                                 ev = sim.evaluate(st)
                                 evaluated += 1
                                 if ev.fits and ev.step_time_s < best_t:

@@ -48,7 +48,7 @@ def make(st: Strategy, **kw) -> Strategy:
         microbatches=kw.get("microbatches", st.microbatches), schedule=kw.get("schedule", st.schedule),
         sharding=list(kw.get("sharding", st.sharding)),
         optimizer_on_host=list(kw.get("optimizer_on_host", st.optimizer_on_host)),
-        params_on_host=list(kw.get("params_on_host", st.params_on_host)),
+        params_on_host=list(kw.get("params_on_host", st.params_on_host)), prefetch=kw.get("prefetch", st.prefetch),
     )
     ph = new.params_on_host
     if any(ph) and len(ph) == new.pp == len(new.optimizer_on_host) == len(new.sharding):

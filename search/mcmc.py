@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from memflow.kinds import ONE_F_ONE_B, SCHEDULES, SHARD_NONE, SHARD_PARAMETERS
+from memflow.kinds import ONE_F_ONE_B, SCHEDULES, SHARD_NONE, SHARD_PARAMETERS, SWAP
 from memflow.strategy import Strategy
 
 from . import fixes as fx
@@ -138,6 +138,10 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
         for s in SCHEDULES:
             if s != st.schedule:
                 yield fx.make(st, schedule=s)
+    if SWAP in st.actions:
+        for d in ctx.prefetch_depths:
+            if d != st.prefetch:
+                yield fx.make(st, prefetch=d)
     for s in range(st.pp):
         for nb in [fx.set_shard(st, s, lv, ctx) for lv in fx.shard_levels(ctx, st.dp) if lv != st.sharding[s]] + [
                 fx.set_host(st, s, not st.optimizer_on_host[s], ctx),
@@ -213,11 +217,12 @@ def neighbours(st: Strategy, ctx: SearchContext, jumps: bool = False):
                         for ho in ho_opts:
                             yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
                                            microbatches=m, schedule=sched, sharding=list(sh),
-                                           optimizer_on_host=list(ho))
+                                           optimizer_on_host=list(ho), prefetch=st.prefetch)
                     if full_off:
                         yield Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=list(st.actions),
                                        microbatches=m, schedule=sched, sharding=[SHARD_PARAMETERS] * pp,
-                                       optimizer_on_host=[True] * pp, params_on_host=[True] * pp)
+                                       optimizer_on_host=[True] * pp, params_on_host=[True] * pp,
+                                       prefetch=st.prefetch)
 
 
 def _flag_patterns(values: list[bool], old: list[bool] | None, old_stage_of: list[int], stage_of: list[int],

@@ -26,7 +26,7 @@ from . import fixes as fx
 __all__ = [
     "State", "MOVES", "MOVE_WEIGHTS", "REPAIRS", "REPAIR_WEIGHTS",
     "shift_boundary", "flip_action", "flip_block", "refactor_mesh", "change_microbatches",
-    "change_schedule", "toggle_shard", "toggle_host", "rebalance",
+    "change_schedule", "change_prefetch", "toggle_shard", "toggle_host", "rebalance",
     "repair_action", "repair_boundary", "repair_shard", "repair_microbatches", "repair_stage_recompute",
 ]
 
@@ -108,7 +108,7 @@ def refactor_mesh(state: State, rng, ctx) -> Strategy | None:
         shard, host = [SHARD_PARAMETERS] * pp, [True] * pp
     sched = st.schedule if pp > 1 else ONE_F_ONE_B
     return Strategy(dp=dp, pp=pp, stage_of=stage_of, actions=list(st.actions), microbatches=m, schedule=sched,
-                    sharding=shard, optimizer_on_host=host, params_on_host=[off] * pp)
+                    sharding=shard, optimizer_on_host=host, params_on_host=[off] * pp, prefetch=st.prefetch)
 
 
 def change_microbatches(state: State, rng, ctx) -> Strategy | None:
@@ -132,6 +132,16 @@ def change_schedule(state: State, rng, ctx) -> Strategy | None:
     if st.pp < 2 or st.microbatches < 2:
         return None
     return fx.make(st, schedule=GPIPE if st.schedule == ONE_F_ONE_B else ONE_F_ONE_B)
+
+
+def change_prefetch(state: State, rng, ctx) -> Strategy | None:
+    """Another swap-in depth (how many nodes ahead a swapped node's copy back starts; only where
+    something is swapped and the device prefetches)."""
+    st = state.strategy
+    others = [d for d in ctx.prefetch_depths if d != st.prefetch]
+    if not others or SWAP not in st.actions:
+        return None
+    return fx.make(st, prefetch=_pick(rng, others))
 
 
 def toggle_shard(state: State, rng, ctx) -> Strategy | None:
@@ -262,6 +272,7 @@ MOVES: dict[str, Move] = {
     "refactor_mesh": refactor_mesh,
     "change_microbatches": change_microbatches,
     "change_schedule": change_schedule,
+    "change_prefetch": change_prefetch,
     "toggle_shard": toggle_shard,
     "toggle_host": toggle_host,
     "toggle_offload": toggle_offload,
@@ -274,6 +285,7 @@ MOVE_WEIGHTS: dict[str, float] = {
     "refactor_mesh": 1.0,
     "change_microbatches": 1.5,
     "change_schedule": 0.5,
+    "change_prefetch": 0.5,
     "toggle_shard": 0.7,
     "toggle_host": 0.5,
     "toggle_offload": 0.3,

@@ -84,6 +84,7 @@ class StrategyShape:
     host_share: tuple  # per stage: ((machine, devices of the stage on it), ...)
     comm: list  # per stage: ZeRO-3's dp ring (bandwidth, latency, gloo) for its per-node collectives, else None
     phost: list = ()  # per stage: its ZeRO-3 units' shards in host memory (Strategy.params_host)
+    prefetch: int = 1  # how many nodes ahead a swapped node's copy back starts (Strategy.prefetch; 1 on the CPU)
 
 
 @dataclass
@@ -180,8 +181,8 @@ class Simulator:
         self.capacity = int(cluster.device.memory_bytes)
         self.mem_bw = cluster.device.mem_bandwidth * cluster.device.memory_efficiency
         self.host_link = cluster.host_link
-        # the executor prefetches a swapped node's tensors one node ahead on a GPU (side stream);
-        # on the CPU it copies each back when the backward asks for it
+        # the executor prefetches a swapped node's tensors on a GPU (side stream; Strategy.prefetch
+        # nodes ahead); on the CPU it copies each back when the backward asks for it
         self.prefetch_ahead = cluster.device.kind != "cpu"
         self._layouts: dict = {}  # StageSpec by node range
         self._window: BufferWindow | None = None  # the buffers each stage's layout needs
@@ -437,17 +438,18 @@ class Simulator:
         return out
 
     def stage_eval(self, a: int, b: int, actions, *, shard: str, opt_host: bool, dp: int, host_bw: float,
-                   detail: bool = False, stage: int = 0, params_host: bool = False) -> StageEval:
+                   detail: bool = False, stage: int = 0, params_host: bool = False, prefetch: int = 1) -> StageEval:
         """The :class:`StageEval` of node range ``[a, b)`` under per-node ``actions`` and the stage's
         options (``shard``: its sharding level; ``host_bw``: the host-link bandwidth it gets; ``stage``:
         its index, whose dp ring times ZeRO-3's collectives; ``params_host``: ZeRO-3's shards on the
-        host), cached as the simulator's own."""
+        host; ``prefetch``: swap-in depth), cached as the simulator's own."""
         ph = shard == SHARD_PARAMETERS and bool(params_host)
         shard = shard if dp > 1 or ph else SHARD_NONE  # (dp 1: ZeRO-3 only as parameter offload)
         comm = None
         if shard == SHARD_PARAMETERS:  # (dp 1: no collective, only the host copies on the unit timeline)
             comm = (*(self._ring(stage, dp) if dp > 1 else (math.inf, 0.0)), self.cluster.device.kind == "cpu")
-        return self._stage_eval((a, b, tuple(actions), shard, bool(opt_host) or ph, dp, host_bw, comm, ph), detail)
+        pf = prefetch if self.prefetch_ahead else 1
+        return self._stage_eval((a, b, tuple(actions), shard, bool(opt_host) or ph, dp, host_bw, comm, ph, pf), detail)
 
     def _stage_eval(self, key: tuple, detail: bool = False) -> StageEval:
         if not detail:
@@ -455,10 +457,10 @@ class Simulator:
             if ev is not None:
                 self.stats["stage_hits"] += 1
                 return ev
-        a, b, acts, shard, ohost, dp, bw, comm, ph = key
+        a, b, acts, shard, ohost, dp, bw, comm, ph, pf = key
         # (ZeRO-3 gathers autocast's cast-only parameters in bf16)
         sp = self.stage(a, b, low=self._low_view is not None and shard == SHARD_PARAMETERS)
-        ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail, comm, ph)
+        ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail, comm, ph, pf)
         self.stats["stage_evals"] += 1
         if not detail:
             if len(self._stage_cache) >= self.cache_size:
@@ -469,7 +471,7 @@ class Simulator:
     def shape(self, st: Strategy) -> StrategyShape:
         """The strategy's :class:`StrategyShape` (cached by everything but the actions)."""
         key = (st.dp, st.pp, st.microbatches, st.schedule, tuple(st.stage_of), tuple(st.sharding),
-               tuple(st.optimizer_on_host), tuple(st.params_on_host))
+               tuple(st.optimizer_on_host), tuple(st.params_on_host), st.prefetch)
         sh = self._shapes.get(key)
         if sh is not None:
             return sh
@@ -535,7 +537,8 @@ class Simulator:
                 share[mch] = share.get(mch, 0) + 1
             host_share.append(tuple(share.items()))
         sh = StrategyShape(pp, dp, m, sched, ranges, specs, shard, ohost, ks, cf, cb, (tuple(cf), tuple(cb), m, sched),
-                           ag, lfac, buckets, host_opt, tuple(host_share), comm, phost)
+                           ag, lfac, buckets, host_opt, tuple(host_share), comm, phost,
+                           st.prefetch if self.prefetch_ahead else 1)
         if len(self._shapes) >= SHAPE_CACHE_SIZE:
             self._shapes.clear()
         self._shapes[key] = sh
@@ -570,7 +573,7 @@ class Simulator:
         acts, dp = st.actions, st.dp
         stg = _Stages(sh, [], [], bw, [], [], [])
         for s, (a, b) in enumerate(sh.ranges):
-            key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s], sh.comm[s], sh.phost[s])
+            key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s], sh.comm[s], sh.phost[s], sh.prefetch)
             ev = self._stage_eval(key, detail)
             peak, opt_s, host_b = self.stage_figures(sh, s, ev, bw[s])
             stg.keys.append(key)
@@ -619,7 +622,7 @@ class Simulator:
         if (base_stages is None or new.dp != base.dp or new.pp != base.pp or new.microbatches != base.microbatches
                 or new.schedule != base.schedule or new.stage_of != base.stage_of
                 or new.sharding != base.sharding or new.optimizer_on_host != base.optimizer_on_host
-                or new.params_on_host != base.params_on_host):
+                or new.params_on_host != base.params_on_host or new.prefetch != base.prefetch):
             self.validate(new)
             stg = self._stages(new)
             return self._combine(new, stg), stg
@@ -633,7 +636,8 @@ class Simulator:
         for s, (a, b) in enumerate(sh.ranges):
             if bw[s] == base_stages.bw[s] and na[a:b] == ba[a:b]:
                 continue
-            key = (a, b, tuple(na[a:b]), sh.shard[s], sh.ohost[s], sh.dp, bw[s], sh.comm[s], sh.phost[s])
+            key = (a, b, tuple(na[a:b]), sh.shard[s], sh.ohost[s], sh.dp, bw[s], sh.comm[s], sh.phost[s],
+                   sh.prefetch)
             ev = self._stage_eval(key)
             stg.keys[s] = key
             stg.evals[s] = ev

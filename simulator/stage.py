@@ -130,14 +130,16 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
     return base + v, which
 
 
-def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None) -> int:
+def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
+          pd: int = 1) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
     (swapped buffers back on the device; None: not wanted) and return the change of the bytes an
     in-flight micro-batch retains. ``gap[x]``: per swapped node x, the first phase its copy-out lets
-    its saved buffers leave the device (-1: by the end of F_x) and the last before they are back (from
-    the start of B_{x+1}; of B_x for the stage's last node or on the CPU). ``sel_held[y]``: y's outputs'
+    its saved buffers leave the device (-1: by the end of F_x) and the last before they are back (on a
+    GPU from the start of B_{x+pd}, ``pd`` the prefetch depth, or of the backward's first node if
+    x + pd is past the stage's last; on the CPU inside B_x). ``sel_held[y]``: y's outputs'
     bytes where y's selective policy holds them all (:attr:`StageLayout.sel_held`): under ``selective``
     they live to B_y whatever else holds or swaps them, freed inside it (its traced transient)."""
     twom = 2 * m
@@ -172,7 +174,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             # its other users still hold it: later forwards that read it, a recomputed reader's checkpoint
             # (in hold), later nodes that saved it (until their backward) unless they swap: their pack
             # hook moved their copy to the host, back on the CPU on demand inside B_y (its traced swapped
-            # transient), on a GPU with y's prefetch (from B_{y+1}, B_y for the last node) until B_y
+            # transient), on a GPU with y's prefetch (from B_{y+pd}, see gap) until B_y
             end, back = hold, None
             if end < sel_end:
                 end = sel_end
@@ -182,7 +184,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 if acts[y] != SWAP or noswap:
                     end = max(end, u)
                 elif not cpu:
-                    ay = twom - 3 - y if y < m1 else twom - 2 - y
+                    ay = twom - 2 - (y + pd if y + pd < m1 else m1)
                     back = (ay, u) if back is None else (min(back[0], ay), max(back[1], u))
             if end > la:
                 dc[la + 1] += nb
@@ -202,8 +204,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 if acts[y] != SWAP:
                     if u > hold:
                         hold = u  # y keeps (or recomputes from) the device copy until B_y
-                elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+1}, or B_y if last)
-                    ay = twom - 3 - y if y < m1 else twom - 2 - y
+                elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+pd}, see gap)
+                    ay = twom - 2 - (y + pd if y + pd < m1 else m1)
                     if ay < a2:
                         a2 = ay
             if f1 <= hold:  # the device copy is held until its other uses are done
@@ -628,13 +630,17 @@ class StageModel:
         return z
 
     def evaluate(self, actions: tuple, dp: int, shard: str, opt_host: bool, host_bw: float,
-                 detail: bool = False, comm: tuple | None = None, params_host: bool = False) -> StageEval:
+                 detail: bool = False, comm: tuple | None = None, params_host: bool = False,
+                 prefetch: int = 1) -> StageEval:
         """The stage's :class:`StageEval` under per-node ``actions``, on ``dp`` data-parallel replicas,
         with its state sharded to level ``shard`` (:data:`memflow.kinds.Sharding`) or its optimizer on the host (``opt_host``) and ``host_bw``
         bytes/s of host link. ``detail`` adds the per-phase split and the swap copies' timeline.
         ``comm``: ``(bandwidth, latency, gloo)`` of the stage's data-parallel ring, for ZeRO-3's
         per-node collectives (None: not timed). ``params_host``: under ZeRO-3, the units' shards in
-        host memory, copied in before each gather (:mod:`simulator.zero3`; implies ``opt_host``)."""
+        host memory, copied in before each gather (:mod:`simulator.zero3`; implies ``opt_host``).
+        ``prefetch``: on a GPU, how many nodes ahead of its backward a swapped node's copy back starts
+        (:attr:`memflow.strategy.Strategy.prefetch`)."""
+        pd = prefetch  # (the name below is the detail's list of prefetch copies)
         L = self.layout
         input_bytes = self.input_bytes
         opt_trans = self.opt_grads if opt_host else self.opt_trans
@@ -774,30 +780,32 @@ class StageModel:
                         t += btn[x]
                         phase_end[twom - 1 - x] = t
                         node_end[x] = t - tb0
-                else:  # prefetched one node ahead on a side stream
+                else:  # prefetched ``pd`` nodes ahead on a side stream, one copy after another
                     land = [-_INF] * m  # when a node's prefetch lands (-inf: none)
-                    if (m - 1) in dur:  # the stage's last node: prefetch when its backward op starts
-                        s0 = host_free if host_free > t else t
-                        host_free = s0 + dur[m - 1]
-                        land[m - 1] = host_free
-                        if detail:
-                            prefetch.append((m - 1, s0 - tb0, host_free - tb0))
+                    for z in range(m - 1, max(m - 1 - pd, -1), -1):  # the last pd nodes: as the backward starts
+                        if z in dur:
+                            s0 = host_free if host_free > t else t
+                            host_free = s0 + dur[z]
+                            land[z] = host_free
+                            if detail:
+                                prefetch.append((z, s0 - tb0, host_free - tb0))
                     for x in range(m - 1, -1, -1):
                         lx = land[x]
                         if lx > t:
                             stall += lx - t
                             t = lx
-                        if x - 1 in dur:  # prefetch the next node's saved buffers when this backward starts
+                        z = x - pd
+                        if z in dur:  # prefetch node x - pd's saved buffers when this backward starts
                             s0 = t
                             if host_free > s0:
                                 s0 = host_free
-                            c = copy_done[x - 1]
+                            c = copy_done[z]
                             if c > s0:
                                 s0 = c
-                            host_free = s0 + dur[x - 1]
-                            land[x - 1] = host_free
+                            host_free = s0 + dur[z]
+                            land[z] = host_free
                             if detail:
-                                prefetch.append((x - 1, s0 - tb0, host_free - tb0))
+                                prefetch.append((z, s0 - tb0, host_free - tb0))
                         t += btn[x]
                         phase_end[twom - 1 - x] = t
                         node_end[x] = t - tb0
@@ -811,13 +819,13 @@ class StageModel:
                         while j < twom and phase_end[j] < c:
                             j += 1
                         f1 = j + 1
-                    gap[x] = (f1, twom - 3 - x if (x < m - 1 and not cpu) else twom - 2 - x)
+                    gap[x] = (f1, twom - 2 - x if cpu else twom - 2 - (x + pd if x + pd < m - 1 else m - 1))
             else:
                 node_end = _suffix_sums(btn)
             # ---- memory: the touched groups' all-keep share out, their actual one in
             R = K.R + sel_R
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
-                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held)
+                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
             fl = sync_fl if sync else None
             kv, kv0 = K.kv, K.kv0

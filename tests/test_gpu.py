@@ -54,6 +54,7 @@ CASES = {
     "recompute": dict(actions="recompute"),
     "swap": dict(actions="swap"),
     "swap-m2": dict(actions="swap", microbatches=2),
+    "swap-prefetch3": dict(actions="swap", prefetch=3),  # copies back started three nodes ahead
     "mixed-host-opt": dict(actions="mixed", optimizer_on_host=[True]),
     "bf16-swap": dict(actions="swap", dtype="bf16"),
     "host-opt": dict(optimizer_on_host=[True]),

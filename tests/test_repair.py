@@ -146,6 +146,7 @@ def test_final_descent_exchanges_two_nodes_actions():
     g = provider("random", 7, 368)
     cl = dataclasses.replace(tight_cluster(g, 2, 0.85), host_link_shared=True)
     ctx = SearchContext(g, GB, cl, limits=MeshLimits(sharding="none"))
+    ctx.prefetch_depths = (1,)  # (the instance as it was held out: a deeper swap-in is a single move)
     ev = Evaluator(ctx)
     ex = solve_exact(ctx=ctx)
     st = Strategy(dp=2, pp=1, stage_of=[0] * 7, actions=["keep", "swap", "swap", "recompute"] + ["keep"] * 3,

@@ -117,6 +117,32 @@ def test_toy_chain_swap_peak_and_stall_by_hand():
     assert r.host_bytes[0] == S
 
 
+def test_deeper_prefetch_hides_a_long_copy_back_by_hand():
+    """A GPU starts a swapped node's copy back ``prefetch`` nodes ahead of its backward: deeper, a
+    copy longer than one backward no longer stalls the step, and its buffer is back that much
+    earlier (the peak can grow); on the CPU the copy is made on demand and the depth changes nothing."""
+    g = toy()
+    state = 9 * P
+    base = simulate(g, Strategy.single(3), make_cluster())
+    swap0 = Strategy(1, 1, [0, 0, 0], [SWAP, KEEP, KEEP])
+    # copy 3 ms: out 1 -> 4 ms (F ends at 3, B2 3-5, B1 5-7, B0 7-9)
+    cl = make_cluster(host_bw=S / (3 * MS))
+    # depth 1: back from B1's start, 5 -> 8 ms: B0 waits 1 ms
+    assert simulate(g, swap0, cl).step_time_s == pytest.approx(base.step_time_s + 1 * MS)
+    # depth 2: asked for as B2 starts (3 ms), after the copy out (4 ms): 4 -> 7 ms, B0 starts on time
+    for d in (2, 3):
+        assert simulate(g, swap0.copy(prefetch=d), cl).step_time_s == pytest.approx(base.step_time_s)
+    # instant copies: s0 off the device from F1; depth 1 brings it back for B1, depth 2 for B2,
+    # beside B2's A+S carried and its 3A+S+P transient
+    cl = make_cluster(host_bw=math.inf)
+    one = simulate(g, swap0, cl).peak_bytes[0]
+    assert one == state + max(3 * A + 2 * S, 4 * A + 2 * S + P, 3 * A + 2 * S + 2 * P)
+    assert simulate(g, swap0.copy(prefetch=2), cl).peak_bytes[0] == state + 4 * A + 3 * S + P
+    cpu = make_cluster(host_bw=S / (3 * MS), kind="cpu")
+    r1, r2 = simulate(g, swap0, cpu), simulate(g, swap0.copy(prefetch=2), cpu)
+    assert (r1.step_time_s, r1.peak_bytes) == (r2.step_time_s, r2.peak_bytes)
+
+
 def test_swap_moves_the_buffers_a_node_saves_by_hand():
     """A swapped node's pack hook copies every tensor it saves, its inputs too: on the device each
     lives until its other uses are done, and is back for the node's backward (CPU: on demand); a

@@ -10,7 +10,7 @@ import pytest
 from memflow.cluster import Cluster, Link
 from memflow.devices import DeviceSpec
 from memflow.graph.record import KIND_ACTIVATION, KIND_GRAD, KIND_INPUT_GRAD, Buffer, Node, TaskGraph, replay
-from memflow.kinds import GPIPE, KEEP, MIN_SWAP_BYTES, ONE_F_ONE_B, RECOMPUTE, SELECTIVE, SWAP
+from memflow.kinds import GPIPE, KEEP, MIN_SWAP_BYTES, ONE_F_ONE_B, PREFETCH_DEPTHS, RECOMPUTE, SELECTIVE, SWAP
 from memflow.strategy import ACTIONS, Strategy
 
 #: the sharding levels the simulator models (random strategies draw from these)
@@ -36,7 +36,7 @@ def random_strategy(rng: random.Random, n: int, n_dev: int, *, actions=ACTIONS, 
     kw = {}
     if options:
         kw = dict(sharding=[rng.choice(SHARD_LEVELS) if rng.random() < 0.3 else "none" for _ in range(pp)],
-                  optimizer_on_host=[rng.random() < 0.2 for _ in range(pp)])
+                  optimizer_on_host=[rng.random() < 0.2 for _ in range(pp)], prefetch=rng.choice(PREFETCH_DEPTHS))
     return Strategy.from_boundaries(n, cuts, dp=dp, actions=acts, microbatches=rng.randint(1, 4),
                                     schedule=rng.choice([ONE_F_ONE_B, GPIPE]), **kw)
 
@@ -255,16 +255,17 @@ def _varied_chain(rng: random.Random, n: int) -> TaskGraph:
                      opt_transient_bytes=rng.randrange(0, 20000))
 
 
-def _chain_oracle(g: TaskGraph, acts: list) -> list:
+def _chain_oracle(g: TaskGraph, acts: list, pd: int = 1) -> list:
     """Bytes above the model state in each phase of one step of the chain ``g`` on one device
-    under ``acts``, with swap copies that take no time (a GPU prefetching one node ahead), by the
+    under ``acts``, with swap copies that take no time (a GPU prefetching ``pd`` nodes ahead), by the
     rules: a buffer is on the device in phase p if made before p and freed after it, except that
     a recomputed node's ``saved_k`` is dropped after its forward (and made again in its backward,
     whose transient becomes the larger of its forward's, run beside :func:`_replay_beside`, and
     its backward's), and the buffers a
     swapped node saves (its ``saved_k``, its input ``out_{k-1}``) are off the device from the end
-    of their forward uses until its successor's backward starts (the last node's backward follows
-    its forward at once: nothing to move), but those under ``MIN_SWAP_BYTES``, which the pack hook
+    of their forward uses until the backward of node k + pd starts (or the backward's first, the
+    last node's, where k + pd is past it; the last node's backward follows its forward at once:
+    nothing to move), but those under ``MIN_SWAP_BYTES``, which the pack hook
     leaves on the device. A selective node is a recomputed one that holds its
     ``sel_saved_bytes`` (untraced: its ``saved_bytes``) from the end of its forward to its backward,
     whose transient is at least its traced ``sel_bwd_transient_bytes``."""
@@ -278,7 +279,7 @@ def _chain_oracle(g: TaskGraph, acts: list) -> list:
             if acts[k] in (RECOMPUTE, SELECTIVE) and made_by_k:
                 live = set()
             elif acts[k] == SWAP and k < n - 1 and buf.nbytes >= MIN_SWAP_BYTES:  # (smaller: stays)
-                live -= set(range(k + 1, 2 * n - 1 - (k + 1)))  # F_{k+1} .. up to B_{k+1}
+                live -= set(range(k + 1, 2 * n - 1 - min(k + pd, n - 1)))  # F_{k+1} .. up to B_{k+pd}
         for p in live:
             per[p] += buf.nbytes
     for k, nd in enumerate(g.nodes):
@@ -309,13 +310,15 @@ def test_single_stage_phases_equal_a_hand_written_liveness():
         state = g.state_bytes
         for _ in range(8):
             acts = [rng.choice(ACTIONS) for _ in range(n)]
-            want = _chain_oracle(g, acts)
-            ev = sim.stage_eval(0, n, acts, shard=False, opt_host=False, dp=1, host_bw=math.inf, detail=True)
+            pd = rng.choice(PREFETCH_DEPTHS)
+            want = _chain_oracle(g, acts, pd)
+            ev = sim.stage_eval(0, n, acts, shard=False, opt_host=False, dp=1, host_bw=math.inf, detail=True,
+                                prefetch=pd)
             got = [ev.carried[p] + ev.trans[p] + ev.step[p] for p in range(2 * n + 1)]
-            assert got == want, (seed, acts)
+            assert got == want, (seed, acts, pd)
             assert ev.base == state
-            st = Strategy.from_boundaries(n, [], dp=1, actions=acts)
-            assert sim.evaluate(st).peak_bytes == [state + max(want)], (seed, acts)
+            st = Strategy.from_boundaries(n, [], dp=1, actions=acts, prefetch=pd)
+            assert sim.evaluate(st).peak_bytes == [state + max(want)], (seed, acts, pd)
             checked += 1
         assert sim.evaluate(Strategy.single(n)).peak_bytes[0] == replay(g).peak_bytes
     assert checked == 8 * len(SEEDS)

@@ -92,8 +92,10 @@ class Stage:
 
     def __init__(self, program: StepProgram, stage_of: list[int], actions: list[str], rank: int, dp: int,
                  pp: int, microbatches: int, device: torch.device, timeout: timedelta, bucket_cap: int,
-                 sharding: str = SHARD_NONE, params_host: bool = False, tp: int = 1, low: set | None = None):
+                 sharding: str = SHARD_NONE, params_host: bool = False, tp: int = 1, low: set | None = None,
+                 prefetch: int = 1):
         self.program = program
+        self.prefetch = prefetch  # swapped nodes' copies back start this many nodes ahead (on a GPU)
         self.rank, self.dp, self.pp, self.tp = rank, dp, pp, tp
         self.stage, self.dp_rank, self.tp_rank = rank // tp // dp, rank // tp % dp, rank % tp
         self.m = microbatches
@@ -247,11 +249,13 @@ class Stage:
             self.current.update(phase="receive (backward)", node=self.hi - 1)
             grads.update(self.next.recv_grads())
             self.next.release_oldest_forward()  # that micro-batch's activations have landed
-        self.swapper.prefetch(i, self.hi - 1)
+        d = self.prefetch
+        for k in range(self.hi - 1, max(self.hi - 1 - d, self.lo - 1), -1):  # the last d nodes' copies
+            self.swapper.prefetch(i, k)
         for k in range(self.hi - 1, self.lo - 1, -1):
             self.current.update(phase="backward", node=k)
-            if k > self.lo:
-                self.swapper.prefetch(i, k - 1)  # overlaps node k's backward (CUDA)
+            if k - d >= self.lo:
+                self.swapper.prefetch(i, k - d)  # overlaps node k's backward (CUDA)
             if self.z3 is not None:
                 self.z3.before_backward(k - self.lo)
             prog.backward_node(k, sts[k - self.lo], grads)

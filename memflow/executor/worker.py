@@ -132,7 +132,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
         if strat.sharded(my_stage) == SHARD_PARAMETERS else set()
     stage = Stage(program, strat.stage_of, strat.actions, rank, strat.dp, strat.pp, strat.microbatches,
                   device, timeout, cfg.bucket_cap_bytes, sharding=strat.sharded(my_stage),
-                  params_host=strat.params_host(my_stage), tp=strat.tp, low=low)
+                  params_host=strat.params_host(my_stage), tp=strat.tp, low=low, prefetch=strat.prefetch)
     # the optimizer steps the stage's parameters in the model's order, as the profiler traced it
     opt = StageOptimizer(spec, in_model_order(model, stage.params),
                          shard=strat.sharded(stage.stage) != SHARD_NONE,

@@ -23,8 +23,11 @@ SAME_TIME = 1e-12
 
 def undos(st: Strategy, ctx: SearchContext) -> list[Strategy]:
     """Every strategy one choice simpler than ``st``: a node back to keep, a stage's state unsharded,
-    its optimizer back on the device, its parameters back on the device."""
+    its optimizer back on the device, its parameters back on the device, swapped copies brought back
+    one node later (a shallower swap-in holds them on the device for less)."""
     out = [with_action(st, k, KEEP) for k, a in enumerate(st.actions) if a != KEEP]
+    if st.prefetch > 1:
+        out.append(make(st, prefetch=st.prefetch - 1))
     for s in range(st.pp):
         if st.sharding[s] != SHARD_NONE and SHARD_NONE in ctx.shard_levels:  # (a level without data parallelism
             # shards nothing: it goes too; a level the user fixed stays)

@@ -50,6 +50,8 @@ def make(st: Strategy, **kw) -> Strategy:
         optimizer_on_host=list(kw.get("optimizer_on_host", st.optimizer_on_host)),
         params_on_host=list(kw.get("params_on_host", st.params_on_host)), prefetch=kw.get("prefetch", st.prefetch),
     )
+    if new.prefetch != 1 and SWAP not in new.actions:  # (the depth means nothing without a swap: one
+        new.prefetch = 1  # strategy, not one per depth, for the caches and the walk)
     ph = new.params_on_host
     if any(ph) and len(ph) == new.pp == len(new.optimizer_on_host) == len(new.sharding):
         new.params_on_host = [bool(ph[s] and new.optimizer_on_host[s]) and new.sharded(s) == SHARD_PARAMETERS

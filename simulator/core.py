@@ -448,7 +448,7 @@ class Simulator:
         comm = None
         if shard == SHARD_PARAMETERS:  # (dp 1: no collective, only the host copies on the unit timeline)
             comm = (*(self._ring(stage, dp) if dp > 1 else (math.inf, 0.0)), self.cluster.device.kind == "cpu")
-        pf = prefetch if self.prefetch_ahead else 1
+        pf = prefetch if self.prefetch_ahead and SWAP in actions else 1
         return self._stage_eval((a, b, tuple(actions), shard, bool(opt_host) or ph, dp, host_bw, comm, ph, pf), detail)
 
     def _stage_eval(self, key: tuple, detail: bool = False) -> StageEval:
@@ -573,7 +573,9 @@ class Simulator:
         acts, dp = st.actions, st.dp
         stg = _Stages(sh, [], [], bw, [], [], [])
         for s, (a, b) in enumerate(sh.ranges):
-            key = (a, b, tuple(acts[a:b]), sh.shard[s], sh.ohost[s], dp, bw[s], sh.comm[s], sh.phost[s], sh.prefetch)
+            sa = tuple(acts[a:b])
+            key = (a, b, sa, sh.shard[s], sh.ohost[s], dp, bw[s], sh.comm[s], sh.phost[s],
+                   sh.prefetch if SWAP in sa else 1)  # (the depth changes only a stage that swaps)
             ev = self._stage_eval(key, detail)
             peak, opt_s, host_b = self.stage_figures(sh, s, ev, bw[s])
             stg.keys.append(key)
@@ -636,8 +638,9 @@ class Simulator:
         for s, (a, b) in enumerate(sh.ranges):
             if bw[s] == base_stages.bw[s] and na[a:b] == ba[a:b]:
                 continue
-            key = (a, b, tuple(na[a:b]), sh.shard[s], sh.ohost[s], sh.dp, bw[s], sh.comm[s], sh.phost[s],
-                   sh.prefetch)
+            sa = tuple(na[a:b])
+            key = (a, b, sa, sh.shard[s], sh.ohost[s], sh.dp, bw[s], sh.comm[s], sh.phost[s],
+                   sh.prefetch if SWAP in sa else 1)
             ev = self._stage_eval(key)
             stg.keys[s] = key
             stg.evals[s] = ev

@@ -95,6 +95,8 @@ CASES = [
         strategy=_strategy(stage_of=[0, 1, 0, 1])))], "jumps from stage"),
     ("run plan unknown action", lambda t: ["run", _write(t, "p.yaml", _plan_dict(
         strategy=_strategy(actions=["keep", "drop", "keep", "keep"])))], "drop"),
+    ("run plan swap-in depth 0", lambda t: ["run", _write(t, "p.yaml", _plan_dict(
+        strategy=_strategy(prefetch=0)))], "prefetch"),
     ("run plan missing keys", lambda t: ["run", _write(t, "p.yaml", {"version": PLAN_VERSION, "model_file": EX})],
      "missing"),
     ("run steps 0", lambda t: ["run", _write(t, "p.yaml", _plan_dict()), "--steps", "0"], "--steps"),

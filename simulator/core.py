@@ -28,7 +28,7 @@ from .layout import StageLayout, build_layout
 from .stage import StageEval, StageModel, stage_peak
 from .lowcast import low_bytes, low_view
 from .window import BufferWindow
-from .zero3 import zero3_facts
+from .zero3 import node_units, zero3_facts
 from .hostopt import HOST_MEM_BANDWIDTH, HOST_TENSOR_S, host_step_s  # noqa: F401 (re-exported)
 from .tp import expand_devices, with_tp_comm
 
@@ -186,6 +186,7 @@ class Simulator:
         self.prefetch_ahead = cluster.device.kind != "cpu"
         self._layouts: dict = {}  # StageSpec by node range
         self._window: BufferWindow | None = None  # the buffers each stage's layout needs
+        self._node_units: tuple | None = None  # simulator.zero3.node_units of the graph, once
         # a ZeRO-3 stage gathering in bf16 sees the graph without the casts it never makes (simulator.lowcast)
         self._low_view = low_view(graph)
         self._low_window: BufferWindow | None = None
@@ -265,7 +266,10 @@ class Simulator:
         params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
         opt_trans, opt_grads = self._opt_trans(a, b)
         buckets = self._bucket_plan(L)
-        z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names))
+        if self._node_units is None and self.graph.params:
+            self._node_units = node_units(self.graph)
+        z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names),
+                         self._node_units)
         z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params, tuple(self._bucket_plan(L, list(z3.rest_grads))), low)
         model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                            opt_grads=opt_grads, host_lat=self.host_link.latency,

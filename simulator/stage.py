@@ -526,7 +526,7 @@ class StageModel:
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
                  "zero_params", "zero_sum", "buckets", "zero_whole", "z3", "_keep", "_syncs", "_sync_keep", "_zero",
-                 "_zero_eval", "_z2", "_z3")
+                 "_zero_eval", "_z2", "_z3", "_z3_times")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
                  host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
@@ -558,6 +558,9 @@ class StageModel:
         self.z3 = z3
         self._syncs["z3"] = _sync_copies([(x, nb) for x, nb, flat in z3.buckets if flat], layout.m)
         self._z3: dict = {}  # dp -> ZeRO-3's phase terms and (params, gradients in the step, state, temporaries)
+        # ("ag", dp, comm) -> its units' (gather, reduce-scatter) seconds; ("host", dp, bw, latency) -> their
+        # (copy-in, copy-out) seconds: alike for every action list a search evaluates the stage under
+        self._z3_times: dict = {}
 
     def zero_shares(self, dp: int) -> tuple:
         """ZeRO-1 over ``dp`` ranks: per rank ``(optimizer state, optimizer step's bytes above it)``.
@@ -850,10 +853,18 @@ class StageModel:
         zb = zstall = zcomm = 0.0  # ZeRO-3: the backward's waits for its collectives; all waits; comm busy
         cin = cout = None
         if ph:  # parameters on the host: each unit's shard copied in before each gather, its slice out
-            cin, cout = host_times(self.z3.units, dp, host_bw, host_lat, self.z3.low)
+            key = ("host", dp, host_bw, host_lat)
+            got = self._z3_times.get(key)
+            if got is None:
+                got = self._z3_times[key] = host_times(self.z3.units, dp, host_bw, host_lat, self.z3.low)
+            cin, cout = got
             host_s += 2 * sum(cin) + sum(cout)
         if z3 and comm is not None:  # each unit's gathers and reduce-scatter on the comm stream
-            ag, rs = comm_times(self.z3.units, dp, *comm, self.z3.low)
+            key = ("ag", dp, comm)
+            got = self._z3_times.get(key)
+            if got is None:
+                got = self._z3_times[key] = comm_times(self.z3.units, dp, *comm, self.z3.low)
+            ag, rs = got
             fdur = [end_f[x] - (end_f[x - 1] if x else 0.0) for x in range(m)]
             bdur = [node_end[x] - (node_end[x + 1] if x + 1 < m else 0.0) for x in range(m)]
             zops = [] if detail else None

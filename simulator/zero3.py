@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Zero3Facts", "zero3_facts", "unit_split", "parts_split", "phase_terms", "state_terms", "phase_values", "comm_times",
+__all__ = ["Zero3Facts", "zero3_facts", "node_units", "unit_split", "parts_split", "phase_terms", "state_terms", "phase_values", "comm_times",
            "host_times", "host_bytes", "timeline"]
 
 ELEMENT = 4  # bytes per element a unit is padded in (fp32 parameters and gradients)
@@ -79,39 +79,51 @@ class Zero3Facts:
         return any(u[0] for u in self.units)
 
 
-def zero3_facts(graph, a: int, b: int, dp_grads: list, zero_params) -> Zero3Facts:
+def zero3_facts(graph, a: int, b: int, dp_grads: list, zero_params, per_node: tuple | None = None) -> Zero3Facts:
     """The units of stage ``[a, b)`` of ``graph`` (the executor's rule: a trainable parameter that
     only its owner node reads). Without a parameter table (synthetic graphs) each node's
     parameters are its unit. ``zero_params(names)``: the ``(bytes, state, temporaries)`` rows of
-    the named parameters."""
+    the named parameters. ``per_node``: :func:`node_units` of ``graph`` (made here if not given: a
+    search lays out hundreds of stages of one graph)."""
     m = b - a
     if not graph.params:
         units = tuple((int(nd.param_bytes), int(nd.grad_bytes), int(nd.optimizer_bytes)) if nd.grad_bytes > 0
                       else (0, 0, 0) for nd in graph.nodes[a:b])
         return Zero3Facts(units, tuple(() for _ in range(m)), ())
+    unit_of, rest_of = per_node if per_node is not None else node_units(graph)
+    rest_names = [k for x in range(a, b) for k, _, _, _ in rest_of[x]]
+    rest_grads = tuple(tuple(gb for _, gb, lo, hi in rest_of[x] if a <= lo and hi < b) for x in range(a, b))
+    return Zero3Facts(tuple(unit_of[a:b]), rest_grads, tuple(zero_params(set(rest_names))))
+
+
+def node_units(graph) -> tuple[list, list]:
+    """Per node of ``graph`` (with a parameter table), what does not depend on the stage: its ZeRO-3
+    unit ``(parameter, gradient, optimizer-state bytes)`` of the trainable parameters it owns and only
+    it reads, and its other trainable parameters ``(name, gradient bytes, first reader, last reader)``
+    (kept whole; their gradients are a stage's to all-reduce where every reader is on it)."""
     readers: dict[str, set] = {}
     for nd in graph.nodes:
         for k in nd.read_params:
             readers.setdefault(k, set()).add(nd.index)
-    units, rest_grads, rest_names = [], [], []
-    for x, nd in enumerate(graph.nodes[a:b]):
+    unit_of, rest_of = [], []
+    for nd in graph.nodes:
         u = [0, 0, 0]
-        rg = []
+        rest = []
         for k in nd.param_names:
             v = graph.params.get(k)
             if v is None or int(v[1]) <= 0:
                 continue
-            if readers.get(k, set()) <= {nd.index}:
+            rd = readers.get(k, set())
+            if rd <= {nd.index}:
                 u[0] += int(v[0])
                 u[1] += int(v[1])
                 u[2] += int(v[2])
             else:
-                rest_names.append(k)
-                if all(a <= r < b for r in readers.get(k, ())):
-                    rg.append(int(v[1]))
-        units.append(tuple(u))
-        rest_grads.append(tuple(rg))
-    return Zero3Facts(tuple(units), tuple(rest_grads), tuple(zero_params(set(rest_names))))
+                # (no reader: every reader is on any stage, as the empty all() held before)
+                rest.append((k, int(v[1]), min(rd) if rd else graph.n, max(rd) if rd else -1))
+        unit_of.append(tuple(u))
+        rest_of.append(tuple(rest))
+    return unit_of, rest_of
 
 
 def unit_split(nbytes: int, dp: int) -> tuple[int, int]:
@@ -319,6 +331,8 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = Non
     gradient slice's copy-out after its reduce-scatter is waited for, on one host-link stream
     (:func:`host_times`; None: none); ``inline``: those copies run in the compute thread instead
     (the CPU), delaying what follows them."""
+    if record is None and cin is None and cout is None:  # (a search's evaluation: no copies, nothing kept)
+        return _timeline_plain(fwd, bwd, ag, rs)
     m = len(fwd)
     order = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
     nxt = {x: order[i + 1] for i, x in enumerate(order[:-1])}
@@ -389,4 +403,54 @@ def timeline(fwd: list, bwd: list, ag: list, rs: list, record: list | None = Non
         t = waited(t)
     if cout is not None and clk[1] > t:  # (and the last copy-out)
         t = clk[1]
+    return f, t, node_end
+
+
+def _timeline_plain(fwd: list, bwd: list, ag: list, rs: list) -> tuple[float, float, list]:
+    """:func:`timeline` without host copies and without a record (``inline`` then changes nothing): the
+    same clocks in one loop per half, no closures (a search evaluates a ZeRO-3 stage thousands of times).
+    ``tests/test_sharding.py`` holds it equal to the general form."""
+    m = len(fwd)
+    order = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
+    ahead = [-1] * m  # per unit: the unit whose gather starts once its own is waited for (-1: none)
+    for i in range(len(order) - 1):
+        ahead[order[i]] = order[i + 1]
+    t = comm = 0.0
+    land = [-1.0] * m  # per unit: when its gather ends (-1: not started)
+    for x in range(m):
+        if ag[x] > 0 or rs[x] > 0:
+            if land[x] < 0:
+                comm = land[x] = (t if t > comm else comm) + ag[x]
+            if land[x] > t:
+                t = land[x]
+            y = ahead[x]
+            if y >= 0:
+                comm = land[y] = (t if t > comm else comm) + ag[y]
+        t += fwd[x]
+    f = t
+    behind = [-1] * m
+    for i in range(1, len(order)):
+        behind[order[i]] = order[i - 1]
+    t = comm = 0.0
+    land = [-1.0] * m
+    pending = -1.0  # when the pending reduce-scatter ends (-1: none)
+    node_end = [0.0] * m
+    for x in range(m - 1, -1, -1):
+        unit = ag[x] > 0 or rs[x] > 0
+        if unit:
+            if land[x] < 0:
+                comm = land[x] = (t if t > comm else comm) + ag[x]
+            if land[x] > t:
+                t = land[x]
+            y = behind[x]
+            if y >= 0:
+                comm = land[y] = (t if t > comm else comm) + ag[y]
+        t += bwd[x]
+        if unit:
+            if pending > t:
+                t = pending
+            comm = pending = (t if t > comm else comm) + rs[x]
+        node_end[x] = t
+    if pending > t:
+        t = pending
     return f, t, node_end

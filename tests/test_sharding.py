@@ -610,3 +610,27 @@ def test_offload_on_one_rank_runs_as_plain_training_and_as_predicted(kind, ranks
     ref = plain_losses(path, 8, 3, seed=0)
     got = rows[0]["losses"]
     assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
+
+
+def test_zero3_timeline_without_copies_equals_the_general_one():
+    """The search's form of ZeRO-3's timeline (no host copies, no record) gives the clocks of the general
+    one, which records every collective, on random stages: some nodes without a unit, some units with
+    no gather or no reduce-scatter, collectives longer and shorter than the compute."""
+    import random
+
+    from memflow.simulator.zero3 import timeline
+
+    rng = random.Random(7)
+    for _ in range(300):
+        m = rng.randint(1, 9)
+        fwd = [rng.choice([0.0, rng.uniform(0, 3)]) for _ in range(m)]
+        bwd = [rng.uniform(0, 6) for _ in range(m)]
+        ag = [rng.choice([0.0, 0.0, rng.uniform(0, 5)]) for _ in range(m)]
+        rs = [rng.choice([0.0, rng.uniform(0, 5)]) if ag[x] or rng.random() < 0.3 else 0.0 for x in range(m)]
+        record: list = []
+        general = timeline(fwd, bwd, ag, rs, record)
+        assert timeline(fwd, bwd, ag, rs) == general
+        # and the general one's record holds each unit's collectives: one gather per half, one reduce-scatter
+        units = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
+        assert sorted((h, x) for h, x, kind, _, _ in record if kind == "all-gather") == \
+            sorted([("F", x) for x in units] + [("B", x) for x in units])

@@ -146,7 +146,13 @@ def test_same_seed_same_plan():
     assert [p[2].key() for p in r1.pareto] == [p[2].key() for p in r2.pareto]
 
 
-def test_processes_give_the_same_plan():
+@pytest.mark.parametrize("cores", [2, 8])
+def test_processes_give_the_same_plan(cores, monkeypatch):
+    """Forked chains give the plan and the memory-unaware search of chains run one after another: on a
+    host of 2 cores the memory-unaware search starts after the chains, on 8 beside them."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
     g = provider("random", 8, 5)
     cl = tight_cluster(g, 4, 0.5)
     r1 = search(g, 8, cl, seed=11, iterations=800, chains=2, processes=1)

@@ -79,6 +79,7 @@ from memflow.gcfreeze import freeze, paused_collection
 from memflow.model_guard import continue_in_child, first_in_child, phases_to_stdout, take_handover
 
 __all__ = [
+    "import_export_modules",
     "DEFAULT_BATCH_SIZE",
     "ModelSpec",
     "LossModule",
@@ -467,7 +468,7 @@ def load_model_file(path: str | os.PathLike, *, guard: bool = True) -> ModelSpec
                 return spec
             ended = first_in_child(lambda mark: _trial(p, shown, mark),
                                    spawn=[sys.executable, "-m", "memflow.model_file", str(p), shown],
-                                   meanwhile=_import_export)
+                                   meanwhile=import_export_modules)
             freeze()  # and torch.export's modules, imported meanwhile
             if ended is not None:
                 raise ModelLoadError(f"{shown}: the model file {ended}")
@@ -499,9 +500,10 @@ def _import_dynamo() -> None:
         pass
 
 
-def _import_export() -> None:
+def import_export_modules() -> None:
     """The modules of ``torch.export`` its first export imports (a few tenths of a second, cold):
-    imported while the guard's child runs, and inherited by the profiler's forked processes."""
+    imported while the guard's child runs, and inherited by the profiler's forked processes (which
+    import them first where that child did not run: the command line's child carries on instead)."""
     for name in ("torch.export._trace", "torch._functorch.aot_autograd"):
         try:
             importlib.import_module(name)

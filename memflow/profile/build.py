@@ -26,7 +26,7 @@ from ..graph.program import StepProgram
 from ..graph.tp import record_tp
 from ..graph.record import TaskGraph
 from ..graph.training import autocast, casts, dense_grad, grad_meta, opt_params, unique_params
-from ..model_file import flatten
+from ..model_file import flatten, import_export_modules
 from . import handoff
 from .timing import apply_measured_times, measure_phase_times
 from .trace import trace_step
@@ -162,6 +162,8 @@ def _capture_graphs(spec: Any, sizes: list[int], *, dtype: str, granularity: str
     symbolic = general if dims is not None else []
     fixed = [b for b in sizes if b not in symbolic]
 
+    if processes > 1:  # (imported once here, not in each process forked below as it exports)
+        import_export_modules()
     forked: list[tuple[list[int], ForkedJobs]] = []
     taking = None  # (connection, gradient layouts): the fixed-size process makes the state and sends it
     state = None

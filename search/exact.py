@@ -47,7 +47,7 @@ from memflow.strategy import Strategy
 from .context import GraphProvider, SearchContext
 from .fixes import offload_on_one
 
-__all__ = ["ExactResult", "solve_exact", "space_size"]
+__all__ = ["ExactResult", "solve_exact", "space_size", "pareto_min"]
 
 
 @dataclass
@@ -95,19 +95,27 @@ def space_size(ctx: SearchContext, flags: bool = True) -> int:
     return tot
 
 
-def _pareto_min(sigs: np.ndarray) -> list[int]:
-    """Indices of rows not dominated (≤ everywhere) by another row; of equal rows the first."""
-    keep = []
+def pareto_min(sigs: np.ndarray) -> list[int]:
+    """Indices of rows not dominated (≤ everywhere) by another row; of equal rows the first; in
+    increasing order.
+
+    The rows are visited in lexicographic order (equal rows by index): a row's dominators, and the
+    rows equal to it before it, come first. A row dominated by any row is then held ≤ everywhere by
+    one kept before it (dominance is transitive), so each row is compared with the kept ones only
+    (a few, not all: thousands of rows per stage in the exact solver)."""
     g = len(sigs)
-    for i in range(g):
-        le = np.all(sigs <= sigs[i], axis=1)
-        lt = np.any(sigs < sigs[i], axis=1)
-        dom = le & lt
-        eq = le & ~lt
-        eq[i:] = False  # an identical earlier row wins
-        if not (dom.any() or eq.any()):
-            keep.append(i)
-    return keep
+    if g == 0:
+        return []
+    order = np.lexsort(sigs.T[::-1])  # (stable: equal rows in index order)
+    kept: list[int] = []
+    front = np.empty((0, sigs.shape[1]), dtype=sigs.dtype)
+    for i in order:
+        row = sigs[i]
+        if len(kept) and np.any(np.all(front <= row, axis=1)):
+            continue
+        kept.append(int(i))
+        front = np.vstack([front, row])
+    return sorted(kept)
 
 
 def stage_bound(sim, sh, s: int, ev, m: int, hbw: float) -> float:
@@ -149,14 +157,20 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
     group_cache: dict = {}
 
     def stage_group(sim, mb, a, b, sh, ho, dp, ph=False, pf=1):
-        """[(acts, StageEval, sig)] of one stage range with fixed flags (dominance-pruned later)."""
+        """[(acts, StageEval, sig)] of one stage range with fixed flags (dominance-pruned later). At a
+        swap-in depth past the first, an action list without a swap is the first depth's (a stage
+        that swaps nothing has the same figures at every depth): taken from there, not evaluated."""
         key = (mb, a, b, sh, ho, dp, ph, pf)
         g = group_cache.get(key)
         if g is None:
+            first = stage_group(sim, mb, a, b, sh, ho, dp, ph, 1) if pf != 1 else None
             g = []
             for i, acts in enumerate(itertools.product(ctx.actions, repeat=b - a)):
                 if not (i + 1) % 4096 and time.perf_counter() > deadline:
                     raise _OutOfTime
+                if first is not None and SWAP not in acts:
+                    g.append(first[i])
+                    continue
                 ev = sim.stage_eval(a, b, acts, shard=sh, opt_host=ho, dp=dp, host_bw=bw, params_host=ph,
                                     prefetch=pf)
                 g.append((acts, ev, (ev.fwd_s, ev.bwd_s, ev.host_s, float(ev.swap_bytes), *ev.bwd_node_end)))
@@ -198,7 +212,7 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                                          if stage_peak(x[1], k, m)[0] <= cap]
                                     if not g:
                                         continue
-                                    idx = _pareto_min(np.array([x[2] for x in g])) if dominance else range(len(g))
+                                    idx = pareto_min(np.array([x[2] for x in g])) if dominance else range(len(g))
                                     for i in idx:
                                         opts.append((stage_bound(sim, shapes[f], s, g[i][1], m, bw), g[i][0], f))
                                 if not opts:
@@ -211,12 +225,10 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                         # depth-first product with the bound
                         choice = [None] * pp
 
-                        def dfs(s: int, lb: float):
+                        def dfs(s: int, lb: float, swaps: bool):
                             nonlocal best, best_ev, best_t, evaluated
                             if s == pp:
                                 acts = [x for c in choice for x in c[1]]
-                                if pf > 1 and SWAP not in acts:  # (the same strategy as at depth 1)
-                                    return
                                 st = Strategy(dp=dp, pp=pp, stage_of=list(stage_of), actions=acts, microbatches=m,
                                               schedule=sched, sharding=[c[2][0] for c in choice],
                                               optimizer_on_host=[c[2][1] for c in choice],
@@ -228,14 +240,19 @@ def solve_exact(graphs: GraphProvider | None = None, global_batch: int | None = 
                                 if not evaluated % 256 and time.perf_counter() > deadline:
                                     raise _OutOfTime
                                 return
+                            # past the first depth, a strategy without a swap is the first depth's: the
+                            # last stage then takes only its options with one
+                            need = pf > 1 and not swaps and s == pp - 1
                             for o in per_stage[s]:
                                 v = o[0] if o[0] > lb else lb
                                 if prune and v >= best_t:
                                     break
+                                if need and SWAP not in o[1]:
+                                    continue
                                 choice[s] = o
-                                dfs(s + 1, v)
+                                dfs(s + 1, v, swaps or SWAP in o[1])
 
-                        dfs(0, 0.0)
+                        dfs(0, 0.0, False)
 
     try:
         _enumerate()

@@ -405,3 +405,20 @@ def test_the_plan_is_never_slower_than_a_fitting_baseline(kind, n, seed, frac):
         assert r.fits
     for name, t in fitting:
         assert r.best_eval.step_time_s <= t * (1 + 1e-12), (name, t, r.best_eval.step_time_s)
+
+
+def test_pareto_min_keeps_exactly_the_undominated_rows():
+    """The exact solver's dominance filter against its definition, on random rows with many ties:
+    a row is kept unless another is ≤ everywhere and < somewhere, or an equal row comes before it."""
+    from memflow.search.exact import pareto_min
+
+    rng = np.random.default_rng(0)
+    for _ in range(1500):
+        sigs = rng.integers(0, 4, size=(int(rng.integers(0, 40)), int(rng.integers(1, 5)))).astype(float)
+        want = []
+        for i in range(len(sigs)):
+            le = np.all(sigs <= sigs[i], axis=1)
+            lt = np.any(sigs < sigs[i], axis=1)
+            if not ((le & lt).any() or (le & ~lt)[:i].any()):
+                want.append(i)
+        assert pareto_min(sigs) == want

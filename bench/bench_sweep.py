@@ -88,18 +88,24 @@ ROWS = ["instances drawn", "exact solver finished (within its time limit)", "of 
 
 
 def main(quick: bool = False) -> None:
-    from .common import md_table, write_section
-
     count = QUICK_INSTANCES if quick else INSTANCES
     seeds = [SEED] if quick else [SEED, *HELD_OUT]
     t0 = time.time()
     cols, misses = [], []
     with mp.get_context("spawn").Pool(2) as pool:
-        for seed in seeds:
+        for k, seed in enumerate(seeds):
             res = pool.map(_one, draw(count, seed), chunksize=4)
             values, over2 = _summary(res, count)
             cols.append(values)
             misses += [(seed, x) for x in over2]
+            if k + 1 < len(seeds):  # each draw's column as it is done: a stopped run keeps the draws it finished
+                _write(quick, count, seeds[:k + 1], cols, misses, t0, partial=True)
+    _write(quick, count, seeds, cols, misses, t0)
+
+
+def _write(quick: bool, count: int, seeds: list, cols: list, misses: list, t0: float, partial: bool = False) -> None:
+    from .common import md_table, write_section
+
     heads = [f"seed {s}" + {SEED: " (development)", 5: " (held out)"}.get(s, "") for s in seeds]
     rows = [[label, *(c[i] for c in cols)] for i, label in enumerate(ROWS)]
     miss_rows = [[seed, *x["inst"][:6], x["inst"][6], f"{x['exact'] * 1e3:.2f}",
@@ -114,8 +120,9 @@ def main(quick: bool = False) -> None:
     body = [f"{count} instances drawn at random per seed: graph kind and seed, 3–7 nodes, 2–4 devices, memory "
             "25–85% of plain data parallel's peak, the host link shared or not, and the search's seed; the default "
             f"search against `search.solve_exact` (time limit {EXACT_LIMIT_S:g} s; unfinished instances skipped). "
-            f"Global batch 8, the test suite's graph builders. Two worker processes; {time.time() - t0:.0f} s."
-            + held, "",
+            f"Global batch 8, the test suite's graph builders. Two worker processes; {time.time() - t0:.0f} s"
+            + (f" for the {len(seeds)} draw(s) finished so far (the run goes on to the others)" if partial else "")
+            + "." + held, "",
             md_table(["", *heads], rows), ""]
     if miss_rows:
         body += ["Instances where the search is more than 2% off (or finds nothing):", "",

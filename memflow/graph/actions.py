@@ -9,8 +9,8 @@ forward is replayed right before the node's backward.
 rest is replayed before the node's backward.
 
 ``swap`` runs the node's forward under ``saved_tensors_hooks``: every
-tensor autograd saves (except parameters, the step's batch inputs and tensors under
-``MIN_SWAP_BYTES``, which stay on the device) is copied
+tensor autograd saves (except parameters, the step's batch inputs and tensors whose
+storage is under ``MIN_SWAP_BYTES``, which stay on the device) is copied
 to host memory when it is saved and copied back when the backward needs it; the
 node's saved inputs too (the program lets an input die with its last use, so a
 swapped copy frees it once its other readers are done). The batch's own tensors
@@ -101,10 +101,13 @@ class HostSwap:
 
     def pack(self, t: torch.Tensor):
         try:
-            ptr = t.untyped_storage().data_ptr()
+            st = t.untyped_storage()
+            ptr = st.data_ptr()
         except (RuntimeError, NotImplementedError):
             return t
-        if ptr in self.param_ptrs or t.numel() * t.element_size() < MIN_SWAP_BYTES or self._in_batch(ptr):
+        # (the storage's bytes, as the simulator's layout counts a buffer: a small view of a large storage
+        # is moved, so the storage can leave the device; a broadcast of a small one stays)
+        if ptr in self.param_ptrs or st.nbytes() < MIN_SWAP_BYTES or self._in_batch(ptr):
             return t
         # the same tensor at the same version (an in-place op in between makes it another tensor),
         # still alive: a dead tensor's memory may hold a new one with the same address and shape

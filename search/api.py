@@ -28,7 +28,7 @@ from memflow.forking import ForkedJobs
 from .mcmc import ChainParams, ChainResult, Evaluator, cost_of, neighbours, polish, run_chain
 from .pareto import ParetoFront
 from .repair import repair_descent
-from .seeds import start_pool
+from .seeds import frugal_strategies, start_pool
 from .simplify import simplify
 
 __all__ = ["search", "SearchResult", "default_iterations"]
@@ -218,7 +218,8 @@ def search(graphs: GraphProvider, global_batch: int, cluster, *, seed: int = 0, 
         # if nothing fits), each repaired greedily and polished: a chain seldom walks that many fixes
         best, best_ev = repair_descent(best, best_ev, evaluator, ctx,
                                        polish=lambda s, e: polish(s, e, evaluator, ctx, True, deadline=late),
-                                       neighbours=lambda s: neighbours(s, ctx, jumps=True), starts=starts,
+                                       neighbours=lambda s: neighbours(s, ctx, jumps=True),
+                                       starts=starts if best is not None else starts + frugal_strategies(ctx),
                                        deadline=late)
         if best is not None:  # and nothing in it that buys no time
             best, best_ev = simplify(best, best_ev, evaluator, ctx)

@@ -10,12 +10,13 @@ batch does not split N ways, the largest valid dp stands in for N.
 """
 from __future__ import annotations
 
-from memflow.kinds import KEEP, ONE_F_ONE_B, RECOMPUTE, SHARD_OPTIMIZER
+from memflow.kinds import KEEP, ONE_F_ONE_B, RECOMPUTE, SHARD_OPTIMIZER, SWAP
 from memflow.strategy import Strategy
 
+from . import fixes as fx
 from .context import SearchContext
 
-__all__ = ["seed_strategies", "few_microbatches", "start_pool"]
+__all__ = ["seed_strategies", "few_microbatches", "start_pool", "frugal_strategies"]
 
 
 def few_microbatches(ctx: SearchContext, dp: int, pp: int, count: int = 3) -> list[int]:
@@ -74,4 +75,31 @@ def start_pool(ctx: SearchContext) -> list[tuple[str, Strategy]]:
                 if st.key() not in have:
                     have.add(st.key())
                     out.append((f"{name}-dp{dp}-pp{pp}/m{m}", st))
+    return out
+
+
+def frugal_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
+    """Per valid mesh, the strategies that hold least on a device: the most micro-batches, cuts
+    balanced by what each stage holds, every node recomputed (or every node swapped), and every
+    stage's state as far off the device as the context allows (the deepest sharding level, the
+    optimizer and the parameters on the host). Where the chains found nothing that fits, the
+    repair starts from these as well: the only region that fits can be a corner no chain reached
+    (a random 3-node instance on 4 devices fits only as 2 × 2 with both stages' state on the
+    host; 9 of 10 search seeds reported that nothing fits)."""
+    out: list[tuple[str, Strategy]] = []
+    n = ctx.n
+    for dp in sorted(ctx.dps, reverse=True):
+        pp = ctx.N // dp
+        m = max(ctx.ms[dp])
+        mb = ctx.global_batch // (dp * m)
+        so = ctx.state_partition(pp, mb, m) if pp > 1 else ctx.partition(1, mb)
+        for act in (RECOMPUTE, SWAP):
+            if act not in ctx.actions:
+                continue
+            st = Strategy(dp=dp, pp=pp, stage_of=list(so), actions=[act] * n, microbatches=m)
+            for s in range(pp):
+                st = fx.set_shard(st, s, fx.shard_levels(ctx, dp)[-1], ctx) or st
+                st = fx.set_host(st, s, True, ctx) or st
+                st = fx.set_params_host(st, s, True, ctx) or st
+            out.append((f"frugal-{act}-dp{dp}-pp{pp}/m{m}", ctx.fix(st)))
     return out

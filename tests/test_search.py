@@ -422,3 +422,19 @@ def test_pareto_min_keeps_exactly_the_undominated_rows():
             if not ((le & lt).any() or (le & ~lt)[:i].any()):
                 want.append(i)
         assert pareto_min(sigs) == want
+
+
+@pytest.mark.parametrize("kind,n,ndev,frac,gseed", [("random", 3, 4, 0.35, 930), ("random", 5, 4, 0.25, 821),
+                                                    ("chain", 3, 4, 0.45, 162)])
+def test_where_only_a_corner_fits_the_search_finds_it(kind, n, ndev, frac, gseed):
+    """Instances of the sweep where the chains met nothing that fits though something does (full
+    offload on every stage, most micro-batches): the repair also starts from each mesh's most
+    frugal strategies, and the search reaches the exact optimum's time from every seed tried."""
+    g = provider(kind, n, gseed)
+    cl = tight_cluster(g, ndev, frac)
+    ex = solve_exact(g, GB, cl)
+    assert ex.best is not None
+    for seed in range(3):
+        r = search(g, GB, cl, seed=seed, baselines=False)
+        assert r.best is not None and r.best_eval.fits
+        assert r.best_eval.step_time_s == pytest.approx(ex.best_eval.step_time_s, rel=1e-9)

@@ -10,6 +10,8 @@ batch does not split N ways, the largest valid dp stands in for N.
 """
 from __future__ import annotations
 
+import itertools
+
 from memflow.kinds import KEEP, ONE_F_ONE_B, RECOMPUTE, SHARD_OPTIMIZER, SWAP
 from memflow.strategy import Strategy
 
@@ -80,7 +82,7 @@ def start_pool(ctx: SearchContext) -> list[tuple[str, Strategy]]:
 
 def frugal_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
     """Per valid mesh, the strategies that hold least on a device: the most micro-batches, cuts
-    balanced by what each stage holds, every node recomputed (or every node swapped), and every
+    balanced by time and by what each stage holds, every node recomputed (or every node swapped), and every
     stage's state as far off the device as the context allows (the deepest sharding level, the
     optimizer and the parameters on the host). Where the chains found nothing that fits, the
     repair starts from these as well: the only region that fits can be a corner no chain reached
@@ -92,8 +94,10 @@ def frugal_strategies(ctx: SearchContext) -> list[tuple[str, Strategy]]:
         pp = ctx.N // dp
         m = max(ctx.ms[dp])
         mb = ctx.global_batch // (dp * m)
-        so = ctx.state_partition(pp, mb, m) if pp > 1 else ctx.partition(1, mb)
-        for act in (RECOMPUTE, SWAP):
+        cuts = [ctx.partition(pp, mb)]  # balanced by time; with a pipeline, by what each stage holds too
+        if pp > 1 and ctx.state_partition(pp, mb, m) != cuts[0]:
+            cuts.append(ctx.state_partition(pp, mb, m))
+        for so, act in itertools.product(cuts, (RECOMPUTE, SWAP)):
             if act not in ctx.actions:
                 continue
             st = Strategy(dp=dp, pp=pp, stage_of=list(so), actions=[act] * n, microbatches=m)

@@ -17,20 +17,21 @@ from memflow.profile.build import capture_graph
 from memflow.strategy import Strategy
 from simulator.core import Simulator
 
-# blocks of conv + BatchNorm + ReLU on 4 channels: each saves its conv input and BN's (large) and
-# BN's per-channel statistics (4 floats each: 16 bytes, small)
-MODEL = '''
+
+def _model(blocks: str, make: str, side: int, count: int) -> str:
+    """A model file: a convolution to 4 channels, ``count`` blocks (``make``, defined by ``blocks``), a linear
+    head; images of ``side`` × ``side`` pixels, SGD."""
+    return f"""
 import torch
 from torch import nn
 BATCH_SIZE = 8
-def block():
-    return nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+{blocks}
 class M(nn.Module):
     def __init__(self):
         super().__init__()
         self.stem = nn.Conv2d(3, 4, 3, padding=1)
-        self.blocks = nn.ModuleList([block() for _ in range(6)])
-        self.head = nn.Linear(4 * 8 * 8, 10)
+        self.blocks = nn.ModuleList([{make} for _ in range({count})])
+        self.head = nn.Linear(4 * {side} * {side}, 10)
     def forward(self, x):
         x = self.stem(x)
         for b in self.blocks:
@@ -40,12 +41,18 @@ def build_model():
     return M()
 def example_batch(b):
     g = torch.Generator().manual_seed(0)
-    return torch.randn(b, 3, 8, 8, generator=g), torch.randint(0, 10, (b,), generator=g)
+    return torch.randn(b, 3, {side}, {side}, generator=g), torch.randint(0, 10, (b,), generator=g)
 def loss_fn(out, y):
     return nn.functional.cross_entropy(out, y)
 def optimizer(params):
     return torch.optim.SGD(params, lr=0.1)
-'''
+"""
+
+
+# blocks of conv + BatchNorm + ReLU on 4 channels: each saves its conv input and BN's (large) and
+# BN's per-channel statistics (4 floats each: 16 bytes, small)
+MODEL = _model("""def block():
+    return nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())""", "block()", 8, 6)
 
 
 @pytest.fixture(scope="module")
@@ -84,39 +91,14 @@ def test_a_swap_plan_with_small_saved_tensors_peaks_as_predicted(model, swapped)
 
 # each block saves only a view of 8 floats (32 bytes) of a tensor it makes (2 KiB): the view is small,
 # its storage is not; the block's output does not alias it
-VIEW_MODEL = '''
-import torch
-from torch import nn
-BATCH_SIZE = 8
-class Pick(nn.Module):
+VIEW_MODEL = _model("""class Pick(nn.Module):
     def __init__(self):
         super().__init__()
         self.w = nn.Parameter(torch.ones(1, 1, 1, 1))
     def forward(self, x):
         big = x * 2.0
         v = big[:, :1, :1, :1]
-        return x + v * self.w
-class M(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Conv2d(3, 4, 3, padding=1)
-        self.blocks = nn.ModuleList([Pick() for _ in range(4)])
-        self.head = nn.Linear(4 * 4 * 4, 10)
-    def forward(self, x):
-        x = self.stem(x)
-        for b in self.blocks:
-            x = b(x)
-        return self.head(x.flatten(1))
-def build_model():
-    return M()
-def example_batch(b):
-    g = torch.Generator().manual_seed(0)
-    return torch.randn(b, 3, 4, 4, generator=g), torch.randint(0, 10, (b,), generator=g)
-def loss_fn(out, y):
-    return nn.functional.cross_entropy(out, y)
-def optimizer(params):
-    return torch.optim.SGD(params, lr=0.1)
-'''
+        return x + v * self.w""", "Pick()", 4, 4)
 
 
 def test_a_small_view_of_a_large_storage_is_swapped_as_the_simulator_counts_it(tmp_path):

@@ -59,6 +59,8 @@ class HostSwap:
         self._stream = torch.cuda.Stream(device) if self.cuda else None
         self.key: tuple[int, int] = (0, 0)  # (micro-batch, node) being packed
         self._packed: dict[tuple, tuple] = {}  # this node's (weakref, record) by tensor identity
+        # the CPU: this node's host copies of whole storages, (weakref to a tensor on it, copy) by (address, version)
+        self._whole: dict[tuple, tuple] = {}
         self.records: dict[tuple[int, int], list[list]] = {}
         self._copying: list[list] = []  # CUDA records whose copy-out may still be running
         self._batch: list[tuple[weakref.ref, int]] = []  # the micro-batch's inputs (never swapped)
@@ -76,6 +78,7 @@ class HostSwap:
         """Node ``key`` = (micro-batch, node) is about to run its forward."""
         self.key = key
         self._packed = {}
+        self._whole = {}
         self.reap()
 
     def reap(self) -> None:
@@ -127,9 +130,23 @@ class HostSwap:
             rec = ["cuda", t.device, host, ev, None, src, view]  # src held until the copy is done (reap)
             self._copying.append(rec)
         else:
-            with self._host_ctx():
-                host = src.clone()
-            rec = ["cpu", t.device, host, None, None, None, view]
+            # one host copy per storage that a saved tensor covers whole, each of the node's saved tensors on
+            # it rebuilt from that copy: the plan counts a node's storage once, and GPT-2's attention saves
+            # its output both as SDPA's [b, h, s, d] and as the projection's [b·s, h·d] (two copies put the
+            # host 3% above the prediction)
+            whole = self._whole.get((ptr, t._version))
+            if whole is not None and whole[0]() is not None:
+                rec = ["cpu", t.device, whole[1], None, None, None,
+                       (tuple(t.shape), t.stride(), t.storage_offset())]
+            else:
+                if view is None and t.numel() * t.element_size() >= st.nbytes():
+                    src = t.new_empty(0).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
+                    view = (tuple(t.shape), t.stride(), t.storage_offset())
+                with self._host_ctx():
+                    host = src.clone()
+                rec = ["cpu", t.device, host, None, None, None, view]
+                if view is not None:
+                    self._whole[(ptr, t._version)] = (weakref.ref(t), host)
         self._packed[ident] = (weakref.ref(t), rec)
         self.records.setdefault(self.key, []).append(rec)
         return rec

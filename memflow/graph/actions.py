@@ -115,6 +115,9 @@ class HostSwap:
         # the same tensor at the same version (an in-place op in between makes it another tensor),
         # still alive: a dead tensor's memory may hold a new one with the same address and shape
         ident = (ptr, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
+        # alive while its base is: each linear of a block takes its own view of one input (Llama's q, k and v
+        # projections), a view that dies once saved while the tensor it views lives on
+        anchor = weakref.ref(t._base if t._base is not None else t)
         seen = self._packed.get(ident)
         if seen is not None and seen[0]() is not None:
             return seen[1]
@@ -146,8 +149,8 @@ class HostSwap:
                     host = src.clone()
                 rec = ["cpu", t.device, host, None, None, None, view]
                 if view is not None:
-                    self._whole[(ptr, t._version)] = (weakref.ref(t), host)
-        self._packed[ident] = (weakref.ref(t), rec)
+                    self._whole[(ptr, t._version)] = (anchor, host)
+        self._packed[ident] = (anchor, rec)
         self.records.setdefault(self.key, []).append(rec)
         return rec
 

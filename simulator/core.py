@@ -29,6 +29,7 @@ from .stage import StageEval, StageModel, stage_peak
 from .lowcast import low_bytes, low_view
 from .window import BufferWindow
 from .zero3 import node_units, zero3_facts
+from .optstep import step_temps
 from .hostopt import HOST_MEM_BANDWIDTH, HOST_TENSOR_S, host_step_s  # noqa: F401 (re-exported)
 from .tp import expand_devices, with_tp_comm
 
@@ -201,6 +202,8 @@ class Simulator:
         self._grads_all = sum(int(v[1]) for v in ps)
         self._param_max = max((int(v[0]) for v in ps if v[1]), default=0)  # what the optimizer steps: no buffer
         self._opt_state_all = sum(int(v[2]) for v in ps) or sum(int(v[0]) for v in ps if v[1])
+        self._opt_pos = {k: i for i, k in enumerate(graph.meta.get("opt_order") or ())}
+        self._step_rates = self._rates()
         self._cut_bytes()
         self._node_of = [cluster.node_of(d) for d in range(cluster.num_devices)]
         self.stats = {"stage_evals": 0, "stage_hits": 0}
@@ -331,17 +334,39 @@ class Simulator:
             part = sum((nd.optimizer_bytes if self._opt_total else nd.param_bytes) for nd in g.nodes[a:b])
             return (int(g.opt_transient_bytes * part / tot) if tot else 0), 0
         names = self._stage_params(a, b)
-        temps = max(0, int(g.opt_transient_bytes) - grads_all)
         grads = sum(int(g.params[k][1]) for k in names)
         if self._single_tensor_step():
-            big = self._param_max
-            share = max((int(g.params[k][0]) for k in names if g.params[k][1]), default=0) / big if big else 0.0
-        else:
-            tot = self._opt_state_all
-            share = (sum(int(g.params[k][2]) for k in names)
-                     or sum(int(g.params[k][0]) for k in names if g.params[k][1])) / tot \
-                if tot else 0.0
+            return grads + step_temps(self._ordered_sizes(names), self._step_rates, ordered=True), grads
+        temps = max(0, int(g.opt_transient_bytes) - grads_all)
+        tot = self._opt_state_all
+        share = (sum(int(g.params[k][2]) for k in names)
+                 or sum(int(g.params[k][0]) for k in names if g.params[k][1])) / tot \
+            if tot else 0.0
         return int(grads + temps * share), grads
+
+    def _rates(self) -> tuple:
+        """``(solo, carry[, deep])`` of a one-tensor-at-a-time optimizer step (:mod:`simulator.optstep`): the
+        profiler's, scaled up where the traced step of the whole model made more than they price it at
+        (something the stand-ins did not show); without them, the traced step's per byte of the largest
+        parameter (``carry`` 0). A stage's step is priced with them; ZeRO's shards and slices, stepped in
+        an order the profile does not know, keep the traced step's rate per byte of the largest."""
+        g = self.graph
+        temps = max(0, int(g.opt_transient_bytes) - self._grads_all)
+        r = g.meta.get("opt_step_rates")
+        if r and self._param_max:
+            r = tuple(float(v) for v in r)
+            f = step_temps(self._ordered_sizes(g.params), r, ordered=True)
+            return r if f >= temps else (tuple(v * temps / f for v in r) if f else (temps / self._param_max, 0.0))
+        return (temps / self._param_max if self._param_max else 0.0), 0.0
+
+    def _ordered_sizes(self, names) -> list:
+        """The bytes of the parameters ``names`` that the optimizer steps, in its order (the profile's
+        ``opt_order``; any it does not list after, largest first)."""
+        g = self.graph
+        pos = self._opt_pos
+        names = [k for k in names if g.params[k][1]]
+        names.sort(key=lambda k: (pos.get(k, len(pos)), -int(g.params[k][0])))
+        return [int(g.params[k][0]) for k in names]
 
     def _stage_params(self, a: int, b: int) -> set:
         """The parameter table's names stage ``[a, b)`` holds: those its nodes read or own."""
@@ -379,6 +404,7 @@ class Simulator:
                 continue
             pb, gb, ob = (int(v) for v in g.params[k][:3])
             if gb > 0:
+                # (one tensor at a time: per byte of the largest parameter, in a shard or slice's unknown order)
                 w = (pb / big if big else 0.0) if single else ((ob if has_state else pb) / tot if tot else 0.0)
                 out.append((pb, ob, temps * w))
         return tuple(out)

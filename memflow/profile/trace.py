@@ -41,6 +41,7 @@ from ..memory import BufferEvent, LiveBytes, storages
 from ..progress import detail
 from .fakecache import warm_call
 from .opcost import OpCost
+from .optstep import single_step_rates
 from .selective import selective_figures
 from .selective_nodes import NodeWatch, node_figures
 
@@ -454,7 +455,7 @@ def trace_step(
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
     sel = _selective(program, inputs, optimizer, cost, watch, selective, autocast=casts(dtype))
-    states, param_table, _ = node_state(program, optimizer)
+    states, param_table, names_by_id = node_state(program, optimizer)
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in storages(t)}.values())
     input_of = {name: sum(s.nbytes() for s in storages(t)) for name, t in zip(program.placeholders, inputs)
                 if isinstance(t, torch.Tensor)}
@@ -488,6 +489,13 @@ def trace_step(
     d = getattr(optimizer, "defaults", {}) or {}
     graph.meta["optimizer_impl"] = ("fused" if d.get("fused") else "foreach" if d.get("foreach")
                                     else "single" if d.get("foreach") is False else "default")
+    if graph.meta["optimizer_impl"] in ("single", "default"):  # (stepped one tensor at a time somewhere)
+        rates = single_step_rates(optimizer)
+        if rates is not None:
+            graph.meta["opt_step_rates"] = rates
+            # the order it steps the parameters in (the model's, as the executor's stages do)
+            graph.meta["opt_order"] = [names_by_id[id(p)] for grp in optimizer.param_groups for p in grp["params"]
+                                       if id(p) in names_by_id]
     graph.meta["opt_flops"] = cost.flops.get(2 * n, 0.0)
     graph.meta["opt_bytes_accessed"] = cost.bytes.get(2 * n, 0.0)
     return graph

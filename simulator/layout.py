@@ -77,7 +77,8 @@ class StageLayout:
     # parameter other stages read too is summed in place over a group of its own
     dp_grads: list
     x_bytes: list  # per local node: bytes its swap copies to host (every buffer it saves, made or read,
-    # also one an earlier node's backward frees: each node's pack hook copies its own)
+    # also one an earlier node's backward frees: each node's pack hook copies its own; of a buffer its
+    # backward reads only views of, those views)
     x_made: list  # ... of which made in its forward (part of that phase's transient)
     P_sum: int  # sum(param_bytes)
     O_sum: int  # sum(opt_bytes)
@@ -135,13 +136,25 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     n = graph.n
     m = b - a
     groups: dict[tuple, int] = {}
+    # per local node: the bytes its swap copies to the host, and of them the storages it made
+    x_bytes, x_made = [0] * m, [0] * m
 
-    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False, out=False):
+    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False, out=False, buf=None):
         # (a storage under MIN_SWAP_BYTES: the pack hook leaves it on the device; its saver's recompute
         # still drops it)
+        noswap = saver[0] >= 0 and nb < MIN_SWAP_BYTES
         key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2], cached and saver[0] == la,
-               saver[0] >= 0 and nb < MIN_SWAP_BYTES, out)
+               noswap, out)
         groups[key] = groups.get(key, 0) + nb
+        if saver[0] < 0 or noswap:
+            return
+        # each swapping node's pack hook copies what it saved: the views its backward reads where it reads
+        # no more (a GRU step saves two of its gates' three chunks), the storage whole otherwise; the device
+        # storage dies either way. A later node whose backward reads it saved it too: its hook copies it again
+        for z in (saver[0], *(y for y, _u in saver[2])):
+            x_bytes[z] += min(nb, buf.read_bytes((2 * n - 1 - a - z,)) or nb) if buf is not None else nb
+        if la == saver[0]:
+            x_made[saver[0]] += nb
 
     # a parameter read by nodes of several stages (tied weights) has a replica, with its own
     # gradient and optimizer state, on every stage that reads it (the executor sums their grads)
@@ -226,7 +239,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             out = fwd_alloc and not step and any(pa < u < n for u in buf.uses)
             if out:
                 out_bytes[la] += nb
-            add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc, out)
+            add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc, out, buf)
             continue
         # not owned here: received, relayed, or absent. A stage receives what its nodes (and the
         # stages it relays to) read of the storage, as tensors of their own: a view alone
@@ -264,7 +277,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, m if relay else la)
         else:
             lf, extra = need, need > la
-        add(nb, la, lf, extra, False, grad, late, fusers_t, saver)
+            if not late and m <= need < 2 * m:
+                # received, its maker's stage frees its own copy: here it dies with its last local reader,
+                # a node that saved it (the executor keeps only gradient edges of what it received), so
+                # that node's swap moves it (an LSTM stage's received input: 4 KiB per micro-batch in
+                # flight held in the plan, gone in the run)
+                saver = _swapped_by(la, need, use_nodes_local, fusers_t, m, m if relay else la)
+        add(nb, la, lf, extra, False, grad, late, fusers_t, saver, buf=buf)
 
     trans = [0] * (2 * m + 1)
     nodes = graph.nodes[a:b]
@@ -290,15 +309,6 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         else:  # no parameter table (synthetic graphs): the node's gradients as one
             dp_grads.append((int(nd.grad_bytes),) if nd.grad_bytes > 0 else ())
     keys = list(groups)
-    x_bytes, x_made = [0] * m, [0] * m
-    for key in keys:
-        x = key[6]
-        if x >= 0 and not key[11]:
-            x_bytes[x] += groups[key]
-            if key[0] == x:
-                x_made[x] += groups[key]
-            for y, _u in key[9]:  # a later node whose backward reads it saved it too: its pack hook copies it again
-                x_bytes[y] += groups[key]
     # (the profile's held outputs are all of them: the same storages' bytes)
     sel_held = [o if 0 < nd.sel_held_out_bytes == o else 0 for o, nd in zip(out_bytes, nodes)]
     swap_fwd = swap_bwd = None

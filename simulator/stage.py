@@ -131,7 +131,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
 
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
-          pd: int = 1) -> int:
+          pd: int = 1, traced: bool = False) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
@@ -141,7 +141,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     GPU from the start of B_{x+pd}, ``pd`` the prefetch depth, or of the backward's first node if
     x + pd is past the stage's last; on the CPU inside B_x). ``sel_held[y]``: y's outputs'
     bytes where y's selective policy holds them all (:attr:`StageLayout.sel_held`): under ``selective``
-    they live to B_y whatever else holds or swaps them, freed inside it (its traced transient)."""
+    they live to B_y whatever else holds or swaps them, freed inside it (its traced transient).
+    ``traced``: a swapped node's transients are the CPU executor's, traced (its copies back inside them)."""
     twom = 2 * m
     m1 = m - 1
     R = 0
@@ -161,9 +162,14 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                                     and sel_held[la]) else -1
         if sel_end >= 0 and act == SWAP:
             act = KEEP
+        # the layout's hold at m: sent forward (or relayed), its send buffer dropped as the micro-batch's backward
+        # starts: on the device through the F half and while the micro-batch waits in flight, gone in B_x where
+        # a swap brings back its copy or a recompute re-makes it (an LSTM stage: 4 KiB per micro-batch twice)
+        sent = hold == m
         if has_rec and fusers:  # inputs of recomputed nodes stay through their backward (their checkpoint holds them)
             for u in fusers:
                 if acts[u] in _CHECKPOINTED:
+                    sent = False
                     bu = twom - 1 - u
                     if lf < bu:
                         lf = bu
@@ -175,7 +181,9 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             # (in hold), later nodes that saved it (until their backward) unless they swap: their pack
             # hook moved their copy to the host, back on the CPU on demand inside B_y (its traced swapped
             # transient), on a GPU with y's prefetch (from B_{y+pd}, see gap) until B_y
-            end, back = hold, None
+            end, back = (m1 if sent else hold), None
+            if sent and not late and la <= m1:
+                R += nb
             if end < sel_end:
                 end = sel_end
             if cached and act == RECOMPUTE and end < m1:  # (autocast's cache holds it to the F half's end)
@@ -189,7 +197,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             if end > la:
                 dc[la + 1] += nb
                 dc[end + 1] -= nb
-                if not late and la <= m1 and end >= m:
+                if not late and la <= m1 and end >= m and not sent:
                     R += nb
             if back is not None and max(back[0], end + 1) <= back[1]:
                 dc[max(back[0], end + 1)] += nb
@@ -198,6 +206,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
         retain = True
         if act == SWAP:
             f1, a2 = gap[x]
+            if sent:
+                hold = m1
             if cached and hold < m1:  # (the pack hook copied it; autocast's cache holds the device copy)
                 hold = m1
             for y, u in holders:
@@ -226,12 +236,14 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                         dsw[a2 + 1] += nb
                         dsw[lf] -= nb
                 # a micro-batch waiting in flight has its copy out unless the device copy is held past the F half
-                if not late and la <= m1 < f1 and hold >= m:
+                if not late and la <= m1 < f1 and (hold >= m or sent):
                     R += nb
                 continue
             # the copy-out is not done before it is needed back: it stays, for this micro-batch; one
             # waiting in flight has its copy out (released in the F half) unless held past it anyway
-            retain = hold >= m
+            retain = hold >= m or sent
+            if traced and hold < lf:  # its holders let it go before B_x, whose traced transient has the copy
+                extra = False  # back (a stage's received input: counted twice, 4 KiB per LSTM micro-batch)
         if sel_end >= lf:
             lf, extra = sel_end + 1, False
         if la + 1 < lf:
@@ -828,7 +840,7 @@ class StageModel:
             # ---- memory: the touched groups' all-keep share out, their actual one in
             R = K.R + sel_R
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
-                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd)
+                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd, cpu and L.swap_trans is not None)
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
             fl = sync_fl if sync else None
             kv, kv0 = K.kv, K.kv0

@@ -14,10 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from memflow.cluster import Cluster
 from memflow.errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
 from memflow.executor import RankReport, RunConfig, RunReport, format_report, free_port, run_plan, stage_schedule
 from memflow.executor.report import read_report
+from memflow.model_file import load_model_file
+from memflow.profile.build import capture_graph
 from memflow.strategy import Strategy
+from simulator.core import Simulator
 from tests.reference import plain_losses
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,11 +141,19 @@ def test_dp2_pp2_1f1b_lstm_4procs():
 
 
 def test_pp4_gpipe_lstm_with_swap_and_recompute():
+    """Losses as plain training's, and each rank's peak as predicted: never under, within 0.2% (before: the
+    embedding's stage 16% over, its optimizer step priced per byte of the model's largest parameter; the
+    swapped and recomputed stages 1.4-4.4% over, their received inputs and sent outputs counted twice)."""
     st = strategy("lstm", cuts=[1, 2, 3], microbatches=4, schedule="gpipe")
     st.actions = ["swap", "recompute", "swap", "keep"]
-    res = run("lstm", st, steps=2)
+    g = capture_graph(load_model_file(EX["lstm"]), B // 4, measure=True, repeats=0)
+    pred = Simulator(g, Cluster.load("cpu-4")).evaluate(st)
+    res = run("lstm", st, steps=2, predicted={"peak_bytes": pred.peak_bytes})
     assert_losses(res, "lstm")
     assert [r.nodes for r in res.ranks] == [[0, 1], [1, 2], [2, 3], [3, 4]]
+    for r in res.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.002 * r.measured_peak_bytes, (
+            r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
 
 
 def test_resnet_pp2_recompute_and_swap():

@@ -81,6 +81,13 @@ class HostSwap:
         self._whole = {}
         self.reap()
 
+    def end_node(self) -> None:
+        """The node's forward is over: its dedupe tables let go of its host copies (autograd's saved
+        records hold them on), or the last swapped node's would outlive the step's backward into the next
+        step's data loading (a tiny model's host 32 bytes above its plan)."""
+        self._packed = {}
+        self._whole = {}
+
     def reap(self) -> None:
         """Release the device tensors whose copy to the host has finished (CUDA).
 
@@ -280,8 +287,11 @@ def make_wrap(actions: list[str], swapper: HostSwap | None, preserve_rng_state: 
         if a == SWAP:
             def swapped(*args):
                 swapper.begin_node((swapper.key[0], k))
-                with swapper.hooks():
-                    return fn(*args)
+                try:
+                    with swapper.hooks():
+                        return fn(*args)
+                finally:
+                    swapper.end_node()
             return swapped
         raise ValueError(f"unknown memory action {a!r}")
 

@@ -11,8 +11,7 @@ import random
 import pytest
 import torch
 
-from memflow.memory import LiveBytes
-from memflow.profile.optstep import single_step_rates
+from memflow.profile.optstep import single_step_rates, step_temps_measured
 from simulator.optstep import step_temps
 
 OPTIMIZERS = {
@@ -25,22 +24,9 @@ OPTIMIZERS = {
 
 
 def _measured(make, sizes: list[int]) -> int:
-    """Bytes above parameters, gradients and state at the most in a steady-state step of fp32 parameters
-    of ``sizes`` elements, in that order."""
+    """A steady-state step's most bytes above its state, fp32 parameters of ``sizes`` elements in that order."""
     ps = [torch.nn.Parameter(torch.randn(n)) for n in sizes]
-    opt = make(ps)
-    for _ in range(2):
-        for p in ps:
-            p.grad = torch.randn(p.shape)
-        live = LiveBytes()
-        live.track(ps)
-        live.track(p.grad for p in ps)
-        live.track(t for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor))
-        live.reset_peak()
-        base = live.live
-        with live:
-            opt.step()
-    return live.peak - base
+    return step_temps_measured(make(ps), ps)
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))

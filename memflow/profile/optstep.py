@@ -23,31 +23,35 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ..memory import LiveBytes
 
-__all__ = ["single_step_rates"]
+__all__ = ["single_step_rates", "step_temps_measured"]
 
 _N = 4096  # elements of each stand-in parameter (fp32: 16 KiB)
 _rates: dict = {}
 
 
-def _step_temps(cls, defaults: dict, k: int) -> int:
-    """Bytes above the tracked state at the most while ``cls(**defaults)`` steps ``k`` parameters of
-    ``_N`` elements (the second step: the first makes the optimizer state)."""
-    ps = [torch.nn.Parameter(torch.full((_N,), 0.5)) for _ in range(k)]
-    opt = cls(ps, **defaults)
+def step_temps_measured(optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> int:
+    """Bytes above ``params``, their gradients and ``optimizer``'s state at the most while it steps them
+    (the second of two steps: the first makes the state; fresh gradients of ones before each)."""
     peak = 0
     for _ in range(2):
-        for p in ps:
-            p.grad = torch.full((_N,), 0.25)
+        for p in params:
+            p.grad = torch.full_like(p, 0.25)
         live = LiveBytes()
-        live.track(ps)
-        live.track(p.grad for p in ps)
-        live.track(t for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor))
+        live.track(params)
+        live.track(p.grad for p in params)
+        live.track(t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor))
         live.reset_peak()
         base = live.live
         with live:
-            opt.step()
+            optimizer.step()
         peak = live.peak - base
     return peak
+
+
+def _step_temps(cls, defaults: dict, k: int) -> int:
+    """:func:`step_temps_measured` for ``cls(**defaults)`` stepping ``k`` parameters of ``_N`` elements."""
+    ps = [torch.nn.Parameter(torch.full((_N,), 0.5)) for _ in range(k)]
+    return step_temps_measured(cls(ps, **defaults), ps)
 
 
 def single_step_rates(optimizer: torch.optim.Optimizer) -> list[float] | None:

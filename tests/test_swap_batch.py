@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from memflow.cluster import Cluster
-from memflow.executor import RunConfig, run_plan
 from memflow.model_file import load_model_file
 from memflow.profile.build import capture_graph
 from memflow.strategy import Strategy
-from simulator.core import Simulator
+from tests.onerank import predicted_run
 
 MODEL = '''
 import torch
@@ -46,11 +44,7 @@ def _run(tmp_path, actions, m, optimizer=SGD):
     g = capture_graph(spec, 8 // m, measure=True, repeats=0)
     assert [nd.name for nd in g.nodes] == ["stem", "body", "head"]
     st = Strategy(dp=1, pp=1, stage_of=[0, 0, 0], actions=actions, microbatches=m, schedule="1f1b")
-    pred = Simulator(g, Cluster.load("cpu-1")).evaluate(st, detail=True)
-    cfg = RunConfig(model_file=str(f), batch_size=8, strategy=st, steps=2, warmup=1, device="cpu",
-                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
-                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
-    (r,) = run_plan(cfg, nproc=1, timeout_s=240).ranks
+    pred, r = predicted_run(f, g, st)
     return r, pred
 
 

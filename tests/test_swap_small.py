@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from memflow.cluster import Cluster
-from memflow.executor import RunConfig, run_plan
 from memflow.kinds import MIN_SWAP_BYTES
 from memflow.model_file import load_model_file
 from memflow.profile.build import capture_graph
 from memflow.strategy import Strategy
-from simulator.core import Simulator
+from tests.onerank import predicted_run
 
 
 def _model(blocks: str, make: str, side: int, count: int) -> str:
@@ -70,17 +68,6 @@ def _strategy(g, swapped):
     return Strategy(dp=1, pp=1, stage_of=[0] * g.n, actions=acts, microbatches=1, schedule="1f1b")
 
 
-def _run(f, g, st):
-    """``(prediction, the run's one rank)`` of strategy ``st`` for model file ``f`` (graph ``g``) on ``cpu-1``:
-    two steps after a warm-up."""
-    pred = Simulator(g, Cluster.load("cpu-1")).evaluate(st, detail=True)
-    cfg = RunConfig(model_file=str(f), batch_size=8, strategy=st, steps=2, warmup=1, device="cpu",
-                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
-                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
-    (r,) = run_plan(cfg, nproc=1, timeout_s=240).ranks
-    return pred, r
-
-
 @pytest.mark.parametrize("swapped", [set(range(6)), {0, 2, 4}])
 def test_a_swap_plan_with_small_saved_tensors_peaks_as_predicted(model, swapped):
     """Measured never above predicted, and within 1% (before: under by the statistics' bytes); the host's
@@ -88,7 +75,7 @@ def test_a_swap_plan_with_small_saved_tensors_peaks_as_predicted(model, swapped)
     it frees, and by the batch)."""
     f, g = model
     st = _strategy(g, swapped)
-    pred, r = _run(f, g, st)
+    pred, r = predicted_run(f, g, st)
     assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.01 * r.measured_peak_bytes, (
         r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
     # the host holds one copy of each swapped tensor per node that saved it (each node's pack hook
@@ -130,7 +117,7 @@ def test_a_view_of_a_large_storage_is_swapped_as_the_simulator_counts_it(tmp_pat
     f.write_text(text)
     g = capture_graph(load_model_file(f), 8, measure=True, repeats=0)
     st = _strategy(g, {0, 1, 2, 3})
-    pred, r = _run(f, g, st)
+    pred, r = predicted_run(f, g, st)
     assert 4 * 8 * 4 * 4 * 4 >= MIN_SWAP_BYTES > 8 * 4  # (the storage is swappable, the view alone is not)
     assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.01 * r.measured_peak_bytes, (
         r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
@@ -170,7 +157,7 @@ def test_a_node_saving_one_tensor_as_two_views_copies_it_to_the_host_once(tmp_pa
     f.write_text(text)
     g = capture_graph(load_model_file(f), 8, measure=True, repeats=0)
     st = _strategy(g, {0, 1, 2, 3})
-    pred, r = _run(f, g, st)
+    pred, r = predicted_run(f, g, st)
     assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.01 * r.measured_peak_bytes, (
         r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
     assert r.host_peak_bytes == pred.host_bytes[0], (r.host_peak_bytes, pred.host_bytes)

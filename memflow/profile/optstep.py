@@ -66,9 +66,6 @@ def single_step_rates(optimizer: torch.optim.Optimizer) -> list[float] | None:
             defaults = {k: v for k, v in defaults.items() if k in sig}
     except (TypeError, ValueError):
         pass
-    if defaults.get("foreach") or defaults.get("fused"):
-        defaults["foreach"] = False  # (the rates of its one-tensor step: only asked for where it runs one)
-        defaults.pop("fused", None)
     try:
         key = (cls, repr(sorted(defaults.items())))
     except Exception:  # noqa: BLE001 - an unprintable setting: measured each time

@@ -1,0 +1,20 @@
+"""One planned run on one rank beside its prediction: the swap tests' shared step."""
+from __future__ import annotations
+
+from memflow.cluster import Cluster
+from memflow.executor import RunConfig, run_plan
+from memflow.strategy import Strategy
+from simulator.core import Simulator
+
+__all__ = ["predicted_run"]
+
+
+def predicted_run(model_file, graph, strategy: Strategy, batch: int = 8, cluster: str = "cpu-1"):
+    """``(prediction, the run's one rank)`` of ``strategy`` for ``model_file`` (profiled as ``graph``) on
+    ``cluster``: the simulator's detailed evaluation, and two steps after a warm-up, uncapped."""
+    pred = Simulator(graph, Cluster.load(cluster)).evaluate(strategy, detail=True)
+    cfg = RunConfig(model_file=str(model_file), batch_size=batch, strategy=strategy, steps=2, warmup=1, device="cpu",
+                    node_names=[nd.name for nd in graph.nodes], capacity_bytes=None,
+                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
+    (r,) = run_plan(cfg, nproc=1, timeout_s=240).ranks
+    return pred, r

@@ -171,7 +171,10 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 if acts[u] in _CHECKPOINTED:
                     sent = False
                     bu = twom - 1 - u
-                    if lf < bu:
+                    # (freed at B_u: inside its traced transient where u saved it; a value sent on, freed at
+                    # B_{m-1} as the backward starts, is in no trace: carried through it, 512 bytes of
+                    # GPT-NeoX's attention mask per micro-batch)
+                    if lf < bu or (lf == bu and x != u):
                         lf = bu
                         extra = True
                     if hold < bu:
@@ -505,8 +508,10 @@ class _KeepTables:
         # the groups a node's action changes: swapped, the buffers it saves (made or read); recomputed,
         # those it makes and the inputs its forward reads that would otherwise be freed before its backward
         self.touch_swap = [tuple(g) for g in xg]
+        # (one freed in B_x that x did not save: sent on from x's stage, in no trace of B_x; see _live)
         self.touch_rec = [tuple([i for i in xg[x] if groups[i][1] == x]
-                                + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x]) for x in range(m)]
+                                + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x
+                                   or (groups[i][2] == 2 * m - 1 - x and groups[i][5] != x)]) for x in range(m)]
         # selective, with its policy holding all its outputs (L.sel_held): also those outputs, whoever frees them
         # (a group listed twice is corrected once: selective evaluations deduplicate what they touch)
         self.touch_sel = [self.touch_rec[x] + tuple(og[x]) if L.sel_held[x] else self.touch_rec[x] for x in range(m)]

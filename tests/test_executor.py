@@ -156,6 +156,25 @@ def test_pp4_gpipe_lstm_with_swap_and_recompute():
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
 
 
+def test_pp2_recomputed_last_node_holds_a_value_sent_on():
+    """A value made before the stage's last node, read by it without being saved and sent on (a mask, as
+    GPT-NeoX's): recomputing that node makes its checkpoint hold the value through its backward, which no
+    traced phase holds (once 131,072 bytes, 4.8%, under on the first stage). Never under, within 1%."""
+    model = str(ROOT / "tests" / "models" / "sent_mask.py")
+    st = Strategy.from_boundaries(4, [2], dp=1, microbatches=2, schedule="1f1b", optimizer_on_host=[True, True])
+    st.actions = ["keep", "recompute", "keep", "keep"]
+    g = capture_graph(load_model_file(model), B // 2, measure=True, repeats=0)
+    pred = Simulator(g, Cluster.load("cpu-2")).evaluate(st)
+    cfg = RunConfig(model_file=model, batch_size=B, strategy=st.to_dict(), steps=2,
+                    predicted={"peak_bytes": pred.peak_bytes})
+    res = run_plan(cfg, nproc=2, timeout_s=240)
+    want = plain_losses(model, B, 2, seed=0)
+    assert all(abs(a - b) <= RTOL * abs(b) for a, b in zip(res.losses, want)), (res.losses, want)
+    for r in res.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.01 * r.measured_peak_bytes, (
+            r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
+
+
 def test_resnet_pp2_recompute_and_swap():
     # BatchNorm: batch statistics make micro-batching change the loss, so one micro-batch
     st = strategy("resnet", cuts=[4], microbatches=1)

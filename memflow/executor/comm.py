@@ -105,9 +105,11 @@ class StageLink:
         (self.pending if into is None else into).append((work, t))
 
     def release_oldest_forward(self) -> None:
-        """The peer has sent back gradients for our oldest in-flight micro-batch, so it has
-        received that micro-batch's activations: complete those sends and drop their
-        buffers now (gloo reports a send complete only once it is waited on)."""
+        """Our oldest in-flight micro-batch's backward is next: complete the sends of its
+        activations and drop their buffers before its gradients are received (gloo reports a
+        send complete only once it is waited on). It cannot deadlock: the peer receives those
+        activations for its own forward, before it sends their gradients, and waits on nothing
+        else from this rank to do so."""
         if self.sent_fwd:
             for w, _ in self.sent_fwd.pop(0):
                 w.wait()

@@ -246,9 +246,11 @@ class Stage:
         if self.last:
             grads[prog.loss_name] = torch.full_like(loss, 1.0 / self.m)
         else:
+            # that micro-batch's activations are dropped before its gradients' buffers are made (the
+            # simulator's sent values die as the backward starts: a stage of one embedding held both, 18%)
+            self.next.release_oldest_forward()
             self.current.update(phase="receive (backward)", node=self.hi - 1)
             grads.update(self.next.recv_grads())
-            self.next.release_oldest_forward()  # that micro-batch's activations have landed
         d = self.prefetch
         for k in range(self.hi - 1, max(self.hi - 1 - d, self.lo - 1), -1):  # the last d nodes' copies
             self.swapper.prefetch(i, k)

@@ -223,6 +223,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                         a2 = ay
             if f1 <= hold:  # the device copy is held until its other uses are done
                 f1 = hold + 1
+                if traced and hold == x and la < x:  # x's forward was its last use: it dies in F_x, inside
+                    f1 = x  # F_x's traced transient (a DenseNet block's input: counted twice, 2.7% over)
             if f1 <= a2:  # off the device from phase f1 to a2
                 if f1 == m:  # the copy-out completes in the last F phase: counted there, not retained
                     f1 = m1

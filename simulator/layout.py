@@ -68,6 +68,7 @@ class StageLayout:
     fwd_time: list  # per local node
     bwd_time: list
     fwd_trans: list  # per local node, F transient as a recompute replays it (up to its last saved tensor)
+    ck_trans: list  # per local node, F_x's transient under its checkpoint (it keeps nothing; untraced: F_x's kept)
     pre_replay: list  # per local node, what B_x has made when its replay runs (its first unpack)
     param_bytes: list
     grad_bytes: list
@@ -97,6 +98,7 @@ class StageLayout:
     # (untraced: its whole forward's)
     sel_saved: list = ()
     sel_btrans: list = ()
+    sel_ftrans: list = ()  # ... its forward's transient under the policy (untraced: its kept forward's)
     # per local node: its outputs' bytes where its selective policy holds every one of them to its
     # backward (sel_held_out_bytes equal to all its outputs' bytes), else 0. They are the storages the
     # layout carries as its outputs: a selective x extends their lives to B_x instead of carrying them
@@ -336,6 +338,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],
         fwd_trans=[int(nd.rec_fwd_transient_bytes if nd.rec_fwd_transient_bytes >= 0 else nd.fwd_transient_bytes)
                    for nd in nodes],
+        ck_trans=[int(min(nd.ck_fwd_transient_bytes, nd.fwd_transient_bytes) if nd.ck_fwd_transient_bytes >= 0
+                      else nd.fwd_transient_bytes) for nd in nodes],
         pre_replay=[max(0, int(nd.bwd_pre_replay_bytes)) for nd in nodes],
         param_bytes=[int(nd.param_bytes) + replica_p[x] for x, nd in enumerate(nodes)],
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
@@ -351,6 +355,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_fwd_time=swap_fwd, swap_bwd_time=swap_bwd,
         sel_saved=[int(nd.sel_saved_bytes if nd.sel_saved_bytes >= 0 else nd.saved_bytes) for nd in nodes],
         sel_btrans=[int(nd.sel_bwd_transient_bytes) for nd in nodes],
+        sel_ftrans=[int(min(nd.sel_fwd_transient_bytes, nd.fwd_transient_bytes) if nd.sel_fwd_transient_bytes >= 0
+                        else nd.fwd_transient_bytes) for nd in nodes],
         sel_held=sel_held,
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],

@@ -250,6 +250,9 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             if traced and hold < lf:  # its holders let it go before B_x, whose traced transient has the copy
                 extra = False  # back (a stage's received input: counted twice, 4 KiB per LSTM micro-batch)
         if sel_end >= lf:
+            if lf == twom - 1 - x and not extra and acts[x] != SWAP:  # it died in its saver x's backward, inside
+                dt[lf] -= nb  # B_x's traced transient: now carried through it (4 KiB of Swin counted twice)
+                dt[lf + 1] += nb
             lf, extra = sel_end + 1, False
         if la + 1 < lf:
             dc[la + 1] += nb
@@ -303,14 +306,15 @@ def _consumed_inputs(L: StageLayout) -> list:
     return out
 
 
-def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list]:
+def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list, list]:
     """Per node x, what its action does to its own phases' transient bytes (all-keep ``trans_keep``):
     ``(rec, cpu_f, cpu_b)`` — recomputed, B_x's grows to hold its forward's transient run again there
     (beside what B_x starts with and frees: :func:`_replay_beside`, and what B_x made before its first
     unpack set the replay off: ``pre_replay``; an output x saves itself is made
     again there, inside that traced forward's transient, the original having died with its readers'
     backwards: no second copy is counted); swapped on the CPU (packed to host as saved, back on demand), F_x's
-    and B_x's become the traced ones, or, untraced, F_x's loses the bytes x made."""
+    and B_x's become the traced ones, or, untraced, F_x's loses the bytes x made; ``rec_f``: recomputed,
+    F_x's becomes its traced forward under the checkpoint (what it would save dies inside it)."""
     m = L.m
     rec = [0] * m
     beside = _replay_beside(L)
@@ -326,7 +330,8 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     else:
         cpu_f = [max(0, trans_keep[x] - L.x_made[x]) - trans_keep[x] for x in range(m)]
         cpu_b = [0] * m
-    return rec, cpu_f, cpu_b
+    rec_f = [min(0, L.ck_trans[x] - L.trans[x]) for x in range(m)]
+    return rec, cpu_f, cpu_b, rec_f
 
 
 def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
@@ -336,10 +341,19 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
     the same footing as B_x's kept one). Its saved bytes are carried until B_x by the caller."""
     m = L.m
     out = list(rec)
+    # per x, what the all-selective trace carried through B_x that the all-keep one frees there: outputs
+    # of earlier nodes whose policy holds them to their own backward, saved by x (a selective x beside a
+    # kept maker frees them in B_x: Swin's block, 4 KiB under)
+    held = [0] * m
+    for i, nb in enumerate(L.g_bytes):
+        la, x = L.g_alloc[i], L.g_xnode[i]
+        if (L.g_out[i] and 0 <= la < x and L.sel_held[la] and L.g_free[i] == 2 * m - 1 - x
+                and not (L.g_extra[i] or L.g_step[i])):
+            held[x] += nb
     for x in range(m):
         if L.sel_btrans[x] >= 0:
             j = 2 * m - 1 - x
-            traced = L.sel_btrans[x] + (trans_keep[j] - L.trans[j])
+            traced = L.sel_btrans[x] + held[x] + (trans_keep[j] - L.trans[j])
             out[x] = max(out[x], traced - trans_keep[j])
     return out
 
@@ -446,6 +460,7 @@ class _KeepTables:
     :class:`StageModel`), and per node the groups its action touches."""
 
     __slots__ = ("carried", "trans", "kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "touch_sel", "rec_dtrans",
+                 "rec_fdtrans", "sel_fdtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end", "bound")
@@ -517,12 +532,14 @@ class _KeepTables:
         # selective, with its policy holding all its outputs (L.sel_held): also those outputs, whoever frees them
         # (a group listed twice is corrected once: selective evaluations deduplicate what they touch)
         self.touch_sel = [self.touch_rec[x] + tuple(og[x]) if L.sel_held[x] else self.touch_rec[x] for x in range(m)]
-        self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b = _transient_changes(L, self.trans)
+        self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans = _transient_changes(
+            L, self.trans)
         ft, bt = L.fwd_time, L.bwd_time
         self.end_f = list(accumulate(ft, initial=0.0))[1:]
         self.bt_keep = [bt[x] + 0.0 for x in range(m)]
         self.bt_rec = [bt[x] + ft[x] for x in range(m)]
         self.sel_dtrans = _selective_changes(L, self.trans, self.rec_dtrans)
+        self.sel_fdtrans = [min(0, L.sel_ftrans[x] - L.trans[x]) for x in range(m)] if L.sel_ftrans else [0] * m
         self.bt_sel = [bt[x] + L.sel_time[x] for x in range(m)]
         self.fwd_s, self.bwd_s = sum(ft), sum(bt)
         self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))[:8]
@@ -761,6 +778,10 @@ class StageModel:
                     v = K.rec_dtrans[x]
                     dt[j] += v
                     dt[j + 1] -= v
+                    v = K.rec_fdtrans[x]
+                    if v:
+                        dt[x] += v
+                        dt[x + 1] -= v
                     bwd_s += ft[x]
                     btn[x] = K.bt_rec[x]
                     touched += K.touch_rec[x]
@@ -769,6 +790,10 @@ class StageModel:
                     v = K.sel_dtrans[x]
                     dt[j] += v
                     dt[j + 1] -= v
+                    v = K.sel_fdtrans[x]
+                    if v:
+                        dt[x] += v
+                        dt[x + 1] -= v
                     v = L.sel_saved[x] - L.sel_held[x]  # (its held outputs: their groups live to B_x)
                     if v:
                         dc[x + 1] += v

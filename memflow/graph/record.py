@@ -89,6 +89,10 @@ class Node:
     # included): a recomputed node that saves none holds nothing (torch's non-reentrant checkpoint
     # keeps its inputs only for its saved tensors' replay). -1: not traced (taken as some)
     saved_tensors: int = -1
+    # its forward's in-phase peak above the carried bytes when it runs under the recompute action's
+    # checkpoint (it keeps no saved tensor; traced with every node so). -1: not traced (the simulator takes
+    # fwd_transient_bytes, an upper bound)
+    ck_fwd_transient_bytes: int = -1
     # the same when the node is swapped as the CPU executor swaps (each saved tensor copied to the
     # host as it is saved, copied back when its backward asks for it); -1: not traced (fake-mode
     # graphs for a GPU, whose swap prefetches a node's tensors whole and keeps keep's transients)
@@ -108,6 +112,7 @@ class Node:
     # graph's device. -1: not traced (the simulator prices it by its kept saved bytes and full replay)
     sel_saved_bytes: int = -1
     sel_bwd_transient_bytes: int = -1
+    sel_fwd_transient_bytes: int = -1  # its forward's transient there (what the policy drops dies inside it)
     # of sel_saved_bytes, the node's outputs (tensors later nodes read) that the policy holds for its
     # backward: the same storages the layout carries as the node's outputs, held to B_x (-1: not traced)
     sel_held_out_bytes: int = -1

@@ -65,6 +65,7 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
             sel_saved_bytes=saved,
             sel_held_out_bytes=held_out,
             sel_bwd_transient_bytes=trans,
+            sel_fwd_transient_bytes=max(0, live.phase_peak.get(fp, 0) - state_bytes - int(carried[fp])),
             sel_replay_flops=max(0.0, cost.flops.get(bp, 0.0) - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, cost.bytes.get(bp, 0.0) - keep_cost.bytes.get(bp, 0.0)),
             sel_replay_ops=max(0, cost.ops.get(bp, 0) - keep_cost.ops.get(bp, 0)),

@@ -321,9 +321,11 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list) -> 
     evs = [ev for ev in live.events if ev.nbytes]
     saved = sum(ev.nbytes for ev in evs if ev.alloc_phase == _FWD and ev.free_phase == _BWD)
     carried = sum(ev.nbytes for ev in evs if ev.alloc_phase < _BWD and not 0 <= ev.free_phase <= _BWD)
+    carried_f = sum(ev.nbytes for ev in evs if ev.alloc_phase < _FWD and not 0 <= ev.free_phase <= _FWD)
     # (held: its outputs its own backward holds; the loss is no output later nodes read)
     held_out = sum(outs[i].nbytes for i, name in enumerate(prog.outputs_of(k)) if i in held and name != prog.loss_name)
     figs = dict(saved=saved, held_out=held_out, trans=max(0, live.phase_peak.get(_BWD, 0) - state_bytes - carried),
+                ftrans=max(0, live.phase_peak.get(_FWD, 0) - state_bytes - carried_f),
                 flops=cost.flops.get(_BWD, 0.0), bytes=cost.bytes.get(_BWD, 0.0), ops=cost.ops.get(_BWD, 0))
     return figs, held
 
@@ -364,6 +366,7 @@ def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch
             sel_saved_bytes=figs["saved"],
             sel_held_out_bytes=figs["held_out"],
             sel_bwd_transient_bytes=figs["trans"],
+            sel_fwd_transient_bytes=figs["ftrans"],
             sel_replay_flops=max(0.0, figs["flops"] - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, figs["bytes"] - keep_cost.bytes.get(bp, 0.0)),
             sel_replay_ops=max(0, figs["ops"] - keep_cost.ops.get(bp, 0)),

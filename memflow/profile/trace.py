@@ -36,7 +36,7 @@ from ..graph.record import (
 from ..graph.actions import HostSwap, make_wrap
 from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
-from ..kinds import SWAP
+from ..kinds import RECOMPUTE, SWAP
 from ..memory import BufferEvent, LiveBytes, storages
 from ..progress import detail
 from .fakecache import warm_call
@@ -146,6 +146,34 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     evs = [ev for ev in live.events if ev.nbytes]
     return _transients(live, state_bytes, n, [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs],
                        [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs])[:2 * n]
+
+
+def _checkpointed_fwd_transients(program: StepProgram, inputs: list[torch.Tensor],
+                                 optimizer: torch.optim.Optimizer) -> list[int]:
+    """Per forward phase, the transient (in-phase peak above the state and the buffers carried
+    through the phase) of a forward in which every node runs under the recompute action's checkpoint:
+    it keeps no saved tensor, so what the kept forward saves dies inside it (a block's forward peak
+    there is a fraction of the kept one's). Forward only: its values are dropped after it."""
+    n = program.n
+    live = LiveBytes(record=True, call=warm_call)
+    live.track(state_tensors(program, optimizer) + list(inputs), kind="state")
+    state_bytes = live.live
+    wrap = make_wrap([RECOMPUTE] * n, None, preserve_rng_state=False)
+    with live:
+        torch.clear_autocast_cache()
+        env = program.initial_env(inputs)
+        states = []
+        for k in range(n):
+            live.set_phase(k)
+            states.append(program.forward_node(k, env, wrap=wrap))
+            program.drop_dead(env, k)
+        live.set_phase(n)
+        states.clear()
+        env.clear()
+        torch.clear_autocast_cache()
+    evs = [ev for ev in live.events if ev.nbytes]
+    return _transients(live, state_bytes, n, [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs],
+                       [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs])[:n]
 
 
 def _transients(live: LiveBytes, state_bytes: int, n: int, nbytes: list, alloc: list, free: list,
@@ -454,6 +482,7 @@ def trace_step(
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
+    ck = _checkpointed_fwd_transients(program, inputs, optimizer)
     sel = _selective(program, inputs, optimizer, cost, watch, selective, autocast=casts(dtype))
     states, param_table, names_by_id = node_state(program, optimizer)
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in storages(t)}.values())
@@ -471,6 +500,7 @@ def trace_step(
             out_bytes=out_b, saved_bytes=saved,
             fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
             rec_fwd_transient_bytes=min(replayed[fp], transient[fp]), saved_tensors=saves.get(fp, 0),
+            ck_fwd_transient_bytes=min(ck[fp], transient[fp]),
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             read_inputs=_data_reads(program.calls[k], input_of),

@@ -615,6 +615,16 @@ class Simulator:
             stg.host_b.append(host_b)
         return stg
 
+    def phase_bytes(self, strategy: Strategy) -> list[list[int]]:
+        """Per stage, per phase ``F_0 .. F_{m-1}, B_{m-1} .. B_0`` of its first micro-batch with no other
+        in flight, the bytes its ranks hold at that phase's peak: state, the batch's inputs, what the
+        phase carries, its transient and the step's buffers made so far (the figures :func:`stage_peak`
+        takes the most of). A one-micro-batch run's per-place peaks
+        (:attr:`memflow.executor.report.RankReport.phase_peaks`) check them phase by phase."""
+        stg = self._stages(strategy, detail=True)
+        return [[ev.base + ev.carried[p] + ev.trans[p] + ev.step[p] for p in range(2 * (b - a))]
+                for ev, (a, b) in zip(stg.evals, stg.ranges)]
+
     def clear_results(self) -> None:
         """Forget every evaluated stage and schedule timing; the graph-level stage specs stay."""
         self._stage_cache.clear()

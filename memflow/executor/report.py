@@ -36,6 +36,10 @@ class RankReport:
     cuda_alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF as the rank ran
     cuda_predicted_reserved_bytes: int | None = None  # the plan's (memflow.reserved), else gpumem.reserved_bytes
     tp_rank: int = 0  # its index in its tensor-parallel group
+    # the peak bytes at each place of the measured steps (after the warm-up), by where (as peak_at names it:
+    # "forward of node 3 (h.0), micro-batch 0"): checkable against the plan's per-phase figures
+    # (simulator.core.Simulator.phase_bytes)
+    phase_peaks: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -87,6 +87,23 @@ def build_groups(program: StepProgram, stage_of: list[int], dp: int, pp: int, ra
     return dp_group, shared, {pid: tuple(sorted(st)) for pid, st in stages_of.items()}
 
 
+
+class Where(dict):
+    """Where a stage's program is (``phase``, ``node``, ``mb``), calling ``hook(self)`` on each change (the
+    worker counts each place's peak bytes: :attr:`memflow.executor.report.RankReport.phase_peaks`)."""
+
+    hook = None
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        if self.hook is not None:
+            self.hook(self)
+
+    def update(self, *args, **kw) -> None:
+        super().update(*args, **kw)
+        if self.hook is not None:
+            self.hook(self)
+
 class Stage:
     """The nodes, state and communication of one rank."""
 
@@ -104,7 +121,7 @@ class Stage:
         self.lo, self.hi = nodes[0], nodes[-1] + 1
         self.first = self.stage == 0
         self.last = self.stage == pp - 1
-        self.current = {"phase": "setup", "node": None}
+        self.current = Where(phase="setup", node=None)
 
         # ---- state this stage reads
         self.attr_names: list[str] = []

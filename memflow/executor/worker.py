@@ -141,11 +141,13 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
 
     pred_peak = cfg.predicted.peak(rank)
 
+    def where_of(phase: str, node: int | None, mb: int | None) -> str:
+        return (phase + (f" of node {node} ({captured.names[node]})" if node is not None else "")
+                + (f", micro-batch {mb}" if mb is not None else ""))
+
     def where() -> str:
         cur = stage.current
-        node, mb = cur.get("node"), cur.get("mb")
-        return (f"{cur['phase']}" + (f" of node {node} ({captured.names[node]})" if node is not None else "")
-                + (f", micro-batch {mb}" if mb is not None else ""))
+        return where_of(cur["phase"], cur.get("node"), cur.get("mb"))
 
     def describe() -> str:
         pred = f"predicted peak {pred_peak} bytes" if pred_peak is not None else "no predicted peak"
@@ -154,6 +156,17 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     # device memory is what lives on the run's device; host copies (swap, host optimizer) are host bytes
     live = LiveBytes(cap_bytes=cfg.capacity_bytes, describe=describe, device_type=device.type)
     live.locate = where
+    places: dict[tuple, int] = {}  # (phase, node, micro-batch) -> the counter's phase number: each place's peak
+
+    def at(cur: dict) -> None:
+        key = (cur["phase"], cur.get("node"), cur.get("mb"))
+        p = places.get(key)
+        if p is None:
+            p = places[key] = len(places)
+        if p != live.phase:
+            live.set_phase(p)
+
+    stage.current.hook = at
     stage.attach_memory(live)
     opt.live = live
 
@@ -253,6 +266,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
         measured_step_time_s=statistics.median(timed) if timed else None,
         predicted_step_time_s=cfg.predicted.time(rank), step_times_s=times, losses=step_losses,
         measured_parts_s={k: statistics.median(v[cfg.warmup:] or v) for k, v in parts.items() if v},
+        phase_peaks={where_of(*key): int(live.phase_peak[p]) for key, p in places.items() if p in live.phase_peak},
     )
     if cuda:  # pragma: no cover - needs a GPU
         # the caching allocator's view beside the accounted one (allocated: tensors; reserved: its pool)

@@ -156,18 +156,22 @@ def test_pp4_gpipe_lstm_with_swap_and_recompute():
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
 
 
-@pytest.mark.parametrize("cut,actions,schedule", [
+@pytest.mark.parametrize("model,cut,actions,schedule", [
     # recomputed, the stage's last node's checkpoint holds a value it reads and sends on (GPT-NeoX's mask)
     # through its backward, which no traced phase holds (once 131,072 bytes, 4.8%, under)
-    (2, ["keep", "recompute", "keep", "keep"], "1f1b"),
+    ("sent_mask", 2, ["keep", "recompute", "keep", "keep"], "1f1b"),
     # a stage of one embedding: its sent values held while its gradients were received (once 65,536 bytes, 18%,
     # under; the executor now drops them first, as the simulator has them die as the backward starts)
-    (1, ["keep", "swap", "recompute", "keep"], "gpipe"),
-], ids=["recomputed-last", "embedding-stage"])
-def test_pp2_values_sent_on_as_predicted(cut, actions, schedule):
-    """Values sent to the next stage (a mask made before the stage's last node, read without being saved,
-    as GPT-NeoX's; the embedding's output): each rank's peak never under, within 1%; losses as plain's."""
-    model = str(ROOT / "tests" / "models" / "sent_mask.py")
+    ("sent_mask", 1, ["keep", "swap", "recompute", "keep"], "gpipe"),
+    # a gradient laid out transposed (pooled over the sequence, as Swin's pooler) sent back as a contiguous copy
+    # beside it (once 63,424 bytes, 48%, under; now sent as its memory, its layout told once)
+    ("pooled", 2, ["keep", "keep", "keep", "keep"], "1f1b"),
+], ids=["recomputed-last", "embedding-stage", "transposed-gradient"])
+def test_pp2_values_sent_on_as_predicted(model, cut, actions, schedule):
+    """Values crossing a pipeline cut (a mask made before the stage's last node, read without being saved,
+    as GPT-NeoX's; the embedding's output; a transposed gradient): each rank's peak never under, within 1%;
+    losses as plain training's."""
+    model = str(ROOT / "tests" / "models" / f"{model}.py")
     st = Strategy.from_boundaries(4, [cut], dp=1, microbatches=2, schedule=schedule, optimizer_on_host=[True, True])
     st.actions = actions
     g = capture_graph(load_model_file(model), B // 2, measure=True, repeats=0)

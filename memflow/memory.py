@@ -86,6 +86,7 @@ class BufferEvent:
     whole: set = field(default_factory=set)
     views: dict = field(default_factory=dict)
     cast: str = ""  # autocast's bf16 cast of this watched parameter (LiveBytes.watch_casts)
+    packed: bool = False  # a forward saved it through autograd's saved-tensor hooks (the profiler's trace)
 
     def read(self, t: torch.Tensor, storage_bytes: int, phase: int) -> None:
         """An op of ``phase`` read ``t``, a tensor on this storage."""

@@ -64,6 +64,10 @@ class StageLayout:
     g_cached: list
     g_noswap: list  # too small for a swap's pack hook to move (MIN_SWAP_BYTES): stays on the device
     g_out: list  # an output of the node that made it (g_alloc), read by a later node's forward
+    # held for a backward by the graph itself, not through a saved-tensor hook (Buffer.packed false: a custom
+    # op's autograd keeps it on ctx): it has no saver, so no action moves it; a recompute's replay makes a
+    # second copy beside it
+    g_unpacked: list
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -141,12 +145,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     # per local node: the bytes its swap copies to the host, and of them the storages it made
     x_bytes, x_made = [0] * m, [0] * m
 
-    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False, out=False, buf=None):
+    def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False, out=False, buf=None,
+            unpacked=False):
         # (a storage under MIN_SWAP_BYTES: the pack hook leaves it on the device; its saver's recompute
         # still drops it)
         noswap = saver[0] >= 0 and nb < MIN_SWAP_BYTES
         key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2], cached and saver[0] == la,
-               noswap, out)
+               noswap, out, unpacked)
         groups[key] = groups.get(key, 0) + nb
         if saver[0] < 0 or noswap:
             return
@@ -233,15 +238,16 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                     lf, extra = need, need > la
             step = grad or lf >= 2 * m
             saver = (-1, 0, ())
-            if fwd_alloc and not step and lf_native is not None:
-                # sent forward: held until its gradients return
+            if fwd_alloc and not step and lf_native is not None and buf.packed:
+                # sent forward: held until its gradients return (not packed: held by the graph, no action moves it)
                 held = m if use_remote_after else (lf if use_remote_before else la)
                 saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
             # (an output of its maker, which later forwards read: a selective maker's policy may hold it)
             out = fwd_alloc and not step and any(pa < u < n for u in buf.uses)
             if out:
                 out_bytes[la] += nb
-            add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc, out, buf)
+            add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc, out, buf,
+                unpacked=fwd_alloc and not step and lf_native is not None and not buf.packed)
             continue
         # not owned here: received, relayed, or absent. A stage receives what its nodes (and the
         # stages it relays to) read of the storage, as tensors of their own: a view alone
@@ -333,6 +339,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_cached=[k[10] for k in keys],
         g_noswap=[k[11] for k in keys],
         g_out=[k[12] for k in keys],
+        g_unpacked=[k[13] for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],

@@ -283,12 +283,15 @@ def _replay_beside(L: StageLayout) -> list:
     """Per node x, the bytes alive when B_x starts that B_x frees, but for those x's own forward
     made (a recomputed x makes them again): what x's forward, run again at the start of B_x, runs
     beside — its inputs (held by its checkpoint; for a stage's first node, the received values),
-    the gradients of its outputs. They are in B_x's traced transient, not in its carried bytes."""
+    the gradients of its outputs. They are in B_x's traced transient, not in its carried bytes. What x
+    made that no saved-tensor hook saw (no saver: a custom op's autograd keeps it on ``ctx``) outlives the
+    checkpoint: the original stays beside the replay's copy."""
     m = L.m
     out = [0] * m
     for i, nb in enumerate(L.g_bytes):
         la, lf = L.g_alloc[i], L.g_free[i]
-        if m <= lf < 2 * m and la < lf and not (L.g_step[i] or L.g_extra[i]) and la != 2 * m - 1 - lf:
+        if (m <= lf < 2 * m and la < lf and not (L.g_step[i] or L.g_extra[i])
+                and (la != 2 * m - 1 - lf or L.g_unpacked[i])):
             out[2 * m - 1 - lf] += nb
     return out
 

@@ -152,6 +152,10 @@ class Buffer:
     views: list[list[int]] = field(default_factory=list)
     # autocast's bf16 cast of this parameter (one of the graph's ``cast_params``), made in the forward
     cast: str = ""
+    # held for a backward through autograd's saved-tensor hooks (a checkpoint drops it, a swap's pack hook
+    # copies it); False: held some other way, as a custom autograd function's tensor kept on its ctx (HF's
+    # grouped-mm MoE keeps its experts' offsets so): no action moves it
+    packed: bool = True
 
     def read_bytes(self, phases) -> int:
         """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read

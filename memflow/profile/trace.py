@@ -431,6 +431,10 @@ def trace_step(
         if live.phase < n:
             live.mark()
             saves[live.phase] = saves.get(live.phase, 0) + 1
+            if isinstance(t, torch.Tensor):
+                ev = live.event_of(t)
+                if ev is not None:
+                    ev.packed = True
         return t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
@@ -463,7 +467,7 @@ def trace_step(
             continue
         buffers.append(Buffer(nbytes=ev.nbytes, alloc_phase=ev.alloc_phase, free_phase=free, kind=kind,
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), ""),
-                              views=ev.partial_views(), cast=ev.cast))
+                              views=ev.partial_views(), cast=ev.cast, packed=ev.packed))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
     carried = [b.nbytes for b in buffers], [b.alloc_phase for b in buffers], [b.free_phase for b in buffers]

@@ -231,13 +231,15 @@ def test_a_fake_run_replays_to_the_h200s_reserved_memory(name, actions, microbat
     assert abs(got["peak_reserved"] / measured - 1) <= 0.005, (got["peak_reserved"] / 2**20, measured / 2**20)
 
 
-def test_a_recomputed_nodes_forward_is_priced_as_checkpointed(monkeypatch):
-    """A checkpointed node's first forward frees what it would have saved as it goes; the profile traces a
-    forward with every node under the checkpoint (``ck_fwd_transient_bytes``) and the simulator prices
-    that phase by it. It matters where that phase is the peak: BERT's loss head (its logits) recomputed,
-    bf16, was priced with its kept forward (115,712 bytes over that phase), and with every node recomputed
-    the step was 1.5% over the fake run (the blocks' casts autocast holds to the forward's end make the
-    head's forward the peak). Now both to the byte; never under."""
+def test_a_recomputed_last_nodes_forward_is_priced_as_kept(monkeypatch):
+    """A checkpointed node's first forward frees what it would have saved as it goes. In fp32 the profile traces
+    it (``ck_fwd_transient_bytes``, tests/test_phase_peaks.py); under bf16 autocast it does not (a recomputed
+    loss head's forward ran 1,728 bytes above such a figure on the CPU) and the simulator prices that forward
+    as the kept one, which matters where that phase is the peak: BERT's loss head (its logits) recomputed,
+    bf16, its forward 115,712 bytes over. Over, never under: the fake run of the step peaks at most 5% below
+    the prediction (measured: equal with the head alone recomputed, whose backward is the peak; 1.5% with
+    every node recomputed, where the blocks' casts autocast holds to the forward's end make the head's
+    forward the peak)."""
     from memflow.cluster import Cluster
     from memflow.model_file import load_model_file
     from memflow.profile import profile_model
@@ -253,4 +255,4 @@ def test_a_recomputed_nodes_forward_is_priced_as_checkpointed(monkeypatch):
     for acts in (["keep"] * (g.n - 1) + ["recompute"], ["recompute"] * g.n):
         predicted = Simulator(g, cl).evaluate(Strategy.single(g.n).copy(actions=acts)).peak_bytes[0]
         got = fake_reserved(spec, 4, acts, dtype="bf16", workspace=0)["peak_live"]
-        assert got <= predicted <= 1.001 * got, (acts, predicted, got)
+        assert got <= predicted <= 1.05 * got, (acts, predicted, got)

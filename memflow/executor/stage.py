@@ -87,7 +87,6 @@ def build_groups(program: StepProgram, stage_of: list[int], dp: int, pp: int, ra
     return dp_group, shared, {pid: tuple(sorted(st)) for pid, st in stages_of.items()}
 
 
-
 class Where(dict):
     """Where a stage's program is (``phase``, ``node``, ``mb``), calling ``hook(self)`` on each change (the
     worker counts each place's peak bytes: :attr:`memflow.executor.report.RankReport.phase_peaks`)."""
@@ -103,6 +102,7 @@ class Where(dict):
         super().update(*args, **kw)
         if self.hook is not None:
             self.hook(self)
+
 
 class Stage:
     """The nodes, state and communication of one rank."""

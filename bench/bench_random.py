@@ -71,14 +71,11 @@ def main(quick: bool = False) -> None:
         for rel in models:
             model = str(ROOT / f"{rel}.py")
             spec = resolve_spec(model)
-            graphs: dict[int, object] = {}
-            n = None
+            graphs = {BATCH: capture_graph(spec, BATCH, measure=True, repeats=0)}
+            n = graphs[BATCH].n
             done = tries = 0
             while done < plans and tries < 50:
                 tries += 1
-                if n is None:
-                    graphs[BATCH] = capture_graph(spec, BATCH, measure=True, repeats=0)
-                    n = graphs[BATCH].n
                 st = draw(rng, n, BATCH)
                 mb = BATCH // (st.dp * st.microbatches)
                 if mb not in graphs:

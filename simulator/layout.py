@@ -238,8 +238,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                     lf, extra = need, need > la
             step = grad or lf >= 2 * m
             saver = (-1, 0, ())
-            if fwd_alloc and not step and lf_native is not None and buf.packed:
-                # sent forward: held until its gradients return (not packed: held by the graph, no action moves it)
+            freed_here = fwd_alloc and not step and lf_native is not None
+            if freed_here and buf.packed:  # (not packed: held by the graph itself, no action moves it)
+                # sent forward: held until its gradients return
                 held = m if use_remote_after else (lf if use_remote_before else la)
                 saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
             # (an output of its maker, which later forwards read: a selective maker's policy may hold it)
@@ -247,7 +248,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             if out:
                 out_bytes[la] += nb
             add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc, out, buf,
-                unpacked=fwd_alloc and not step and lf_native is not None and not buf.packed)
+                unpacked=freed_here and not buf.packed)
             continue
         # not owned here: received, relayed, or absent. A stage receives what its nodes (and the
         # stages it relays to) read of the storage, as tensors of their own: a view alone
@@ -345,8 +346,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],
         fwd_trans=[int(nd.rec_fwd_transient_bytes if nd.rec_fwd_transient_bytes >= 0 else nd.fwd_transient_bytes)
                    for nd in nodes],
-        ck_trans=[int(min(nd.ck_fwd_transient_bytes, nd.fwd_transient_bytes) if nd.ck_fwd_transient_bytes >= 0
-                      else nd.fwd_transient_bytes) for nd in nodes],
+        ck_trans=[int(nd.ck_fwd_transient_bytes if nd.ck_fwd_transient_bytes >= 0 else nd.fwd_transient_bytes)
+                  for nd in nodes],
         pre_replay=[max(0, int(nd.bwd_pre_replay_bytes)) for nd in nodes],
         param_bytes=[int(nd.param_bytes) + replica_p[x] for x, nd in enumerate(nodes)],
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
@@ -362,8 +363,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_fwd_time=swap_fwd, swap_bwd_time=swap_bwd,
         sel_saved=[int(nd.sel_saved_bytes if nd.sel_saved_bytes >= 0 else nd.saved_bytes) for nd in nodes],
         sel_btrans=[int(nd.sel_bwd_transient_bytes) for nd in nodes],
-        sel_ftrans=[int(min(nd.sel_fwd_transient_bytes, nd.fwd_transient_bytes) if nd.sel_fwd_transient_bytes >= 0
-                        else nd.fwd_transient_bytes) for nd in nodes],
+        sel_ftrans=[int(nd.sel_fwd_transient_bytes if nd.sel_fwd_transient_bytes >= 0 else nd.fwd_transient_bytes)
+                    for nd in nodes],
         sel_held=sel_held,
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],

@@ -508,7 +508,7 @@ def trace_step(
             out_bytes=out_b, saved_bytes=saved,
             fwd_transient_bytes=transient[fp], bwd_transient_bytes=transient[bp],
             rec_fwd_transient_bytes=min(replayed[fp], transient[fp]), saved_tensors=saves.get(fp, 0),
-            ck_fwd_transient_bytes=min(ck[fp], transient[fp]) if ck[fp] >= 0 else -1,
+            ck_fwd_transient_bytes=ck[fp],
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             read_inputs=_data_reads(program.calls[k], input_of),

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .errors import DeviceOutOfMemoryError
 
-__all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "storages", "tensors_in", "cast_source", "LOW_DTYPES"]
+__all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "view_key", "storages", "tensors_in", "cast_source", "LOW_DTYPES"]
 
 _DEVICE = torch.ops.prim.device.default
 
@@ -72,6 +72,22 @@ def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(seen.values())
 
 
+def view_key(t: torch.Tensor) -> tuple:
+    """The elements of its storage ``t`` covers, as ``(offset, ((size, stride), ...), dtype)``: its dimensions
+    of more than one element, outermost first, each merged into the next where together they step evenly
+    (a view and its reshape read the same bytes: a slice ``[4, 64, 64]`` and the ``[256, 64]`` a linear
+    layer reads of it were two views of 64 KiB each, a pipeline stage receiving it counted 128 KiB)."""
+    dims = [(int(n), int(s)) for n, s in zip(t.shape, t.stride()) if n != 1]
+    dims.sort(key=lambda d: -d[1])
+    out: list[tuple[int, int]] = []
+    for n, s in dims:
+        if out and out[-1][1] == s * n:
+            out[-1] = (out[-1][0] * n, s)
+        else:
+            out.append((n, s))
+    return int(t.storage_offset()), tuple(out), t.dtype
+
+
 @dataclass
 class BufferEvent:
     """One counted storage: bytes, and the phases at allocation and free."""
@@ -82,7 +98,7 @@ class BufferEvent:
     uses: set = field(default_factory=set)
     kind: str = ""
     # phases where an op read the storage whole, and per view smaller than it that an op read
-    # ((offset, shape, stride, dtype) -> [bytes, phases]): a pipeline sends such a view alone
+    # (:func:`view_key` -> [bytes, phases]): a pipeline sends such a view alone
     whole: set = field(default_factory=set)
     views: dict = field(default_factory=dict)
     cast: str = ""  # autocast's bf16 cast of this watched parameter (LiveBytes.watch_casts)
@@ -93,8 +109,7 @@ class BufferEvent:
         self.uses.add(phase)
         try:
             nb = t.numel() * t.element_size()
-            key = (int(t.storage_offset()), tuple(int(x) for x in t.shape), tuple(int(x) for x in t.stride()),
-                   t.dtype) if nb < storage_bytes else None
+            key = view_key(t) if nb < storage_bytes else None
         except (RuntimeError, TypeError, ValueError):  # symbolic sizes, a subclass without strides
             key = None
         if key is None:

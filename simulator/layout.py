@@ -178,6 +178,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             replica_o[local[0] - a] += ob
 
     sent_fwd = 0  # bytes this stage sends forward per micro-batch
+    # what this stage's forward sends copy (memflow.graph.sending: a view of part of a storage travels as a
+    # contiguous copy), and the storages only such copies send on: held to the F half's end, not by the send
+    fcopy = copy_held = 0
     out_bytes = [0] * m  # per local node: its outputs' bytes (what later forwards read of what it made)
     for buf in graph.buffers:
         nb = int(buf.nbytes)
@@ -197,6 +200,11 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             continue
         fwd_alloc = pa < n
         owner = pa if fwd_alloc else 2 * n - 1 - pa
+        copy_only = False
+        if buf.copies:  # values on it this stage sends on, of which its sends copy some
+            sent = [c for c in buf.copies if a <= c[0] < b <= c[1]]
+            fcopy += sum(c[2] for c in sent)
+            copy_only = bool(sent) and all(c[2] for c in sent)
         use_nodes_local, use_remote_after, use_remote_before = [], False, False
         fusers = []
         for u in buf.uses:
@@ -229,19 +237,22 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 lf, extra = lf_native, False
             else:
                 need = max([la] + use_nodes_local)
-                if fwd_alloc and use_remote_after and need <= m - 1:
+                if fwd_alloc and use_remote_after and need <= m - 1 and not copy_only:
                     lf, extra = m, False  # sent forward: held until its gradients come back
                     sent_fwd += nb
                 else:
                     if sends:
                         need = max(need, m - 1 if fwd_alloc else 2 * m - 1)
                     lf, extra = need, need > la
+                    if copy_only:  # sent as copies: held until the send, then the copies are
+                        copy_held += nb
             step = grad or lf >= 2 * m
             saver = (-1, 0, ())
             freed_here = fwd_alloc and not step and lf_native is not None
             if freed_here and buf.packed:  # (not packed: held by the graph itself, no action moves it)
                 # sent forward: held until its gradients return
-                held = m if use_remote_after else (lf if use_remote_before else la)
+                # (sent only as copies: held until the send, as the F half ends)
+                held = (m - 1 if copy_only else m) if use_remote_after else (lf if use_remote_before else la)
                 saver = _swapped_by(la, lf, use_nodes_local, fusers_t, m, held)
             # (an output of its maker, which later forwards read: a selective maker's policy may hold it)
             out = fwd_alloc and not step and any(pa < u < n for u in buf.uses)
@@ -262,10 +273,12 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 continue
             la, late = -1, False
             need = max([la] + use_nodes_local)
-            if relay and need <= m - 1:
+            if relay and need <= m - 1 and not copy_only:
                 add(nb, la, m, False, False, grad, False, fusers_t)  # relayed: held like a sent value
                 sent_fwd += nb
                 continue
+            if copy_only:
+                copy_held += nb
         elif (not fwd_alloc) and owner >= b:
             relay = use_remote_before
             if not use_nodes_local and not relay:
@@ -294,6 +307,14 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 saver = _swapped_by(la, need, use_nodes_local, fusers_t, m, m if relay else la)
         add(nb, la, lf, extra, False, grad, late, fusers_t, saver, buf=buf)
 
+    # what this stage's sends copy (memflow.graph.sending: a view of part of a storage travels as a
+    # contiguous copy). A forward send's is made as the F half ends and dropped as the micro-batch's
+    # backward starts (held while it waits in flight); a gradient send's is made as the B half ends and
+    # dropped as the next pass starts. Both beside all that is alive then, in no traced phase (a slice of
+    # a stage's last output: 64 KiB per micro-batch in flight, 8% of the stage, above its plan)
+    bcopy = sum(nb for c, nb in graph.bwd_send_copies if c == a) if a > 0 else 0
+    if fcopy:
+        add(fcopy, m - 1, m, False, False, False, False, ())
     trans = [0] * (2 * m + 1)
     nodes = graph.nodes[a:b]
     for x, nd in enumerate(nodes):
@@ -302,6 +323,14 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     # a micro-batch's sent values are released once its gradients have been received, just before
     # its backward starts: at that moment they are live beside the received gradients
     trans[m] = max(trans[m], sent_fwd)
+    sends = {}  # per phase, what its start (m) or end (2m-1) holds beside the carried bytes, with the copies
+    if fcopy:  # as the F half ends: what dies in B_{m-1} unless carried through it (the copy among them)
+        # and the storages the copies were made of
+        sends[m] = copy_held + sum(v for k, v in groups.items() if k[1] == m and k[0] < m and not (k[2] or k[3]))
+    if bcopy:  # as the B half ends: what B_{a}'s backward made and leaves alive, and the copies
+        sends[2 * m - 1] = bcopy + sum(v for k, v in groups.items() if k[0] == 2 * m - 1 and k[1] > 2 * m - 1)
+    for p, v in sends.items():
+        trans[p] = max(trans[p], v)
     swap_trans = None
     if all(nd.cpu_swap_fwd_transient_bytes >= 0 and nd.cpu_swap_bwd_transient_bytes >= 0 for nd in nodes):
         swap_trans = list(trans)
@@ -309,6 +338,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             swap_trans[x] = int(nd.cpu_swap_fwd_transient_bytes)
             swap_trans[2 * m - 1 - x] = int(nd.cpu_swap_bwd_transient_bytes)
         swap_trans[m] = max(swap_trans[m], sent_fwd)
+        for p, v in sends.items():
+            swap_trans[p] = max(swap_trans[p], v)
     dp_grads = []
     for nd in nodes:
         if graph.params:

@@ -60,3 +60,19 @@ def test_every_phase_as_the_run_holds_it(case):
         assert pred[p] >= got - 4, (where, st.actions[k], pred[p], got)
         if tight:
             assert pred[p] <= 1.01 * got + inputs, (where, st.actions[k], pred[p], got)
+
+
+def test_gradients_sent_back_as_copies_are_in_the_plan():
+    """A stage whose first node concatenates the two values it received sends their gradients back as copies
+    (slices of the concatenation's gradient): the moment of that send, what the stage holds beside the copies,
+    is in the plan's last backward phase of the stage, within 1% (once 97% above it)."""
+    model = str(ROOT / "tests" / "models" / "concat_grad.py")
+    g = capture_graph(load_model_file(model), B, measure=True, repeats=0)
+    assert [c for c, _ in g.bwd_send_copies] == [2]  # (the cut after lin0: join's inputs)
+    st = Strategy.from_boundaries(g.n, [2], dp=1, microbatches=1, optimizer_on_host=[True, True])
+    pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)[1]
+    cfg = RunConfig(model_file=model, batch_size=B, strategy=st, steps=2, warmup=1, device="cpu",
+                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None)
+    r = run_plan(cfg, nproc=2, timeout_s=240).ranks[1]
+    got = r.phase_peaks["send (backward) of node 2 (join), micro-batch 0"]
+    assert got <= pred[-1] <= 1.01 * got, (got, pred)

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from memflow.executor.comm import ValueMeta
+from memflow.graph.sending import send_copy_bytes
+from memflow.memory import view_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,6 +23,28 @@ def test_a_broadcast_value_is_described_by_its_storage():
     assert m.overlap == (32, 0) and m.strides == mask.stride() and m.perm is None
     assert ValueMeta(torch.zeros(2, 16).t()).overlap is None  # a transposed view: sent in memory order
     assert ValueMeta(torch.zeros(4, 4)[:, :2]).overlap is None  # part of a storage: sent contiguous
+
+
+def test_what_a_send_copies():
+    """The one rule the executor sends by and the plan counts: only a view of part of a storage (or a broadcast
+    that needs a gradient) travels as a copy of its elements."""
+    x = torch.zeros(4, 8, 6)
+    assert send_copy_bytes(x, True) == 0 and send_copy_bytes(x[:2], True) == 0  # contiguous
+    assert send_copy_bytes(x.transpose(1, 2), True) == 0  # a permutation: sent as its memory
+    assert send_copy_bytes(x[..., :3], False) == 4 * 8 * 3 * 4  # a slice of the last dimension
+    b = torch.zeros(4, 1, 6).expand(4, 8, 6)
+    assert send_copy_bytes(b, False) == 0 and send_copy_bytes(b, True) == 4 * 8 * 6 * 4
+    assert send_copy_bytes(None, True) == 0 and send_copy_bytes(3, False) == 0
+
+
+def test_a_view_and_its_reshape_are_one_view():
+    """What a stage receives is the elements its nodes read: a slice and the reshape of it a linear layer reads
+    are the same elements (once counted twice: a stage received the whole storage, 64 KiB above its run)."""
+    h = torch.zeros(4, 64, 128)
+    s = h[..., :64]
+    assert view_key(s) == view_key(s.reshape(256, 64)) == view_key(s.unsqueeze(0))
+    assert view_key(s) != view_key(h[..., 64:]) and view_key(s) != view_key(h[:, :32])
+    assert view_key(h.transpose(0, 1)[:2]) != view_key(h[:2])  # different elements
 
 
 def test_distilbert_pipeline_stage_peaks_as_predicted_and_trains_as_plain(monkeypatch):

@@ -20,7 +20,8 @@ heads) is sent as its storage and received as the same view of a storage of that
 size, so neither stage holds the broadcast's full size (the profiled program
 held its storage: DistilBERT's first stage was 496 bytes, a 512-byte copy of a
 16-byte mask per in-flight micro-batch, above its prediction). Other views (of
-part of a storage) are sent contiguous: only their own bytes.
+part of a storage) are sent contiguous: only their own bytes, a copy the plan
+counts (the rule is :mod:`memflow.graph.sending`'s).
 """
 from __future__ import annotations
 
@@ -29,16 +30,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..graph.sending import broadcast_storage, memory_order
+
 __all__ = ["StageLink", "ValueMeta"]
 
 FWD_TAG, BWD_TAG = 1000, 2000
-
-
-def memory_order(t: torch.Tensor) -> tuple[int, ...] | None:
-    """The permutation of ``t``'s dimensions that makes it contiguous without a copy (its memory
-    order), or None where no permutation does (a view of part of a storage, overlapping strides)."""
-    perm = tuple(sorted(range(t.dim()), key=lambda d: (-t.stride(d), d)))
-    return perm if t.permute(perm).is_contiguous() else None
 
 
 class ValueMeta:
@@ -58,8 +54,8 @@ class ValueMeta:
             if perm is not None:
                 self.strides, self.perm = tuple(v.stride()), perm
             elif not self.requires_grad and not v.is_contiguous():
-                numel = v.untyped_storage().nbytes() // v.element_size()
-                if numel < v.numel():  # a broadcast: sent as its storage, received as the same view
+                numel = broadcast_storage(v)
+                if numel is not None:  # a broadcast: sent as its storage, received as the same view
                     self.strides, self.overlap = tuple(v.stride()), (numel, int(v.storage_offset()))
         else:
             self.shape = None

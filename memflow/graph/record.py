@@ -156,6 +156,12 @@ class Buffer:
     # copies it); False: held some other way, as a custom autograd function's tensor kept on its ctx (HF's
     # grouped-mm MoE keeps its experts' offsets so): no action moves it
     packed: bool = True
+    # where a value on this storage that a later node reads is sent across a pipeline cut as a contiguous
+    # copy (memflow.graph.sending: a view of part of it, such as a slice a stage's last node returns), every
+    # value on it a later node reads: ``[maker node, last reader node, bytes its send copies (0: none)]``. A
+    # stage [a, b) sends those with a <= maker < b <= last reader; a copy is held until the micro-batch's
+    # backward starts, and holds the storage no longer than the send
+    copies: list[list[int]] = field(default_factory=list)
 
     def read_bytes(self, phases) -> int:
         """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read
@@ -196,6 +202,10 @@ class TaskGraph:
     # the trainable parameters one node reads and autocast only ever casts to bf16 (memflow.graph.casts):
     # what a ZeRO-3 unit gathers in bf16
     cast_params: list[str] = field(default_factory=list)
+    # per pipeline cut b whose gradients sent back travel as copies (memflow.graph.sending: a view of part
+    # of a storage, one piece of a concatenation's gradient): ``[b, bytes]``, made as the stage from b ends
+    # its backward and held until its next pass starts, in no traced phase (see Buffer.copies)
+    bwd_send_copies: list[list[int]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- shape

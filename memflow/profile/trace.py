@@ -44,6 +44,7 @@ from .opcost import OpCost
 from .optstep import single_step_rates
 from .selective import selective_figures
 from .selective_nodes import NodeWatch, node_figures
+from .sendcopy import SendCopies
 
 __all__ = ["trace_step", "node_state", "state_tensors", "OptPhase", "opt_phase_alone"]
 
@@ -438,8 +439,9 @@ def trace_step(
         return t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
+    sends = SendCopies(program, live, watch)  # (what a cut's sends copy: memory no traced phase holds)
     with live, torch.autograd.graph.saved_tensors_hooks(saved, unpacked):
-        step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=watch)
+        step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=sends)
         live.set_phase(2 * n + 1)
     grad_param = {}
     for ev, pname in grad_events:
@@ -453,6 +455,7 @@ def trace_step(
             opt_out.append(rec)
 
     buffers = []
+    copied = sends.by_storage()
     for ev in live.events:
         free = ev.free_phase if ev.free_phase >= 0 else 2 * n + 1
         kind = ev.kind
@@ -467,7 +470,8 @@ def trace_step(
             continue
         buffers.append(Buffer(nbytes=ev.nbytes, alloc_phase=ev.alloc_phase, free_phase=free, kind=kind,
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), ""),
-                              views=ev.partial_views(), cast=ev.cast, packed=ev.packed))
+                              views=ev.partial_views(), cast=ev.cast, packed=ev.packed,
+                              copies=copied.get(id(ev), [])))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
     carried = [b.nbytes for b in buffers], [b.alloc_phase for b in buffers], [b.free_phase for b in buffers]
@@ -518,6 +522,7 @@ def trace_step(
         model_name=model_name, batch_size=batch_size, dtype=dtype, nodes=nodes, buffers=buffers,
         optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
         inputs=input_of, params=param_table, cast_params=sorted(cast_names),
+        bwd_send_copies=sends.bwd_list(),
     )
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes

@@ -181,6 +181,15 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     # what this stage's forward sends copy (memflow.graph.sending: a view of part of a storage travels as a
     # contiguous copy), and the storages only such copies send on: held to the F half's end, not by the send
     fcopy = copy_held = 0
+    # per local node x, the bytes the layout counts in F_x as extra (x's forward is their last local use, no
+    # node here saves them) that the CPU's all-swapped trace frees inside F_x: in its traced transient already
+    swap_fdied = [0] * m
+
+    def fdied(buf, nb, lf, extra, saver):
+        # (every node's pack hook moved its copy to the host: the device copy dies with its last forward use)
+        if (extra and 0 <= lf < m and saver[0] < 0 and buf.packed and nb >= MIN_SWAP_BYTES
+                and buf.free_phase > a + lf == max((u for u in buf.uses if u < n), default=-1)):
+            swap_fdied[lf] += nb
     out_bytes = [0] * m  # per local node: its outputs' bytes (what later forwards read of what it made)
     for buf in graph.buffers:
         nb = int(buf.nbytes)
@@ -260,6 +269,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 out_bytes[la] += nb
             add(nb, la, lf, extra, step, grad, False, fusers_t, saver, bool(buf.cast) and fwd_alloc, out, buf,
                 unpacked=freed_here and not buf.packed)
+            if fwd_alloc and not step:
+                fdied(buf, nb, lf, extra, saver)
             continue
         # not owned here: received, relayed, or absent. A stage receives what its nodes (and the
         # stages it relays to) read of the storage, as tensors of their own: a view alone
@@ -306,6 +317,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 # flight held in the plan, gone in the run)
                 saver = _swapped_by(la, need, use_nodes_local, fusers_t, m, m if relay else la)
         add(nb, la, lf, extra, False, grad, late, fusers_t, saver, buf=buf)
+        if fwd_alloc and not late:
+            fdied(buf, nb, lf, extra, saver)
 
     # what this stage's sends copy (memflow.graph.sending: a view of part of a storage travels as a
     # contiguous copy). A forward send's is made as the F half ends and dropped as the micro-batch's
@@ -338,6 +351,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             swap_trans[x] = int(nd.cpu_swap_fwd_transient_bytes)
             swap_trans[2 * m - 1 - x] = int(nd.cpu_swap_bwd_transient_bytes)
         swap_trans[m] = max(swap_trans[m], sent_fwd)
+        for x in range(m):  # (a stage of one swapped linear head: its received input counted twice, 89% over)
+            swap_trans[x] -= swap_fdied[x]
         for p, v in sends.items():
             swap_trans[p] = max(swap_trans[p], v)
     dp_grads = []

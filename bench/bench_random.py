@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = (["tests/models/" + m for m in ("tied", "reuse", "gru", "encdec", "stacked_lstm", "sent_mask")]
           + ["bench/unseen/" + m for m in ("t5", "bart", "mixtral", "neox", "swin", "densenet", "albert",
                                            "qwen2_moe", "whisper")]
-          + ["examples/" + m for m in ("gpt2", "resnet", "lstm")])
+          + ["examples/" + m for m in ("gpt2", "resnet", "lstm")]
+          # values sent across a cut as copies: a slice a stage returns, a concatenation's gradients, U-Net skips
+          + ["tests/models/sliced", "tests/models/concat_grad", "examples/unet3d"])
 PLANS = 3
 BATCH = 4
 SEED = 0

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from memflow.executor.comm import ValueMeta
-from memflow.graph.sending import send_copy_bytes
+from memflow.graph.sending import aliases, send_copy_bytes
 from memflow.memory import view_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +35,12 @@ def test_what_a_send_copies():
     b = torch.zeros(4, 1, 6).expand(4, 8, 6)
     assert send_copy_bytes(b, False) == 0 and send_copy_bytes(b, True) == 4 * 8 * 6 * 4
     assert send_copy_bytes(None, True) == 0 and send_copy_bytes(3, False) == 0
+
+
+def test_one_tensor_under_two_names_travels_once():
+    g = torch.zeros(4, 8)
+    assert aliases([g, g, torch.zeros(4, 8), g.view(4, 8), g[:2], 3, None]) == [None, 0, None, 0, None, None, None]
+    assert aliases([g.t(), g]) == [None, None]  # the same storage laid out otherwise: its own
 
 
 def test_a_view_and_its_reshape_are_one_view():

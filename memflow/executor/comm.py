@@ -30,7 +30,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..graph.sending import broadcast_storage, memory_order
+from ..errors import ExecutionError
+from ..graph.sending import aliases, broadcast_storage, memory_order
 
 __all__ = ["StageLink", "ValueMeta"]
 
@@ -91,6 +92,10 @@ class StageLink:
         # per gradient sent back, its memory order (None: contiguous), told once by its first backward: it
         # travels as its memory, no copy, and is received in that layout
         self.grad_perms: list | None = None
+        # per value (forward) and per gradient (backward), the index of an earlier one that is the same tensor
+        # (None: its own), told once with the layouts: it travels once and arrives as that one
+        self.fwd_alias: list | None = None
+        self.grad_alias: list | None = None
 
     # ------------------------------------------------------------ helpers
     def _isend(self, t: torch.Tensor, tag: int, into: list | None = None, perm: tuple | None = None,
@@ -152,10 +157,13 @@ class StageLink:
         vals = [env[n] for n in self.names]
         if self.meta is None:
             self.meta = [ValueMeta(v) for v in vals]
-            dist.send_object_list([self.meta], dst=self.peer, group=self.group)
+            self.fwd_alias = aliases(vals)
+            dist.send_object_list([(self.meta, self.fwd_alias)], dst=self.peer, group=self.group)
+        else:
+            _same_aliases(self.fwd_alias, vals, "value")
         sent: list[tuple[Any, torch.Tensor]] = []
         for i, (v, m) in enumerate(zip(vals, self.meta)):
-            if m.shape is not None:
+            if m.shape is not None and self.fwd_alias[i] is None:
                 self._isend(v, FWD_TAG + i, into=sent, perm=m.perm, overlap=m.overlap)
         self.sent_fwd.append(sent)
         self.poll()
@@ -164,11 +172,14 @@ class StageLink:
         if self.meta is None:
             box: list[Any] = [None]
             dist.recv_object_list(box, src=self.peer, group=self.group)
-            self.meta = box[0]
+            self.meta, self.fwd_alias = box[0]
         out: dict[str, Any] = {}
         for i, (n, m) in enumerate(zip(self.names, self.meta)):
             if m.shape is None:
                 out[n] = m.obj
+                continue
+            if self.fwd_alias[i] is not None:  # the same tensor as an earlier value: received once
+                out[n] = out[self.names[self.fwd_alias[i]]]
                 continue
             t = self._recv(m.shape, m.dtype, FWD_TAG + i, m)
             if m.requires_grad:
@@ -188,9 +199,13 @@ class StageLink:
             out.append((i, g if g is not None else torch.zeros(m.shape, dtype=m.dtype, device=self.device)))
         if self.grad_perms is None:  # the first backward: each gradient's memory order, once (the same every step)
             self.grad_perms = [memory_order(g) if not g.is_contiguous() else None for _, g in out]
-            dist.send_object_list([self.grad_perms], dst=self.peer, group=self.group)
-        for (i, g), perm in zip(out, self.grad_perms):
-            self._isend(g, BWD_TAG + i, perm=perm)  # (another layout than the first's: sent as a copy)
+            self.grad_alias = aliases([g for _, g in out])
+            dist.send_object_list([(self.grad_perms, self.grad_alias)], dst=self.peer, group=self.group)
+        else:
+            _same_aliases(self.grad_alias, [g for _, g in out], "gradient")
+        for (i, g), perm, alias in zip(out, self.grad_perms, self.grad_alias):
+            if alias is None:  # (an alias travelled as the earlier gradient it is)
+                self._isend(g, BWD_TAG + i, perm=perm)  # (another layout than the first's: sent as a copy)
         out.clear()
         self.poll()
 
@@ -198,9 +213,13 @@ class StageLink:
         if self.grad_perms is None:
             box: list[Any] = [None]
             dist.recv_object_list(box, src=self.peer, group=self.group)
-            self.grad_perms = box[0]
+            self.grad_perms, self.grad_alias = box[0]
         out = {}
-        for (i, n, m), perm in zip(self.grad_names(), self.grad_perms):
+        names = self.grad_names()
+        for (i, n, m), perm, alias in zip(names, self.grad_perms, self.grad_alias):
+            if alias is not None:  # the same tensor as an earlier gradient: received once
+                out[n] = out[names[alias][1]]
+                continue
             if perm is None:
                 out[n] = self._recv(m.shape, m.dtype, BWD_TAG + i)
                 continue
@@ -210,3 +229,13 @@ class StageLink:
             dist.irecv(t.permute(perm), src=self.peer, group=self.group, tag=BWD_TAG + i).wait()
             out[n] = t
         return out
+
+
+def _same_aliases(told: list, values: list, what: str) -> None:
+    """The aliases told at the first transfer must hold at every one (the receiver posts one receive per
+    tensor told): a step whose values alias otherwise is stopped with what changed."""
+    now = aliases(values)
+    if now != told:
+        raise ExecutionError(f"a pipeline stage's {what}s that cross its cut alias each other differently from "
+                             f"the first micro-batch's ({told} then {now}); the step was stopped: its transfers "
+                             "are set up once, from the first micro-batch")

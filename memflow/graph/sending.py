@@ -8,6 +8,9 @@ One rule for the executor (:mod:`memflow.executor.comm`, which sends) and the pr
   as its memory, in memory order: no copy;
 * a broadcast (``expand``: stride 0, its storage smaller than its elements) that needs no gradient
   travels as its storage: no copy;
+* a value that is the very tensor an earlier value of the same send is (autograd's add hands both
+  its inputs one gradient) travels once, and arrives as one tensor under both names: sent twice, a
+  stage received two tensors where the step held one (a wav2vec2 stage, 40,448 bytes under its plan);
 * anything else, a view of part of a storage (a slice of the last dimension, one piece of a
   concatenation's gradient), travels as a contiguous copy of its own elements: a buffer beside the
   storage, held until the send completes (a forward's: until the micro-batch's backward starts; a
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["memory_order", "broadcast_storage", "send_copy_bytes"]
+__all__ = ["memory_order", "broadcast_storage", "send_copy_bytes", "aliases"]
 
 
 def memory_order(t: torch.Tensor) -> tuple[int, ...] | None:
@@ -49,3 +52,18 @@ def send_copy_bytes(t, requires_grad: bool) -> int:
     if not requires_grad and broadcast_storage(t) is not None:
         return 0
     return t.numel() * t.element_size()
+
+
+def aliases(values: list) -> list:
+    """Per value, the index of an earlier one that is the same tensor (the same elements of the same
+    storage, laid out alike), else None: it travels once (see the module docstring)."""
+    out: list = []
+    seen: dict[tuple, int] = {}
+    for i, t in enumerate(values):
+        key = None
+        if isinstance(t, torch.Tensor) and t.numel():
+            key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        out.append(seen.get(key) if key is not None else None)
+        if key is not None and key not in seen:
+            seen[key] = i
+    return out

@@ -36,7 +36,8 @@ MODELS = (["tests/models/" + m for m in ("tied", "reuse", "gru", "encdec", "stac
                                            "qwen2_moe", "whisper")]
           + ["examples/" + m for m in ("gpt2", "resnet", "lstm")]
           # values sent across a cut as copies: a slice a stage returns, a concatenation's gradients, U-Net skips
-          + ["tests/models/sliced", "tests/models/concat_grad", "examples/unet3d"])
+          + ["tests/models/sliced", "tests/models/concat_grad", "examples/unet3d", "tests/models/shared_grad",
+             "bench/unseen/wav2vec2"])
 PLANS = 3
 BATCH = 4
 SEED = 0

@@ -4,7 +4,9 @@ rank's peak where the plan said?
 Each model (bench/unseen: a DenseNet, a MobileNetV2, a T5 encoder-decoder, a Mixtral MoE, HF's BART,
 Whisper (a convolutional audio front end), Swin (shifted windows), GPT-NeoX (parallel residual, partial
 rotary), DistilBERT, ALBERT (one layer's weights at every depth), Qwen2-MoE (routed and shared experts),
-Mamba (a selective scan, no attention) and a GPT-2 with HF's own gradient checkpointing on; and the
+Mamba (a selective scan, no attention), a GPT-2 with HF's own gradient checkpointing on, wav2vec2 (a
+convolutional feature encoder, a weight-normed positional convolution), Falcon (multi-query, parallel
+attention and MLP) and SegFormer (overlapping patch merges, spatially reduced attention); and the
 suite's own shapes in tests/models: tied weights across stages, a block reused in depth, an
 encoder-decoder, a GRU, a stacked LSTM, HF's ViT and ConvNeXt, whose constructors read tensor values)
 is planned on ``cpu-2`` with each device's memory set to a fraction of plain data parallel's peak (a 1 s
@@ -41,7 +43,8 @@ __all__ = ["main", "planned_run", "plain_dp_peak"]
 ROOT = Path(__file__).resolve().parents[1]
 UNSEEN = [ROOT / "bench" / "unseen" / f"{m}.py" for m in ("densenet", "mobilenet", "t5", "mixtral", "bart", "whisper",
                                                            "swin", "neox", "distilbert", "albert", "qwen2_moe",
-                                                           "mamba", "gpt2_checkpointed")]
+                                                           "mamba", "gpt2_checkpointed", "wav2vec2", "falcon",
+                                                           "segformer")]
 # (vit and convnext: constructors that read tensor values, built in fake mode by memflow.graph.fakebuild)
 SHAPES = [ROOT / "tests" / "models" / f"{m}.py" for m in ("tied", "reuse", "encdec", "gru", "stacked_lstm", "vit",
                                                           "convnext")]

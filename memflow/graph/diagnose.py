@@ -88,8 +88,20 @@ def _scalar_source(graph: str) -> str:
         _, op, args = nodes[name]
         src = args[0] if args else ""
         if src not in nodes or not nodes[src][0].endswith("[]"):  # its input is not a 0-dim value
+            if op in ("aten.sym_size", "aten.sym_numel") and src in nodes:  # a size only a value decides
+                return f"the size of {nodes[src][1]}'s result"  # (`if x.nonzero().size(0) > 0`)
             return op
         name = src
+
+
+_CAUSED_BY = re.compile(r"Caused by: \(([^:()]+\.py):(\d+) in ")
+
+
+def _caused_at(e: BaseException) -> str:
+    """``file.py:line`` of the code torch names as the cause of a data-dependent guard (library code too:
+    HF's models compute their loss inside the model), or ""."""
+    m = _CAUSED_BY.search(str(e))
+    return f"{Path(m.group(1)).name}:{m.group(2)}" if m else ""
 
 
 def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
@@ -118,6 +130,8 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
     at = f" at {line}" if line else ""
     # (by name: importing torch's symbolic-shapes module takes sympy, ~0.5 s a plan that needs neither)
     if any(c.__name__ == "GuardOnDataDependentSymNode" for c in type(e).__mro__):
+        if not line and _caused_at(e):
+            at = f" at {_caused_at(e)}"
         src = _scalar_source(getattr(e, "partial_fx_graph", "") or "")
         read = f"reads a tensor's value ({src})" if src else "reads a tensor's value"
         return (f"{where}: data-dependent control flow in {mod}{at}: Python code {read} to decide what to run; "

@@ -23,7 +23,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .errors import DeviceOutOfMemoryError
 
-__all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "view_key", "storages", "tensors_in", "cast_source", "LOW_DTYPES"]
+__all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "view_key", "storages", "tensors_in", "cast_source",
+           "LOW_DTYPES"]
 
 _DEVICE = torch.ops.prim.device.default
 

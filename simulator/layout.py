@@ -211,9 +211,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         owner = pa if fwd_alloc else 2 * n - 1 - pa
         copy_only = False
         if buf.copies:  # values on it this stage sends on, of which its sends copy some
-            sent = [c for c in buf.copies if a <= c[0] < b <= c[1]]
-            fcopy += sum(c[2] for c in sent)
-            copy_only = bool(sent) and all(c[2] for c in sent)
+            crossing = [c for c in buf.copies if a <= c[0] < b <= c[1]]
+            fcopy += sum(c[2] for c in crossing)
+            copy_only = bool(crossing) and all(c[2] for c in crossing)
         use_nodes_local, use_remote_after, use_remote_before = [], False, False
         fusers = []
         for u in buf.uses:
@@ -336,13 +336,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     # a micro-batch's sent values are released once its gradients have been received, just before
     # its backward starts: at that moment they are live beside the received gradients
     trans[m] = max(trans[m], sent_fwd)
-    sends = {}  # per phase, what its start (m) or end (2m-1) holds beside the carried bytes, with the copies
+    at_send = {}  # per phase, what its start (m) or end (2m-1) holds beside the carried bytes, with the copies
     if fcopy:  # as the F half ends: what dies in B_{m-1} unless carried through it (the copy among them)
         # and the storages the copies were made of
-        sends[m] = copy_held + sum(v for k, v in groups.items() if k[1] == m and k[0] < m and not (k[2] or k[3]))
+        at_send[m] = copy_held + sum(v for k, v in groups.items() if k[1] == m and k[0] < m and not (k[2] or k[3]))
     if bcopy:  # as the B half ends: what B_{a}'s backward made and leaves alive, and the copies
-        sends[2 * m - 1] = bcopy + sum(v for k, v in groups.items() if k[0] == 2 * m - 1 and k[1] > 2 * m - 1)
-    for p, v in sends.items():
+        at_send[2 * m - 1] = bcopy + sum(v for k, v in groups.items() if k[0] == 2 * m - 1 and k[1] > 2 * m - 1)
+    for p, v in at_send.items():
         trans[p] = max(trans[p], v)
     swap_trans = None
     if all(nd.cpu_swap_fwd_transient_bytes >= 0 and nd.cpu_swap_bwd_transient_bytes >= 0 for nd in nodes):
@@ -353,7 +353,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_trans[m] = max(swap_trans[m], sent_fwd)
         for x in range(m):  # (a stage of one swapped linear head: its received input counted twice, 89% over)
             swap_trans[x] -= swap_fdied[x]
-        for p, v in sends.items():
+        for p, v in at_send.items():
             swap_trans[p] = max(swap_trans[p], v)
     dp_grads = []
     for nd in nodes:

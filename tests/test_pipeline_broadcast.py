@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from memflow.executor.comm import ValueMeta
+from memflow.errors import ExecutionError
+from memflow.executor.comm import StageLink, ValueMeta
 from memflow.graph.sending import aliases, send_copy_bytes
 from memflow.memory import view_key
 
@@ -41,6 +42,19 @@ def test_one_tensor_under_two_names_travels_once():
     g = torch.zeros(4, 8)
     assert aliases([g, g, torch.zeros(4, 8), g.view(4, 8), g[:2], 3, None]) == [None, 0, None, 0, None, None, None]
     assert aliases([g.t(), g]) == [None, None]  # the same storage laid out otherwise: its own
+
+
+def test_values_that_alias_otherwise_than_first_told_stop_the_step():
+    """Which values alias is told once, at the first transfer (the receiver posts one receive per tensor told):
+    a later transfer whose values alias otherwise stops before anything is sent, in one line."""
+    link = StageLink(peer=1, names=["a", "b"], device=torch.device("cpu"))
+    g = torch.zeros(4, 8)
+    link.meta, link.fwd_alias = [ValueMeta(g), ValueMeta(g)], aliases([g, g])
+    with pytest.raises(ExecutionError) as info:
+        link.send_values({"a": g, "b": torch.zeros(4, 8)})
+    msg = str(info.value)
+    assert "alias each other differently from the first micro-batch's ([None, 0] then [None, None])" in msg
+    assert "\n" not in msg and not link.sent_fwd
 
 
 def test_a_view_and_its_reshape_are_one_view():

@@ -65,7 +65,8 @@ def run_fit(example: str, model_env: dict, gpu: str, knob: str, *, batch: int | 
         k = model_knob(path, knob)
         r = fit(req, k, upto=upto, progress=_Log())
     out = dict(knob=knob, plain=r.plain_max, plan=r.plan_max, hit=r.limit_hit, ov=r.per_sample_overhead,
-               upto=r.upto, secs=time.time() - t, probes=len(r.probes))
+               upto=r.upto, secs=time.time() - t, probes=len(r.probes), check=r.plan_memory_check,
+               plain_as_plan=r.plain_max_as_plan)
     if r.plan is not None:
         p = r.plan
         out.update(summary=p.strategy.summary(), peak=max(p.predicted.peak_bytes),
@@ -73,6 +74,14 @@ def run_fit(example: str, model_env: dict, gpu: str, knob: str, *, batch: int | 
     log(f"{example} {model_env} {gpu} {knob} m≤{max_mb}: plain {r.plain_max}, plan {r.plan_max}"
         f"{'+' if r.limit_hit else ''} ({out.get('summary', '—')}), {out['secs']:.0f} s, {len(r.probes)} probes")
     return out
+
+
+SINGLE_PASS_ONLY = False  # --single-pass: the rows' accumulation fits are not run; the saved ones stay
+
+
+def accumulated(fn):
+    """``fn()`` (a fit with accumulation), or None under ``--single-pass`` (the saved one is kept)."""
+    return None if SINGLE_PASS_ONLY else fn()
 
 
 def plan_at(example: str, model_env: dict, gpu: str, batch: int | None, max_mb: int = 1):
@@ -143,7 +152,7 @@ def extremes(example: str, model_env: dict, gpu: str, batch: int) -> list[tuple[
 # ---------------------------------------------------------------- the rows
 def row_resnet50(gpu: str, quick: bool) -> dict:
     one = run_fit("resnet50", {}, gpu, "batch", batch=None, upto=4096, max_mb=1)
-    acc = run_fit("resnet50", {}, gpu, "batch", batch=None, upto=4096, max_mb=32)
+    acc = accumulated(lambda: run_fit("resnet50", {}, gpu, "batch", batch=None, upto=4096, max_mb=32))
     ext = extremes("resnet50", {}, gpu, one["plan"] + 1) if one["plan"] and not one["hit"] else None
     return dict(one=one, acc=acc, extremes=ext)
 
@@ -182,13 +191,14 @@ def row_alloc(saved: dict) -> dict:
 def row_deep(quick: bool) -> dict:
     g = {"MEMFLOW_DEEP_RESNET_GROUP": str(DEEP_GROUP)}
     one = run_fit("resnet_deep", g, "titan-x-12gb", "depth", batch=16, upto=2500 if quick else 4001, max_mb=1)
-    acc = None if quick else run_fit("resnet_deep", g, "titan-x-12gb", "depth", batch=16, upto=4001, max_mb=16)
+    acc = None if quick else accumulated(
+        lambda: run_fit("resnet_deep", g, "titan-x-12gb", "depth", batch=16, upto=4001, max_mb=16))
     return dict(one=one, acc=acc)
 
 
 def row_moe(quick: bool) -> dict:
     one = run_fit("moe", {}, "titan-x-12gb", "experts", batch=8, upto=256, max_mb=1)
-    acc = run_fit("moe", {}, "titan-x-12gb", "experts", batch=8, upto=256, max_mb=8)
+    acc = accumulated(lambda: run_fit("moe", {}, "titan-x-12gb", "experts", batch=8, upto=256, max_mb=8))
     return dict(one=one, acc=acc)
 
 
@@ -208,28 +218,28 @@ def row_rnn(quick: bool) -> dict:
             out.update(step_2L=p2.predicted.step_time_s, ov_2L=p2.predicted.step_time_s / (2 * t_plain) - 1,
                        fits_2L=p2.fits, summary_2L=p2.strategy.summary())
     if not quick:
-        out["acc"] = run_fit("lstm", lm, "titan-x-12gb", "seq", batch=128, upto=8192, max_mb=32)
+        out["acc"] = accumulated(lambda: run_fit("lstm", lm, "titan-x-12gb", "seq", batch=128, upto=8192, max_mb=32))
     return out
 
 
 def row_lm(layers: int, quick: bool) -> dict:
     e = {"MEMFLOW_LSTM_LAYERS": str(layers), "MEMFLOW_LSTM_SEQ": "35"}
     one = run_fit("lstm", e, "titan-x-12gb", "batch", batch=None, upto=16384, max_mb=1)
-    acc = run_fit("lstm", e, "titan-x-12gb", "batch", batch=None, upto=16384, max_mb=32)
+    acc = accumulated(lambda: run_fit("lstm", e, "titan-x-12gb", "batch", batch=None, upto=16384, max_mb=32))
     return dict(one=one, acc=acc)
 
 
 def row_nmt(steps: int, quick: bool) -> dict:
     e = {"MEMFLOW_NMT_SEQ": str(steps)}
     one = run_fit("nmt", e, "titan-x-12gb", "batch", batch=None, upto=8192, max_mb=1)
-    acc = run_fit("nmt", e, "titan-x-12gb", "batch", batch=None, upto=8192, max_mb=32)
+    acc = accumulated(lambda: run_fit("nmt", e, "titan-x-12gb", "batch", batch=None, upto=8192, max_mb=32))
     return dict(one=one, acc=acc)
 
 
 def row_unet(quick: bool) -> dict:
     one = run_fit("unet3d", {}, "v100-16gb", "batch", batch=None, upto=256, max_mb=1)
     img = run_fit("unet3d", {}, "v100-16gb", "seq", batch=1, upto=512, max_mb=1)
-    acc = run_fit("unet3d", {}, "v100-16gb", "batch", batch=None, upto=256, max_mb=32)
+    acc = accumulated(lambda: run_fit("unet3d", {}, "v100-16gb", "batch", batch=None, upto=256, max_mb=32))
     return dict(one=one, acc=acc, img=img)
 
 
@@ -279,6 +289,10 @@ def _cell(r: dict | None, unit: str = "") -> str:
     s = f"{r['plain']} → {r['plan']}{'+' if r['hit'] else ''}{unit} ({_gain(r['plain'], r['plan'])})"
     if r.get("ov") is not None:
         s += f", {round(100 * r['ov']) + 0:+d}% per sample"  # (+ 0: no "-0%")
+    like = r.get("plain_as_plan")
+    if r.get("check") == "live" and like is not None and like != r["plain"]:
+        s += (f"; like for like (plain by live bytes, as this plan is judged): {like} → {r['plan']}"
+              f"{'+' if r['hit'] else ''} ({_gain(like, r['plan'])})")
     return s
 
 
@@ -336,6 +350,10 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
         out["row_secs"] = time.time() - t
         log(f"{key}: {out['row_secs']:.0f} s")
         allr = json.loads(saved.read_text()) if saved.exists() else {}
+        if SINGLE_PASS_ONLY and isinstance(allr.get(key), dict) and "error" not in out:
+            acc = [allr[key].get(k) for k in ("acc",) if isinstance(allr[key].get(k), dict)]
+            out = {**allr[key], **{k: v for k, v in out.items() if v is not None}}  # (the saved accumulation)
+            out["row_secs"] += sum(a.get("secs", 0) for a in acc)  # (its time as it was run)
         allr[key] = _jsonable(out)
         saved.parent.mkdir(exist_ok=True)
         tmp = saved.with_suffix(".tmp")
@@ -357,14 +375,20 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
     body = [
         "Each paper's capacity figure beside MemFlow's. MemFlow's = `memflow.fit` (what `memflow fit` runs): "
         "one plan per value of the knob, doubling then bisection over every integer; *plain* = one device, every "
-        "activation kept, one micro-batch (the plan's `dp/m1` baseline), judged against the same usable memory as "
-        "the plan (the device's less the default 10% headroom; the papers' TensorFlow runs had no such reserve). "
+        "activation kept, one micro-batch (the plan's `dp/m1` baseline), judged as `memflow fit` judges it on one GPU: "
+        "its live peak within the usable memory (the device's less the default 10% headroom; the papers' TensorFlow "
+        "runs had no such reserve) and the caching allocator's reserved peak of its step with the CUDA context "
+        "within the device (`memflow.reserved`, a fake run of the step replayed through the allocator model). A "
+        "plan is judged so where `memflow.reserved` covers it (no swap, no state on the host, no sharding); the "
+        "others by their live peak within the usable memory alone. Where a row's plan is one of those and plain's "
+        "reserved peak held plain back, the cell adds plain judged as the plan is (live bytes alone) and the gain "
+        "like for like (`FitResult.plain_max_as_plan`). "
         "Single pass = one forward/backward pass per step (`max_microbatches=1`: swap and recompute only, what "
         "the papers count); with accumulation = up to 32 micro-batches (16 for the deep ResNet's batch of 16, 8 "
         "for MoE's 8). Simulated at full scale on the paper's GPU (fake-tensor graphs, roofline times, fp32, "
         f"AdamW; search budget {BUDGET_S:g} s per probe). Per-sample overhead = the plan's predicted step per "
         "sample at its maximum against plain's at plain's maximum. `+`: the search stopped at the bench's "
-        "bound, not at a failure. Memory is live tensor bytes (see *GPU memory headroom* in the README).", ""]
+        "bound, not at a failure. See *GPU memory headroom* in the README.", ""]
 
     def err(k):
         return res.get(k, {}).get("error")
@@ -534,4 +558,5 @@ if __name__ == "__main__":
         os.environ["MEMFLOW_BENCH_QUICK"] = "1"
     _rows = next((a.split("=", 1)[1] if "=" in a else sys.argv[i + 2] for i, a in enumerate(sys.argv[1:])
                   if a.startswith("--rows")), None)
+    SINGLE_PASS_ONLY = "--single-pass" in sys.argv
     main(quick="--quick" in sys.argv, rows=_rows.split(",") if _rows else None, write="--no-write" not in sys.argv)

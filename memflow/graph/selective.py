@@ -16,10 +16,10 @@ the executor to run it); :func:`selective_context` is the ``context_fn`` for ``c
 """
 from __future__ import annotations
 
-import functools
+from collections import defaultdict
 
 import torch
-from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import _RECOMPUTE, CheckpointPolicy, create_selective_checkpoint_contexts
 
 __all__ = ["is_expensive", "policy", "selective_context", "EXPENSIVE_OPS"]
 
@@ -48,5 +48,59 @@ def policy(ctx, op, *args, **kwargs) -> CheckpointPolicy:
     return CheckpointPolicy.MUST_SAVE if is_expensive(op) else CheckpointPolicy.PREFER_RECOMPUTE
 
 
-#: ``context_fn`` for non-reentrant ``checkpoint``: a fresh pair of SAC contexts per call.
-selective_context = functools.partial(create_selective_checkpoint_contexts, policy)
+def _written(op, args, kwargs) -> list:
+    """The tensors ``op`` writes in place (its schema's mutable arguments: ``add_``'s self, an ``out=``)."""
+    schema = getattr(op, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return []
+    out = []
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        v = args[i] if i < len(args) else kwargs.get(a.name)
+        out += [t for t in (v if isinstance(v, (list, tuple)) else [v]) if isinstance(t, torch.Tensor)]
+    return out
+
+
+def _storage_key(t: torch.Tensor):
+    """The storage behind ``t`` (its views' too, fake tensors' too), or None."""
+    try:
+        st = t.untyped_storage()
+        return st._cdata if st.nbytes() else None
+    except (RuntimeError, NotImplementedError):  # (no storage: a tensor subclass)
+        return None
+
+
+def selective_context():
+    """``context_fn`` for non-reentrant ``checkpoint``: a fresh pair of SAC contexts per call, with
+    :func:`policy`, except that an expensive op's saved output that a later op of the node writes in place
+    is recomputed in the replay instead. SAC's cache holds the output itself (a detached alias), so the
+    replay would read it as the write left it and write it again: the GRU's CPU kernels add into and
+    squash their gates' matmul outputs in place through ``unsafe_split`` pieces, which share no version
+    counter with the output, and the gradients came out silently wrong (37% off; torch issue #119590:
+    SAC and in-place ops in eager); a ``sigmoid_`` straight on a linear's output stopped the backward
+    ("Tensor cached during selective activation checkpoint has been mutated"). The policy is called after
+    each op with its output (torch 2.13): it records where the saved outputs live and, seeing a write into
+    one, marks that op's cache entry to be recomputed (SAC's own ``_RECOMPUTE`` entry; the same op
+    count SAC keys its entries by)."""
+    saved: dict[int, list[tuple]] = {}  # storage -> (op, its invocation index) of saved outputs
+    count: dict = defaultdict(int)
+    holder: list = []  # SAC's cache of this call
+
+    def pol(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+        idx = count[op]
+        count[op] += 1
+        for t in _written(op, args, kwargs):
+            for key, i in saved.pop(_storage_key(t), ()):
+                holder[0][key][i] = _RECOMPUTE
+        choice = policy(ctx, op, *args, **kwargs)
+        if choice == CheckpointPolicy.MUST_SAVE:
+            outs = ctx.op_output if isinstance(ctx.op_output, (list, tuple)) else [ctx.op_output]
+            for t in outs:
+                if isinstance(t, torch.Tensor) and _storage_key(t) is not None:
+                    saved.setdefault(_storage_key(t), []).append((op, idx))
+        return choice
+
+    fwd, replay = create_selective_checkpoint_contexts(pol)
+    holder.append(fwd.storage)  # (the cache, not its context: the context holds this policy, and a cycle
+    return fwd, replay  # would keep the cached outputs until the garbage collector ran: +3% peak measured)

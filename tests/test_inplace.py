@@ -54,3 +54,23 @@ def test_inplace_model_plans_and_trains_as_predicted(name, tmp_path, monkeypatch
     assert all(abs(a - b) <= RTOL * abs(b) for a, b in zip(r.losses, want)), (r.losses, want)
     for rank in r.ranks:
         assert -0.01 <= rank.predicted_peak_bytes / rank.measured_peak_bytes - 1 <= 0.05, rank
+
+
+@pytest.mark.parametrize("action", ["recompute", "selective"])
+def test_a_node_that_changes_its_parameter_in_place_recomputes(action):
+    """An Embedding with max_norm renormalises the rows it reads in place in its forward: a recomputed or
+    selective node holding it replays that forward (checkpoint's saved copy of the weight would be a version
+    behind: "modified by an inplace operation"). It profiles and, with every node so, trains as plain
+    training does (the first node's dropout replayed with the mask it drew)."""
+    from memflow.executor import RunConfig, run_plan
+    from memflow.planner import resolve_spec
+    from memflow.profile.build import capture_graph
+    from memflow.strategy import Strategy
+
+    model = ROOT / "tests" / "inplace_models" / "renorm.py"
+    g = capture_graph(resolve_spec(str(model)), 4, measure=True, repeats=0)
+    st = Strategy.single(g.n, action=action)
+    res = run_plan(RunConfig(model_file=str(model), batch_size=4, strategy=st.to_dict(), steps=3), nproc=1,
+                   timeout_s=240)
+    want = plain_losses(str(model), 4, 3, seed=0)
+    assert all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(res.losses, want)), (res.losses, want)

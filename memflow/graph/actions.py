@@ -231,7 +231,7 @@ def _copy_source(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
 
 
 def _recompute(fn: Callable, context_fn: Callable | None = None, preserve_rng_state: bool = True) -> Callable:
-    """``checkpoint`` over the grad-requiring arguments; the rest (buffers that the
+    """``checkpoint`` over the grad-requiring activations; the rest (parameters, buffers that the
     node mutates in place, e.g. BatchNorm's running statistics, integer tensors)
     are closed over, so their in-place updates do not trip checkpoint's checks.
     The replay updates running statistics a second time, as recomputation
@@ -240,16 +240,25 @@ def _recompute(fn: Callable, context_fn: Callable | None = None, preserve_rng_st
     extra = {} if context_fn is None else {"context_fn": context_fn}
 
     def run(*args):
-        pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+        # (parameters, leaves, are closed over too: the non-reentrant checkpoint still carries their
+        # gradients, and a node that changes one in place in its forward, an Embedding with max_norm
+        # renormalising its rows, does not trip the version check of a saved argument)
+        pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad and not a.is_leaf]
         fixed = list(args)
+        # checkpoint restores the random state of the devices its arguments are on: an empty tensor on the
+        # node's accelerator where no activation argument is (a first node reading only token ids and
+        # parameters, its dropout replayed with the mask it drew)
+        dev = next((a.device for a in args if isinstance(a, torch.Tensor) and a.device.type not in ("cpu", "meta")),
+                   None)
+        carry = [torch.empty(0, device=dev)] if dev is not None and all(args[i].device != dev for i in pos) else []
 
         def inner(*grad_args):
             full = list(fixed)
-            for i, a in zip(pos, grad_args):
+            for i, a in zip(pos, grad_args[len(carry):]):
                 full[i] = a
             return fn(*full)
 
-        return checkpoint(inner, *[args[i] for i in pos], use_reentrant=False,
+        return checkpoint(inner, *carry, *[args[i] for i in pos], use_reentrant=False,
                           preserve_rng_state=preserve_rng_state, **extra)
 
     return run

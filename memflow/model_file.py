@@ -225,6 +225,9 @@ class ModelSpec:
                     raise ModelLoadError(
                         f"{where} returned a dict whose {key!r} is "
                         f"{_type_name(value)}; {_EXPECTED_BATCH}"
+                        + (f" (a setting such as {key}={value!r} belongs in the model: build_model can return "
+                           f"a wrapper whose forward calls the model with it)"
+                           if isinstance(value, (bool, int, float, str)) or value is None else "")
                     )
         elif isinstance(batch, (tuple, list)):
             if len(batch) != 2:

@@ -187,6 +187,7 @@ class GraphSource:
                 todo.append(b)
         if not todo:
             return
+        self.spec.batch(max(todo))  # (a model file's batch error, in one line, before any process starts)
         with self.progress.task(f"timing {self.spec.name} as {n} concurrent ranks", len(todo), "size") as task:
             times = concurrent_phase_times(self.spec, todo, n, granularity=self.granularity, dtype=self.dtype,
                                            progress=self.progress.note)

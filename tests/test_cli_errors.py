@@ -173,6 +173,16 @@ def test_killed_cpu_timing_process_is_one_line(tmp_path, capsys, monkeypatch):
     assert "killed by signal 9" in err and "concurrent CPU profiling failed" in err, err
 
 
+def test_a_model_files_batch_error_is_its_own_line_where_ranks_are_timed(capsys):
+    """On cpu-N the costs are timed in N processes: a model file's batch error is said as the file's own
+    one-line error, before they start, not as a profiling process's failure."""
+    bad = str(BAD / "batch_setting.py")
+    assert main(["plan", bad, "--cluster", "cpu-2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "profiling process" not in err, err
+    assert err.startswith(f"memflow: error: {bad}: example_batch(") and "return_loss=True" in err, err
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["plan", "--help"], ["--version"]])
 def test_output_to_a_closed_pipe_ends_quietly(argv):
     """``memflow ... | head``: the reader went away before memflow wrote; memflow ends quietly, with nothing

@@ -51,6 +51,8 @@ BAD_CASES = {
     "build_returns_non_module.py": ("check", ["returned dict", "torch.nn.Module"]),
     "batch_wrong_type.py": ("check", ["example_batch(2) returned a tuple of length 3", "expected a dict of tensors"]),
     "inputs_not_tensors.py": ("check", ["returned inputs", "expected a dict of tensors"]),
+    "batch_setting.py": ("check", ["'return_loss' is bool", "return_loss=True belongs in the model",
+                                   "build_model can return a wrapper"]),
     "wrong_batch_size.py": ("check", ["leading dimension 7, expected the batch size 2"]),
     "shape_mismatch.py": ("check", ["the batch from example_batch(2) does not run through the model: RuntimeError: "]),
     "no_loss.py": ("check", ["has no loss", "define loss_fn(output, target) in"]),

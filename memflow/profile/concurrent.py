@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,9 @@ def _child(job: dict, rank: int) -> None:
 def _why(rank: int, rc: int, err_file: Path) -> str:
     """One line on why timing process ``rank`` ended with return code ``rc``: its error, or how it died."""
     words = last_line(err_file.read_text(errors="replace")) if rc > 0 and err_file.exists() else ""
+    own = re.match(r"memflow\.errors\.\w+: (.+)", words)
+    if own:  # (one of MemFlow's own one-line errors about the model: it says it all)
+        return own.group(1)
     return f"profiling process {rank} failed: {words}" if words else f"profiling process {rank} {ended_text(rc)}"
 
 
@@ -124,7 +128,9 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
                 raise CaptureError(f"concurrent CPU profiling did not finish within {timeout_s:.0f} s") from None
             if failed is not None:
                 r, rc = failed
-                raise CaptureError(f"concurrent CPU profiling failed: {_why(r, rc, d / f'err{r}.txt')}")
+                why = _why(r, rc, d / f"err{r}.txt")
+                raise CaptureError(why if not why.startswith("profiling process") else
+                                   f"concurrent CPU profiling failed: {why}")
         finally:
             stop(procs)
         results = [json.loads((d / f"out{r}.json").read_text()) for r in range(procs_n)]

@@ -1,0 +1,141 @@
+"""Every memory action computes plain autograd's gradients, to the bit, on a zoo of module kinds.
+
+A node's action wraps its call (``memflow.graph.actions.make_wrap``: non-reentrant ``checkpoint`` for
+``recompute``, the same with the selective policy's SAC contexts for ``selective``, saved-tensor hooks for
+``swap``). Each has ways to be silently wrong that a loss over a few steps hardly shows: SAC returns an
+expensive op's cached output as a later in-place write left it (the GRU's CPU kernels; attention scores
+masked in place), a checkpoint's replay draws other dropout masks, a swap restores a view as something
+else. Here each kind of module runs once plainly and once under each action, from the same random state,
+and every gradient (parameters and input) must be equal.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from memflow.graph.actions import HostSwap, make_wrap
+from memflow.kinds import RECOMPUTE, SELECTIVE, SWAP
+
+
+class MaskedAttention(nn.Module):
+    """Hand-written attention: scores from a matmul, masked and scaled in place, softmax, dropout."""
+
+    def __init__(self, d: int = 8):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        s = q @ k.transpose(-2, -1)
+        s.masked_fill_(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+        s.mul_(0.5)
+        return self.out(self.drop(s.softmax(-1)) @ v)
+
+
+class ResidualInPlace(nn.Module):
+    """A linear's output added to in place (``x += skip``), then an in-place activation."""
+
+    def __init__(self, d: int = 8):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+
+    def forward(self, x):
+        y = self.lin(x)
+        y += x
+        return F.relu(y, inplace=True) * 1.5
+
+
+class ConvInPlace(nn.Module):
+    """Convolutions with in-place activations straight on their outputs, a depthwise one with SiLU and
+    squeeze-excitation (EfficientNet's block), batch norm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.bn = nn.BatchNorm2d(8)
+        self.se = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = F.relu_(self.conv(x))
+        z = F.silu(self.bn(self.dw(y)), inplace=True)
+        return z * torch.sigmoid(self.se(z.mean((2, 3), keepdim=True)))
+
+
+class Renorm(nn.Module):
+    """An embedding renormalising the rows it reads in place (max_norm), dropout after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 8, max_norm=1.0)
+        self.drop = nn.Dropout(0.3)
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, ids):
+        return self.lin(self.drop(self.emb(ids)))
+
+
+def _seq(b=3, t=5, d=8):
+    return torch.randn(b, t, d, requires_grad=True)
+
+
+ZOO = {
+    "gru": (lambda: nn.GRU(8, 6, batch_first=True), _seq),
+    "bigru-2": (lambda: nn.GRU(8, 6, 2, batch_first=True, bidirectional=True), _seq),
+    "gru-cell": (lambda: nn.GRUCell(8, 6), lambda: torch.randn(3, 8, requires_grad=True)),
+    "lstm-2": (lambda: nn.LSTM(8, 6, 2, batch_first=True, bidirectional=True), _seq),
+    "lstm-cell": (lambda: nn.LSTMCell(8, 6), lambda: torch.randn(3, 8, requires_grad=True)),
+    "rnn-tanh": (lambda: nn.RNN(8, 6, batch_first=True), _seq),
+    "mha": (lambda: nn.MultiheadAttention(8, 2, dropout=0.2, batch_first=True), _seq),
+    "encoder-layer": (lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.2, batch_first=True), _seq),
+    "masked-attention": (MaskedAttention, _seq),
+    "residual-in-place": (ResidualInPlace, _seq),
+    "conv-in-place": (ConvInPlace, lambda: torch.randn(2, 3, 6, 6, requires_grad=True)),
+    "embedding-max-norm": (Renorm, lambda: torch.randint(0, 20, (3, 5))),
+}
+
+
+def _outputs(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for o in out for t in _outputs(o)] if isinstance(out, (tuple, list)) else []
+
+
+def _grads(make, x, action: str | None):
+    torch.manual_seed(1)
+    mod = make()
+    mod.train()
+    x = x.detach().requires_grad_(x.is_floating_point())
+    inputs = (x, x, x) if isinstance(mod, nn.MultiheadAttention) else (x,)
+    names, params = zip(*mod.named_parameters())
+    k = len(inputs)
+
+    def fn(*args):  # (as a program's node: its parameters are arguments, as its inputs are)
+        return torch.func.functional_call(mod, dict(zip(names, args[k:])), args[:k])
+
+    if action is not None:
+        swapper = HostSwap(None, {p.untyped_storage().data_ptr() for p in params})
+        fn = make_wrap([action], swapper)(0, fn)
+    torch.manual_seed(2)  # (the same dropout masks plainly and under the action)
+    out = [o for o in _outputs(fn(*inputs, *params)) if o.requires_grad]
+    sum((o.float() * torch.linspace(0.5, 1.5, o.numel()).view(o.shape)).sum() for o in out).backward()
+    grads = {n: p.grad for n, p in mod.named_parameters()}
+    if x.requires_grad:
+        grads["input"] = x.grad
+    return grads
+
+
+@pytest.mark.parametrize("action", [RECOMPUTE, SELECTIVE, SWAP])
+@pytest.mark.parametrize("kind", sorted(ZOO))
+def test_every_action_computes_plain_gradients(kind, action):
+    make, data = ZOO[kind]
+    torch.manual_seed(0)
+    x = data()
+    want, got = _grads(make, x, None), _grads(make, x, action)
+    assert want.keys() == got.keys()
+    for name in want:
+        assert want[name] is not None and torch.equal(want[name], got[name]), (kind, action, name)

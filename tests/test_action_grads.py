@@ -10,6 +10,8 @@ and every gradient (parameters and input) must be equal.
 """
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -129,13 +131,29 @@ def _grads(make, x, action: str | None):
     return grads
 
 
+#: kinds that read one weight many times in a node (a recurrence's weights, once per time step)
+REUSED = {"gru", "bigru-2", "rnn-tanh", "lstm-2"}
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("action", [RECOMPUTE, SELECTIVE, SWAP])
 @pytest.mark.parametrize("kind", sorted(ZOO))
-def test_every_action_computes_plain_gradients(kind, action):
+def test_every_action_computes_plain_gradients(kind, action, dtype):
+    """Equal to the bit; under bf16 autocast too, but for a selective node that reads a weight many times:
+    it runs with autocast's cast cache off (graph/actions.py, ``_uncached``), and its gradient is summed
+    as plain training with the cache off sums it (within bf16's precision of the cached run: 0.4% for a
+    GRU, the same difference as between plain runs with the cache on and off)."""
     make, data = ZOO[kind]
     torch.manual_seed(0)
     x = data()
-    want, got = _grads(make, x, None), _grads(make, x, action)
+    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if dtype == "bf16" else contextlib.nullcontext
+    with ctx():
+        want, got = _grads(make, x, None), _grads(make, x, action)
     assert want.keys() == got.keys()
     for name in want:
-        assert want[name] is not None and torch.equal(want[name], got[name]), (kind, action, name)
+        assert want[name] is not None, (kind, action, name)
+        if dtype == "bf16" and action == SELECTIVE and kind in REUSED:
+            w, g = want[name].float(), got[name].float()
+            assert (w - g).abs().max() <= 1e-2 * w.abs().max(), (kind, action, name)
+        else:
+            assert torch.equal(want[name], got[name]), (kind, action, name)

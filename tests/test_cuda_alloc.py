@@ -127,6 +127,7 @@ def test_the_traces_are_there():
 
 # ---------------------------------------------------------------- a fake run of a plan's step (memflow.reserved)
 CASES = [("gpt2", "fp32", "keep"), ("gpt2", "fp32", "recompute"), ("gpt2", "bf16", "keep"),
+         ("gpt2", "fp32", "keep+optimizer-on-host"), ("lstm", "bf16", "selective"), ("lstm", "fp32", "recompute+optimizer-on-host"),
          ("bert", "bf16", "recompute-blocks"), ("resnet", "bf16", "recompute"), ("lstm", "fp32", "keep"),
          ("llama", "bf16", "keep")]
 
@@ -151,9 +152,11 @@ def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, 
     g = profile_model(spec, 4, device=cl.device, dtype=dtype, cache=False)
     # (recompute-blocks: every node but the last, the loss head, whose recomputed forward is priced as
     # its kept one: test_a_recomputed_last_nodes_forward_is_priced_as_kept)
+    action, _, host = action.partition("+")
     acts = ["recompute"] * (g.n - 1) + ["keep"] if action == "recompute-blocks" else [action] * g.n
-    predicted = Simulator(g, cl).evaluate(Strategy.single(g.n).copy(actions=acts)).peak_bytes[0]
-    got = fake_reserved(spec, 4, acts, dtype=dtype, workspace=0)
+    st = Strategy.single(g.n).copy(actions=acts, optimizer_on_host=[bool(host)])
+    predicted = Simulator(g, cl).evaluate(st).peak_bytes[0]
+    got = fake_reserved(spec, 4, acts, dtype=dtype, workspace=0, optimizer_on_host=bool(host))
     assert abs(got["peak_live"] - predicted) <= 64, (got["peak_live"], predicted)
     # the replay rounds each block up to 512 bytes: allocated at least the live bytes, reserved at least that
     assert got["peak_reserved"] >= got["peak_allocated"] >= got["peak_live"]

@@ -81,6 +81,56 @@ class Renorm(nn.Module):
         return self.lin(self.drop(self.emb(ids)))
 
 
+class NormThenInPlace(nn.Module):
+    """Instance norm, then an in-place ReLU whose result is the node's output (torch issue #26546's shape),
+    and a view of it modified in place returned (#36383's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.InstanceNorm1d(8)
+        self.lin = nn.Linear(5, 5)
+
+    def forward(self, x):
+        y = F.relu(self.norm(x.transpose(1, 2)), inplace=True)
+        return self.lin(y)[:, :4].relu_()
+
+
+class Routed(nn.Module):
+    """Top-2 routing of tokens to experts (softmax, topk, a scatter of the weighted expert outputs back
+    with index_add_), an MoE layer's dispatch and combine."""
+
+    def __init__(self, d: int = 8, experts: int = 3):
+        super().__init__()
+        self.gate = nn.Linear(d, experts)
+        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(d, 16), nn.GELU(), nn.Linear(16, d))
+                                     for _ in range(experts))
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.shape[-1])
+        w, idx = self.gate(flat).softmax(-1).topk(2, dim=-1)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            rows, slot = (idx == e).nonzero(as_tuple=True)
+            out.index_add_(0, rows, (expert(flat[rows]) * w[rows, slot, None]).to(out.dtype))
+        return out.view_as(x)
+
+
+class Upsampled(nn.Module):
+    """A U-Net step: convolution, group norm, PReLU, nearest upsampling, a concatenated skip, padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 4)
+        self.act = nn.PReLU()
+        self.out = nn.Conv2d(7, 2, 1)
+
+    def forward(self, x):
+        y = self.act(self.norm(self.conv(F.avg_pool2d(x, 2))))
+        y = F.interpolate(y, scale_factor=2, mode="nearest")
+        return F.pad(self.out(torch.cat([y, x], 1)), (1, 1, 1, 1))
+
+
 def _seq(b=3, t=5, d=8):
     return torch.randn(b, t, d, requires_grad=True)
 
@@ -98,6 +148,9 @@ ZOO = {
     "residual-in-place": (ResidualInPlace, _seq),
     "conv-in-place": (ConvInPlace, lambda: torch.randn(2, 3, 6, 6, requires_grad=True)),
     "embedding-max-norm": (Renorm, lambda: torch.randint(0, 20, (3, 5))),
+    "norm-then-in-place": (NormThenInPlace, _seq),
+    "routed-experts": (Routed, _seq),
+    "upsampled-skip": (Upsampled, lambda: torch.randn(2, 3, 6, 6, requires_grad=True)),
 }
 
 

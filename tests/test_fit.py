@@ -111,3 +111,28 @@ def test_plain_is_also_judged_as_the_plan_at_its_largest_is(monkeypatch, covered
     want = max(b for b in range(1, 41) if fake_plan(F.dataclasses.replace(req, batch_size=b)).baselines["dp/m1"].fits)
     assert r.plan_memory_check == ("reserved" if covered else "live")
     assert r.plain_max_as_plan == (11 if covered else want) and want == 17
+
+
+def test_the_cli_sets_plain_beside_the_plan_like_for_like(monkeypatch, capsys):
+    """Where the plan at its largest was judged by live bytes and plain by its reserved peak, ``memflow
+    fit`` prints plain judged as the plan is, why, and the gain like for like; ``--json`` carries both."""
+    import types
+
+    import memflow.cli.fit_cmd as C
+    from memflow.fit import FitResult
+    from memflow.strategy import Strategy
+
+    st = Strategy.single(4, action="swap")
+    p = types.SimpleNamespace(model_name="lstm", strategy=st, predicted=types.SimpleNamespace(step_time_s=0.5),
+                              save=lambda path: None)
+    r = FitResult(knob="seq", plain_max=501, plan_max=702, limit_hit=False, per_sample_overhead=0.69, upto=8192,
+                  plan=p, plan_memory_check="live", plain_max_as_plan=591)
+    monkeypatch.setattr(C, "fit", lambda *a, **k: r)
+    monkeypatch.setattr(C, "to_data", lambda plan: {"strategy": plan.strategy.to_dict()})
+    assert main(["fit", LSTM, "--gpus", "1", "--max", "seq", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "judged as this plan is (swapped activations" in out and ": 591" in out, out
+    assert "like for like (plain judged as this plan is): 1.19×" in out, out
+    assert main(["fit", LSTM, "--gpus", "1", "--max", "seq", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["plain_max"], got["plain_max_as_plan"], got["plan_memory_check"]) == (501, 591, "live")

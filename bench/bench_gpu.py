@@ -108,6 +108,7 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
     from memflow.model_file import load_model_file
     from memflow.profile import profile_model
     from memflow.planner import prediction
+    from memflow.planner import swap_leave
     from memflow.reserved import not_covered, plan_reserved
     from memflow.runner import run as run_plan_file
     from memflow.simulator import Simulator
@@ -144,7 +145,9 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
                     cluster=cl.to_dict(), node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
                     predicted=prediction(pred["measured"], BATCH, st))
         if not not_covered(st):  # what memflow plan records for such a plan: the rank reports it as predicted reserved
-            plan.predicted.reserved_bytes = [plan_reserved(spec, st, BATCH, device_name=props.name, dtype=dt)]
+            plan.predicted.reserved_bytes = [plan_reserved(
+                spec, st, BATCH, device_name=props.name, dtype=dt, live_peak=pred["roofline"].peak_bytes[0],
+                swap_leave=swap_leave(graph("roofline", mb, dt), preset, st))]
         runs: dict[str, object] = {}
         for alloc, conf in ALLOC.items():
             if alloc not in os.environ.get("MEMFLOW_BENCH_GPU_ALLOC", ",".join(ALLOC)).split(","):
@@ -224,15 +227,22 @@ def replay_traces(rows_file: str, tgz: Path = TRACES.with_suffix(".tgz")) -> Non
               f"(measured {t['peak_reserved'] / 2**20:,.0f}), {100 * r['placed_alike']:.2f}% placed alike", flush=True)
     # and where a fake run of the plan's step can stand for the GPU's (memflow.reserved): its events replayed
     from memflow.model_file import load_model_file
+    from memflow.planner import swap_leave
+    from memflow.profile import profile_model
     from memflow.reserved import not_covered, plan_reserved
+    from memflow.simulator import Simulator
 
     os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
     spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    cl = Cluster.for_gpus(1, PRESET).with_memory(int(data["total_memory"]))  # (the run's roofline cluster)
     for row in data["rows"]:
         st = Strategy.from_dict(row["strategy_dict"])
         if row.get("replay") is None or not_covered(st):
             continue
-        r = plan_reserved(spec, st, BATCH, device_name="h200", dtype=_dtype(row["strategy"]))
+        dt = _dtype(row["strategy"])
+        g = profile_model(spec, st.microbatch_size(BATCH), device=cl.device, dtype=dt)
+        r = plan_reserved(spec, st, BATCH, device_name="h200", dtype=dt, swap_leave=swap_leave(g, cl, st),
+                          live_peak=Simulator(g, cl).evaluate(st).peak_bytes[0])
         row["replay"]["fake"] = dict(reserved=r)
         print(f"bench gpu: {row['strategy']}: a fake run replayed (what the plan now predicts): "
               f"{r / 2**20:,.0f} MiB reserved", flush=True)
@@ -338,14 +348,17 @@ def render(data: dict) -> str:
         "up to 20 MiB pages, plus one 2 MiB small page. Outside the allocator, a fresh process's CUDA context "
         f"with cuBLAS loaded held {ctx} (`memflow.gpumem.CONTEXT_BYTES`). Error = predicted / measured − 1. "
         "A run made after the one-GPU reserved prediction (`memflow.reserved`) predicts reserved by it where it "
-        "covers the plan (no swap, offload or sharding), as `memflow plan` does. "
+        "covers the plan (no swap, offload or sharding at that run), as `memflow plan` did. "
         f"Predicted reserved against reserved: median |error| {med(rerr)}, worst {worst(rerr)}."
         + (f" The last column: the fake trace made again by the code after this run, on "
            f"{data.get('repredicted_with', 'this host')} (`python -m bench.bench_gpu --repredict "
            "bench/runs/gpu-rows.json`), against the same accounted peak; and the reserved peak a plan predicts "
            "now, against the measured reserved: marked · where a fake run of the step through the allocator model "
-           "stands for the GPU (`memflow.reserved`, what `memflow plan` records for a one-GPU plan it covers; "
-           "the replays below), else the rule above of the fake-trace peak predicted again. Median |error| "
+           "stands for the GPU (`memflow.reserved`, what `memflow plan` records for a one-GPU plan it covers, now "
+           "the optimizer on the host and swap too, a swapped node's buffers freed on the simulator's timeline of "
+           "its copies; the replays below), else the rule above of the fake-trace peak predicted again. The swap-all "
+           "run held the LM head's logits twice (an executor fault fixed after it: its accounted peak is 16.8% "
+           "above the live prediction), so its row measures that fault, not the prediction. Median |error| "
            f"{med(nerr)}, worst {worst(nerr)}." if again else "") + "\n\n"
         + summary + "\n\n" +
         md_table(["strategy", "measured ms", "predicted ms (roofline)", "predicted ms (measured costs)",

@@ -379,7 +379,7 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
         "its live peak within the usable memory (the device's less the default 10% headroom; the papers' TensorFlow "
         "runs had no such reserve) and the caching allocator's reserved peak of its step with the CUDA context "
         "within the device (`memflow.reserved`, a fake run of the step replayed through the allocator model). A "
-        "plan is judged so where `memflow.reserved` covers it (no swap, no parameters on the host, no sharding); the "
+        "plan is judged so where `memflow.reserved` covers it (no parameters on the host, no sharding); the "
         "others by their live peak within the usable memory alone. Where a row's plan is one of those and plain's "
         "reserved peak held plain back, the cell adds plain judged as the plan is (live bytes alone) and the gain "
         "like for like (`FitResult.plain_max_as_plan`). "

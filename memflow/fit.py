@@ -61,7 +61,7 @@ class FitResult:
     plan: Plan | None = None  # MemFlow's plan at plan_max
     # how the plan at plan_max was judged: "reserved" (the allocator's reserved peak of a fake run of its
     # step and the CUDA context within the device, memflow.reserved) or "live" (its live tensor bytes within
-    # the device less the headroom: what memflow.reserved does not cover, swap, parameters on the host, sharding)
+    # the device less the headroom: what memflow.reserved does not cover: parameters on the host, sharding)
     plan_memory_check: str = "live"
     # plain's largest value judged as the plan at plan_max was (on one GPU, plain is judged by its reserved
     # peak: a plan judged by live bytes alone is set beside plain judged alike); plain_max where they agree
@@ -193,8 +193,8 @@ def plain_fits(p: Plan | None) -> bool:
 
 def plain_live_fits(p: Plan | None, headroom: float) -> bool:
     """Plain data parallelism (``dp/m1``) judged by its live peak alone, against the devices' memory less
-    ``headroom``: as a plan that :mod:`memflow.reserved` does not cover (swapped activations, parameters
-    on the host, sharding) is judged. Where :func:`plain_fits` is stricter (one GPU: the reserved peak), this is
+    ``headroom``: as a plan that :mod:`memflow.reserved` does not cover (parameters on the host,
+    sharding) is judged. Where :func:`plain_fits` is stricter (one GPU: the reserved peak), this is
     plain set beside such a plan like for like."""
     b = p.baselines.get("dp/m1") if p is not None else None
     if b is None or not b.peak_bytes:

@@ -23,7 +23,7 @@ from .gpumem import CONTEXT_BYTES
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
 from .graph.tp import MEGATRON_SP, REPLICATED, SEQUENCE, uses_sequence
-from .kinds import SELECTIVE
+from .kinds import SELECTIVE, SWAP
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
 from .modelenv import applied, file_sha256, model_env
 from .planfile import Plan
@@ -41,7 +41,7 @@ from .simulator.tp import allreduce_s
 from .strategy import Strategy
 from .units import format_bytes, parse_bytes
 
-__all__ = ["plan", "plan_request", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource",
+__all__ = ["plan", "plan_request", "swap_leave", "resolve_spec", "resolve_cluster", "micro_batch_sizes", "GraphSource",
            "baseline_result", "plan_graph", "simulate_plan", "search_problem", "check_model", "prove_no_fit",
            "plan_environment", "prediction", "usable_cluster", "current_prediction"]
 
@@ -430,16 +430,16 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
     where the plan is one it covers, and planned once more with that much less memory where the reserved
     peak and the CUDA context would not fit the device: with the live peak it may have that much lower, at
     most :data:`RESERVED_REPLANS` times; a plan still over does not fit."""
-    p = _plan_once(spec, cl, usable, B, req, progress)
+    p, graph = _plan_once(spec, cl, usable, B, req, progress)
     for tries in range(RESERVED_REPLANS + 1):
-        over = predict_reserved(p, spec, cl, progress)
+        over = predict_reserved(p, spec, cl, progress, graph)
         h = 1.0 - (max(p.predicted.peak_bytes) - over) / cl.device.memory_bytes
         if over <= 0 or h >= 1.0 or tries == RESERVED_REPLANS:
             break
         progress.note(f"the allocator's reserved memory and the CUDA context would exceed the device by "
                       f"{format_bytes(over)}: planning again with headroom {100 * h:.1f}%")
         req = dataclasses.replace(req, headroom=h)
-        p = _plan_once(spec, cl, cl.with_memory(int(cl.device.memory_bytes * (1.0 - h))), B, req, progress)
+        p, graph = _plan_once(spec, cl, cl.with_memory(int(cl.device.memory_bytes * (1.0 - h))), B, req, progress)
     if over > 0:
         p.predicted.fits = False
     return p
@@ -448,24 +448,42 @@ def _plan(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanReques
 RESERVED_REPLANS = 3
 
 
-def predict_reserved(p: Plan, spec: ModelSpec, cl: Cluster, progress: Progress = SILENT) -> int:
+def swap_leave(graph: TaskGraph, cl: Cluster, st: Strategy) -> dict[int, int]:
+    """Per swapped node of a one-stage plan, the first phase the simulator frees its saved buffers in (its
+    timeline of the copies to the host): the order :func:`memflow.reserved.plan_reserved`'s fake run
+    follows."""
+    if SWAP not in st.actions:
+        return {}
+    se = Simulator(graph, cl).stage_eval(0, graph.n, list(st.actions), shard=st.sharding[0],
+                                         opt_host=bool(st.optimizer_on_host[0]), dp=1,
+                                         host_bw=cl.host_link.bandwidth, detail=True,
+                                         params_host=bool(st.params_on_host[0]), prefetch=st.prefetch)
+    return dict(se.swap_leave)
+
+
+def predict_reserved(p: Plan, spec: ModelSpec, cl: Cluster, progress: Progress = SILENT,
+                     graph: TaskGraph | None = None) -> int:
     """Record in ``p.predicted.reserved_bytes`` the caching allocator's reserved peak for a plan on one GPU
     that :func:`memflow.reserved.not_covered` covers and that fits; returns how far that and the CUDA
     context exceed the device (bytes; 0 or less where they fit, where nothing was predicted, and on a
     device too small to hold a CUDA context: a what-if of tensor memory alone, as the test and bench
     cases of a few hundred KiB are)."""
-    if cl.device.kind != "gpu" or not p.fits or not_covered(p.strategy):
+    if cl.device.kind != "gpu" or not p.fits or not_covered(p.strategy) or (graph is None and SWAP in p.strategy.actions):
         return 0
     t0 = time.perf_counter()
     r = plan_reserved(spec, p.strategy, p.batch_size, device_name=cl.device.name, dtype=p.settings.dtype,
-                      granularity=p.settings.granularity)
+                      granularity=p.settings.granularity,
+                      swap_leave=swap_leave(graph, cl, p.strategy) if graph is not None else None,
+                      live_peak=max(p.predicted.peak_bytes))
     p.predicted.reserved_bytes = [r]
     progress.note(f"the caching allocator's reserved peak, from a fake run of the step: {format_bytes(r)} "
                   f"({time.perf_counter() - t0:.1f} s)")
     return r + CONTEXT_BYTES - cl.device.memory_bytes if cl.device.memory_bytes > CONTEXT_BYTES else 0
 
 
-def _plan_once(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest, progress: Progress) -> Plan:
+def _plan_once(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanRequest,
+               progress: Progress) -> tuple[Plan, TaskGraph]:
+    """The plan, and the graph its strategy was simulated on."""
     runs = tp_runs(spec, cl, usable, B, req, progress)
     fitting = [r for r in runs if r.result.fits]
     run = min(fitting, key=lambda r: r.result.best_eval.step_time_s) if fitting else runs[0]
@@ -490,7 +508,7 @@ def _plan_once(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
                           baseline_result(ev, r.tp)
                           for name, (st, ev) in r.result.baselines.items() if i == 0 or name.startswith(TP_BASELINES)})
     on_file = str(spec.path) != "<module>"
-    return Plan(
+    p = Plan(
         model_file=str(Path(spec.path).resolve()) if on_file else "",
         model_sha256=file_sha256(spec.path) if on_file else "",
         env=model_env(spec.env_vars),
@@ -514,6 +532,7 @@ def _plan_once(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
             sharding=req.sharding, offload=req.offload, tp=req.tp,
         ),
     )
+    return p, graph
 
 
 def prediction(sim: SimResult, batch_size: int, strategy: Strategy) -> Prediction:

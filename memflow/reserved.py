@@ -2,7 +2,7 @@
 
 The simulator predicts live tensor bytes per phase; the caching allocator's reserved memory also
 depends on the order and sizes of every allocation (:mod:`memflow.cuda_alloc`). For a single-stage
-plan without swap, parameters on the host or sharding (keep, recompute, selective, micro-batches, the
+plan without parameters on the host or sharding (keep, recompute, selective, swap, micro-batches, the
 optimizer on the host: its state and step in host memory), this runs the
 step's node program on fake tensors as the executor runs it on one GPU (CUDA's autocast,
 :func:`memflow.graph.training.gpu_semantics`; the plan's per-node actions; ``steps`` steps with the
@@ -22,12 +22,13 @@ the replays of GPT-2's keep, recompute-all and two-micro-batch steps come within
 ``max_memory_reserved`` (tests/test_cuda_alloc.py). The placement is chaotic: in that recompute run two
 attention-mask tensors are 1 MiB blocks in the GPU's trace (made at [1, 1, S, S]; the GPU ran torch
 2.11) and 8 MiB ones here ([B, 1, S, S]); dropping them from this run moves its peak by 20 MiB, and
-before the three rules above it was 500 MiB (7%) under. Swap's copies depend on timing and are left
-out: a fake run that lets each swapped tensor go at the next node (copies keeping up) put swap-all
-GPT-2's live peak at 6.2 GiB, where the simulator's timeline of the copies says 11.1 and the H200 held
-13.4 (before a fix since); the order of its frees would have to follow that timeline. The optimizer on
-the host adds nothing on the device: its fake run replayed comes to 13,948 MiB reserved against the
-H200's 13,930.
+before the three rules above it was 500 MiB (7%) under. A swap's frees depend on when its copies to
+the host end: the fake run (:mod:`memflow.fakeswap`, the CUDA path's calls) frees each swapped node's
+saved tensors in the phase the simulator's timeline of the copies frees them in (``swap_leave``); letting
+them go at the next node instead (copies keeping up) had put swap-all GPT-2's live peak at 6.2 GiB where
+that timeline says 11.1. So, swapping every other node replays to 12,728 MiB reserved against the H200's
+12,128 (+4.9%), its live peak the simulator's to the byte. The optimizer on the host adds nothing on the
+device: 13,948 MiB replayed against the H200's 13,930.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from .graph.actions import make_wrap
 from .graph.build import capture_program
 from .graph.gpu_autocast import CudaAutocast
 from .graph.training import casts, gpu_semantics, opt_params
+from .fakeswap import FakeGpuSwap
 from .gpumem import cublas_workspace_bytes
 from .kinds import SHARD_NONE, SWAP
 from .memory import LiveBytes
@@ -234,11 +236,15 @@ class _Sequence(LiveBytes):
 def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microbatches: int = 1,
                 dtype: str = "fp32", steps: int = 3, workspace: int | None = None,
                 sms: tuple[int, int] | None = SMS["h100"], granularity: str | int = "auto",
-                optimizer_on_host: bool = False) -> tuple[list, int]:
+                optimizer_on_host: bool = False, swap_leave: dict[int, int] | None = None,
+                prefetch: int = 1) -> tuple[list, int]:
     """The device's allocator events (``[action, token, bytes, stream]``) of ``steps`` training steps of a
     single-stage plan, run on fake tensors as a GPU runs them (see the module's docstring), and the run's
     peak of live tensor bytes. ``optimizer_on_host``: the optimizer's state and step in host memory (the
-    executor steps pinned host copies of the parameters: nothing of it on the device)."""
+    executor steps pinned host copies of the parameters: nothing of it on the device). Swapped nodes as the
+    executor's CUDA swap allocates (:mod:`memflow.fakeswap`): each node's saved tensors leave the device
+    in the phase ``swap_leave`` gives (the simulator's timeline of the copies; default: the phase after
+    its forward) and come back ``prefetch`` nodes ahead of its backward."""
     ws = cublas_workspace_bytes() if workspace is None else workspace
     low = casts(dtype)
     with gpu_semantics(True):
@@ -255,7 +261,8 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
         params = opt_params(model, captured.split)
         live.track(params + list(captured.split.buffers()), kind="state")
         opt = spec.make_optimizer(params)
-        wrap = make_wrap(acts, None, preserve_rng_state=False)
+        swapper = FakeGpuSwap(live, params, n, swap_leave or {}) if SWAP in acts else None
+        wrap = make_wrap(acts, swapper, preserve_rng_state=False)
         read = {a for call in program.calls for a in call.arg_names}
         reads = [p in read for p in program.placeholders]  # (the inputs no node reads stay on the host)
         for _ in range(steps):
@@ -267,17 +274,32 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                     data = [t.clone() if isinstance(t, torch.Tensor) and r else (t if not r else None)
                             for t, r in zip(captured.flat_inputs, reads)]
                     live.backward = False
+                    if swapper is not None:
+                        swapper.batch_inputs(data)
                     with (torch.autocast("cpu", dtype=torch.bfloat16) if low else contextlib.nullcontext()):
                         env = program.initial_env(data)
                         states = []
                         for k in range(n):
+                            if swapper is not None:
+                                swapper.key = (_m, k)
+                                swapper.at_phase(k)
                             states.append(program.forward_node(k, env, wrap=wrap))
                             program.drop_dead(env, k)
                     live.backward = True
                     grads: dict = {}
+                    if swapper is not None:  # (as the stage's backward: the last nodes' copies back first)
+                        swapper.at_phase(n)
+                        for k in range(n - 1, max(n - 1 - prefetch, -1), -1):
+                            swapper.prefetch(_m, k)
                     for k in range(n - 1, -1, -1):
+                        if swapper is not None:
+                            swapper.at_phase(2 * n - 1 - k)
+                            if k - prefetch >= 0:
+                                swapper.prefetch(_m, k - prefetch)
                         program.backward_node(k, states[k], grads)
                         states[k] = None
+                    if swapper is not None:
+                        swapper.drop(_m)
                     del env, grads, data
                 live.backward = False
                 with (live.host() if optimizer_on_host else contextlib.nullcontext()):
@@ -300,8 +322,6 @@ def not_covered(strategy: Any) -> str:
     st = strategy
     if st.num_devices != 1:
         return "more than one device"
-    if any(a == SWAP for a in st.actions):
-        return "swapped activations"
     if any(st.params_on_host):
         return "parameters on the host"
     if any(s != SHARD_NONE for s in st.sharding):
@@ -319,13 +339,21 @@ def gpu_figures(name: str) -> tuple[int, tuple[int, int]]:
 
 
 def plan_reserved(spec: Any, strategy: Any, batch_size: int, *, device_name: str, dtype: str = "fp32",
-                  granularity: str | int = "auto", steps: int = 2) -> int:
+                  granularity: str | int = "auto", steps: int = 2, swap_leave: dict[int, int] | None = None,
+                  live_peak: int = 0) -> int:
     """The caching allocator's reserved peak (expandable segments) on a ``device_name`` GPU running a plan
     :func:`not_covered` covers: :func:`fake_reserved` of its step (two steps: the second runs over the
-    first's layout, as every timed step does)."""
-    sm, sms = gpu_figures(device_name)
+    first's layout, as every timed step does). A plan that swaps needs ``swap_leave``, the simulator's
+    phases its swapped nodes' buffers leave the device in (:func:`memflow.planner.swap_leave`): the fake
+    run frees them in that order. Where ``live_peak`` (the simulator's) is above the fake run's live peak,
+    the difference is added."""
     st = strategy
+    if SWAP in st.actions and swap_leave is None:
+        raise ValueError("a swapped plan's reserved peak follows the simulator's timeline of its copies: "
+                         "pass swap_leave")
+    sm, sms = gpu_figures(device_name)
     r = fake_reserved(spec, st.microbatch_size(batch_size), list(st.actions), microbatches=st.microbatches,
                       dtype=dtype, steps=steps, workspace=cublas_workspace_bytes(sm), sms=sms,
-                      granularity=granularity, optimizer_on_host=bool(st.optimizer_on_host[0]))
-    return int(r["peak_reserved"])
+                      granularity=granularity, optimizer_on_host=bool(st.optimizer_on_host[0]),
+                      swap_leave=swap_leave, prefetch=st.prefetch)
+    return int(r["peak_reserved"]) + max(0, int(live_peak) - int(r["peak_live"]))

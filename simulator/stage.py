@@ -86,6 +86,9 @@ class StageEval:
     swap_live: list = ()
     copy_out: list = ()  # (x, start, end) offsets from F op start, per swapped node
     prefetch: list = ()  # (x, start, end) offsets from B op start
+    # per swapped node x: (x, the first local phase its copy-out lets its saved buffers leave the device;
+    # -1: by the end of its forward), as the memory model frees them (memflow.fakeswap follows it)
+    swap_leave: tuple = ()
     # per bucket copy: (x, bytes above base with 1 micro-batch, with more, phase whose live bytes it
     # sits on with 1, with more, its bytes); x: the node after whose backward it is made, phase 2m:
     # after the whole backward
@@ -974,6 +977,7 @@ class StageModel:
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)
             ev.copy_out = copy_out
             ev.prefetch = prefetch
+            ev.swap_leave = tuple((x, g[0]) for x, g in sorted(gap.items())) if gap else ()
             if sync:
                 ev.sync_points = pts
         return ev

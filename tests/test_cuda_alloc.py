@@ -162,6 +162,43 @@ def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, 
     assert got["peak_reserved"] >= got["peak_allocated"] >= got["peak_live"]
 
 
+@pytest.mark.parametrize("model,dtype,actions,exact", [
+    ("lstm", "fp32", "swap", True), ("lstm", "fp32", "keep,swap", True), ("bert", "bf16", "keep,swap", True),
+    ("gpt2", "fp32", "swap", False), ("resnet", "bf16", "keep,swap", False)])
+def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dtype, actions, exact, monkeypatch):
+    """A swapped node's saved tensors leave the device in the fake run in the phase the simulator's timeline
+    of the copies frees them in (memflow.planner.swap_leave) and come back as the executor's CUDA path
+    brings them (memflow.fakeswap): its live peak is the simulator's where each saved tensor is a storage
+    of its own (the LSTM, BERT); never below it, and above where the CUDA path copies two views of one
+    storage twice (GPT-2's attention output, saved 4-D and 2-D: 32 KiB a block here)."""
+    from memflow.cluster import Cluster
+    from memflow.model_file import load_model_file
+    from memflow.planner import swap_leave
+    from memflow.profile import profile_model
+    from memflow.reserved import fake_reserved, plan_reserved
+    from memflow.simulator import Simulator
+    from memflow.strategy import Strategy
+
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root = Path(__file__).resolve().parents[1]
+    spec = load_model_file(root / "examples" / f"{model}.py")
+    cl = Cluster.for_gpus(1, "h100-80gb")
+    g = profile_model(spec, 4, device=cl.device, dtype=dtype, cache=False)
+    acts = (actions.split(",") * g.n)[:g.n]
+    st = Strategy.single(g.n).copy(actions=acts)
+    predicted = Simulator(g, cl).evaluate(st).peak_bytes[0]
+    leave = swap_leave(g, cl, st)
+    assert leave and set(leave) <= {x for x, a in enumerate(acts) if a == "swap"}
+    got = fake_reserved(spec, 4, acts, dtype=dtype, workspace=0, swap_leave=leave)
+    assert got["peak_live"] >= predicted - 64, (got["peak_live"], predicted)
+    if exact:
+        assert abs(got["peak_live"] - predicted) <= 64, (got["peak_live"], predicted)
+    with pytest.raises(ValueError, match="swap_leave"):
+        plan_reserved(spec, st, 4, device_name="h100-80gb", dtype=dtype)
+    assert plan_reserved(spec, st, 4, device_name="h100-80gb", dtype=dtype, swap_leave=leave) >= got["peak_live"]
+
+
 @pytest.mark.parametrize("width,buffer,semaphores", [(768, 48 * MIB, 24), (3072, 132 * MIB, 96),
                                                      (2304, 139_198_464, 72)])
 def test_cudas_reduction_buffers_are_the_h200s(width, buffer, semaphores):

@@ -122,7 +122,7 @@ def test_the_cli_sets_plain_beside_the_plan_like_for_like(monkeypatch, capsys):
     from memflow.fit import FitResult
     from memflow.strategy import Strategy
 
-    st = Strategy.single(4, action="swap")
+    st = Strategy.single(4, action="swap").copy(sharding=["parameters"], offload=["optimizer+parameters"])
     p = types.SimpleNamespace(model_name="lstm", strategy=st, predicted=types.SimpleNamespace(step_time_s=0.5),
                               save=lambda path: None)
     r = FitResult(knob="seq", plain_max=501, plan_max=702, limit_hit=False, per_sample_overhead=0.69, upto=8192,
@@ -131,7 +131,7 @@ def test_the_cli_sets_plain_beside_the_plan_like_for_like(monkeypatch, capsys):
     monkeypatch.setattr(C, "to_data", lambda plan: {"strategy": plan.strategy.to_dict()})
     assert main(["fit", LSTM, "--gpus", "1", "--max", "seq", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "judged as this plan is (swapped activations" in out and ": 591" in out, out
+    assert "judged as this plan is (parameters on the host" in out and ": 591" in out, out
     assert "like for like (plain judged as this plan is): 1.19×" in out, out
     assert main(["fit", LSTM, "--gpus", "1", "--max", "seq", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)

@@ -1,0 +1,129 @@
+"""The executor's CUDA swap on fake tensors: a swapped node's device allocations and frees, in order.
+
+:class:`memflow.graph.actions.HostSwap` on a GPU copies each saved tensor to a pinned host buffer on a side
+stream, holds the device tensor until that copy has finished (``reap``), and allocates each copy back on
+the compute stream ``prefetch`` nodes ahead of its node's backward (a tensor whose copy out was never
+reaped is read where it is: no second buffer). When a copy finishes depends on the link: the simulator
+times the copies and frees a swapped node's saved buffers from the first phase after its copy-out ends
+(:attr:`simulator.stage.StageEval.swap_leave`). :class:`FakeGpuSwap` makes the executor's calls on fake
+tensors for :func:`memflow.reserved.step_events`, and lets each device tensor go at the start of the phase
+the simulator frees it in, so the order of allocations and frees it gives the allocator model is the
+simulator's timeline: a host copy made inside :meth:`LiveBytes.host` (no device bytes), the copy back an
+empty device tensor of the host copy's shape. It skips what ``HostSwap`` skips (parameters, the
+micro-batch's inputs, storages under ``MIN_SWAP_BYTES``), keys storages by their ``StorageImpl`` (fake
+tensors have no addresses), and copies each saved tensor on its own, as the CUDA path does.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+from .kinds import MIN_SWAP_BYTES
+from .memory import LiveBytes
+
+__all__ = ["FakeGpuSwap"]
+
+
+def _key(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _copy_source(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
+    """As ``HostSwap`` copies ``t``: itself, or a view overlapping itself (a broadcast) as its storage."""
+    st = t.untyped_storage()
+    if st.nbytes() >= t.numel() * t.element_size():
+        return t, None
+    flat = t.new_empty(0).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
+    return flat, (tuple(t.shape), t.stride(), t.storage_offset())
+
+
+class FakeGpuSwap:
+    """``HostSwap``'s interface (``key``, ``begin_node``, ``end_node``, ``reap``, ``prefetch``, ``drop``,
+    ``hooks``, ``batch_inputs``) with its CUDA path's allocations on fake tensors. ``leave``: per swapped
+    node, the first local phase (0 .. 2n-1: forwards, then backwards in reverse) its saved tensors are
+    off the device, -1 for the phase after its forward; :meth:`at_phase` is called as each phase starts."""
+
+    def __init__(self, live: LiveBytes, params: list[torch.Tensor], n: int, leave: dict[int, int]):
+        self.live = live
+        self.param_keys = {_key(p) for p in params}
+        self.n = n
+        self.leave = {x: (x + 1 if f1 < 0 else f1) for x, f1 in leave.items()}
+        self.key: tuple[int, int] = (0, 0)
+        self.records: dict[tuple[int, int], list[list]] = {}
+        self._copying: list[tuple[int, list]] = []  # (phase it leaves from, record)
+        self._packed: dict[tuple, tuple] = {}
+        self._batch: set = set()
+        self.phase = 0
+
+    def batch_inputs(self, tensors) -> None:
+        self._batch = {_key(t) for t in tensors if isinstance(t, torch.Tensor)}
+
+    def at_phase(self, p: int) -> None:
+        """Local phase ``p`` starts: the device tensors whose copy out has ended by then go."""
+        self.phase = p
+        still = []
+        for q, rec in self._copying:
+            if q <= p:
+                rec[1] = None
+            else:
+                still.append((q, rec))
+        self._copying = still
+
+    def begin_node(self, key: tuple[int, int]) -> None:
+        self.key = key
+        self._packed = {}
+
+    def end_node(self) -> None:
+        self._packed = {}
+
+    def reap(self) -> None:  # (the phases say when: at_phase)
+        pass
+
+    def pack(self, t: torch.Tensor) -> Any:
+        k = _key(t)
+        if k is None or k in self.param_keys or k in self._batch or t.untyped_storage().nbytes() < MIN_SWAP_BYTES:
+            return t
+        ident = (k, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
+        anchor = weakref.ref(t._base if t._base is not None else t)
+        seen = self._packed.get(ident)
+        if seen is not None and seen[0]() is not None:
+            return seen[1]
+        src, view = _copy_source(t)
+        with self.live.host():
+            host = torch.empty(src.shape, dtype=src.dtype)
+        rec = [host, src, view, None]  # (host copy, the device tensor until its copy ends, view, the copy back)
+        self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
+        self._packed[ident] = (anchor, rec)
+        self.records.setdefault(self.key, []).append(rec)
+        return rec
+
+    def _fetch(self, rec: list) -> None:
+        rec[3] = rec[1] if rec[1] is not None else torch.empty(rec[0].shape, dtype=rec[0].dtype)
+
+    def prefetch(self, mb: int, k: int) -> None:
+        for rec in self.records.pop((mb, k), ()):
+            if rec[3] is None:
+                self._fetch(rec)
+
+    def drop(self, mb: int) -> None:
+        for key in [key for key in self.records if key[0] == mb]:
+            del self.records[key]
+        for _, rec in self._copying:  # (the micro-batch's backward is over: nothing of it is read again)
+            rec[1] = None
+        self._copying = []
+
+    def unpack(self, rec: Any) -> torch.Tensor:
+        if isinstance(rec, torch.Tensor):
+            return rec
+        if rec[3] is None:
+            self._fetch(rec)
+        dev, view = rec[3], rec[2]
+        return dev if view is None else dev.as_strided(*view)
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)

@@ -15,11 +15,11 @@ tensors have no addresses), and copies each saved tensor on its own, as the CUDA
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import torch
 
+from .graph.actions import copy_source, packed_before
 from .kinds import MIN_SWAP_BYTES
 from .memory import LiveBytes
 
@@ -31,15 +31,6 @@ def _key(t: torch.Tensor) -> int | None:
         return t.untyped_storage()._cdata
     except (RuntimeError, NotImplementedError):
         return None
-
-
-def _copy_source(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
-    """As ``HostSwap`` copies ``t``: itself, or a view overlapping itself (a broadcast) as its storage."""
-    st = t.untyped_storage()
-    if st.nbytes() >= t.numel() * t.element_size():
-        return t, None
-    flat = t.new_empty(0).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
-    return flat, (tuple(t.shape), t.stride(), t.storage_offset())
 
 
 class FakeGpuSwap:
@@ -88,12 +79,10 @@ class FakeGpuSwap:
         k = _key(t)
         if k is None or k in self.param_keys or k in self._batch or t.untyped_storage().nbytes() < MIN_SWAP_BYTES:
             return t
-        ident = (k, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
-        anchor = weakref.ref(t._base if t._base is not None else t)
-        seen = self._packed.get(ident)
-        if seen is not None and seen[0]() is not None:
-            return seen[1]
-        src, view = _copy_source(t)
+        ident, anchor, seen = packed_before(self._packed, t, k)
+        if seen is not None:
+            return seen
+        src, view = copy_source(t)
         with self.live.host():
             host = torch.empty(src.shape, dtype=src.dtype)
         rec = [host, src, view, None]  # (host copy, the device tensor until its copy ends, view, the copy back)

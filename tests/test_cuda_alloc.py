@@ -132,24 +132,29 @@ CASES = [("gpt2", "fp32", "keep"), ("gpt2", "fp32", "recompute"), ("gpt2", "bf16
          ("llama", "bf16", "keep")]
 
 
+def _tiny_gpu_graph(model: str, dtype: str, monkeypatch):
+    """An example at tiny scale: its spec, one H100, and its GPU-semantics graph at micro-batch 4."""
+    from memflow.cluster import Cluster
+    from memflow.model_file import load_model_file
+    from memflow.profile import profile_model
+
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = load_model_file(Path(__file__).resolve().parents[1] / "examples" / f"{model}.py")
+    cl = Cluster.for_gpus(1, "h100-80gb")
+    return spec, cl, profile_model(spec, 4, device=cl.device, dtype=dtype, cache=False)
+
+
 @pytest.mark.parametrize("model,dtype,action", CASES)
 def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, monkeypatch):
     """The step run on fake tensors as one GPU runs it (memflow.reserved: micro-batch data loaded and
     dropped, forward under CUDA's autocast, backward outside it, the optimizer) peaks at the live bytes the
     simulator predicts from the GPU-semantics profile of the same plan (within a 64-byte scalar or two)."""
-    from memflow.cluster import Cluster
-    from memflow.model_file import load_model_file
-    from memflow.profile import profile_model
     from memflow.reserved import fake_reserved
     from memflow.simulator import Simulator
     from memflow.strategy import Strategy
 
-    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    root = Path(__file__).resolve().parents[1]
-    spec = load_model_file(root / "examples" / f"{model}.py")
-    cl = Cluster.for_gpus(1, "h100-80gb")
-    g = profile_model(spec, 4, device=cl.device, dtype=dtype, cache=False)
+    spec, cl, g = _tiny_gpu_graph(model, dtype, monkeypatch)
     # (recompute-blocks: every node but the last, the loss head, whose recomputed forward is priced as
     # its kept one: test_a_recomputed_last_nodes_forward_is_priced_as_kept)
     action, _, host = action.partition("+")
@@ -171,20 +176,12 @@ def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dty
     brings them (memflow.fakeswap): its live peak is the simulator's where each saved tensor is a storage
     of its own (the LSTM, BERT); never below it, and above where the CUDA path copies two views of one
     storage twice (GPT-2's attention output, saved 4-D and 2-D: 32 KiB a block here)."""
-    from memflow.cluster import Cluster
-    from memflow.model_file import load_model_file
     from memflow.planner import swap_leave
-    from memflow.profile import profile_model
     from memflow.reserved import fake_reserved, plan_reserved
     from memflow.simulator import Simulator
     from memflow.strategy import Strategy
 
-    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    root = Path(__file__).resolve().parents[1]
-    spec = load_model_file(root / "examples" / f"{model}.py")
-    cl = Cluster.for_gpus(1, "h100-80gb")
-    g = profile_model(spec, 4, device=cl.device, dtype=dtype, cache=False)
+    spec, cl, g = _tiny_gpu_graph(model, dtype, monkeypatch)
     acts = (actions.split(",") * g.n)[:g.n]
     st = Strategy.single(g.n).copy(actions=acts)
     predicted = Simulator(g, cl).evaluate(st).peak_bytes[0]

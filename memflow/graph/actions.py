@@ -40,7 +40,7 @@ from ..memory import LiveBytes
 from ..kinds import KEEP, MIN_SWAP_BYTES, RECOMPUTE, SELECTIVE, SWAP
 from .selective import selective_context
 
-__all__ = ["make_wrap", "HostSwap"]
+__all__ = ["make_wrap", "HostSwap", "copy_source", "packed_before"]
 
 
 class HostSwap:
@@ -119,16 +119,10 @@ class HostSwap:
         # is moved, so the storage can leave the device; a broadcast of a small one stays)
         if ptr in self.param_ptrs or st.nbytes() < MIN_SWAP_BYTES or self._in_batch(ptr):
             return t
-        # the same tensor at the same version (an in-place op in between makes it another tensor),
-        # still alive: a dead tensor's memory may hold a new one with the same address and shape
-        ident = (ptr, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
-        # alive while its base is: each linear of a block takes its own view of one input (Llama's q, k and v
-        # projections), a view that dies once saved while the tensor it views lives on
-        anchor = weakref.ref(t._base if t._base is not None else t)
-        seen = self._packed.get(ident)
-        if seen is not None and seen[0]() is not None:
-            return seen[1]
-        src, view = _copy_source(t)
+        ident, anchor, seen = packed_before(self._packed, t, ptr)
+        if seen is not None:
+            return seen
+        src, view = copy_source(t)
         if t.is_cuda:  # pragma: no cover - needs a GPU
             with self._host_ctx():
                 host = torch.empty(src.shape, dtype=t.dtype, device="cpu", pin_memory=True)
@@ -219,7 +213,20 @@ class HostSwap:
         return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
 
 
-def _copy_source(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
+def packed_before(packed: dict, t: torch.Tensor, storage_key) -> tuple[tuple, weakref.ref, object]:
+    """``(ident, anchor, record)``: the identity a swap dedupes a saved tensor by, a weak reference to what
+    keeps it alive, and the record ``packed`` holds for it (None: not packed yet). The same tensor at the
+    same version (an in-place op in between makes it another tensor), still alive: a dead tensor's memory
+    may hold a new one with the same address and shape. Alive while its base is: each linear of a block
+    takes its own view of one input (Llama's q, k and v projections), a view that dies once saved while the
+    tensor it views lives on."""
+    ident = (storage_key, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
+    anchor = weakref.ref(t._base if t._base is not None else t)
+    seen = packed.get(ident)
+    return ident, anchor, (seen[1] if seen is not None and seen[0]() is not None else None)
+
+
+def copy_source(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
     """What a swap copies for ``t``: ``t`` itself, or, for a view that overlaps itself (a
     broadcast made by ``expand`` has stride 0 and may be far larger than its memory), its
     whole storage once, with the (shape, stride, offset) that rebuild the view after."""

@@ -39,24 +39,21 @@ class FakeGpuSwap:
     node, the first local phase (0 .. 2n-1: forwards, then backwards in reverse) its saved tensors are
     off the device, -1 for the phase after its forward; :meth:`at_phase` is called as each phase starts."""
 
-    def __init__(self, live: LiveBytes, params: list[torch.Tensor], n: int, leave: dict[int, int]):
+    def __init__(self, live: LiveBytes, params: list[torch.Tensor], leave: dict[int, int]):
         self.live = live
         self.param_keys = {_key(p) for p in params}
-        self.n = n
         self.leave = {x: (x + 1 if f1 < 0 else f1) for x, f1 in leave.items()}
         self.key: tuple[int, int] = (0, 0)
         self.records: dict[tuple[int, int], list[list]] = {}
         self._copying: list[tuple[int, list]] = []  # (phase it leaves from, record)
         self._packed: dict[tuple, tuple] = {}
         self._batch: set = set()
-        self.phase = 0
 
     def batch_inputs(self, tensors) -> None:
         self._batch = {_key(t) for t in tensors if isinstance(t, torch.Tensor)}
 
     def at_phase(self, p: int) -> None:
         """Local phase ``p`` starts: the device tensors whose copy out has ended by then go."""
-        self.phase = p
         still = []
         for q, rec in self._copying:
             if q <= p:

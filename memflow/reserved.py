@@ -261,7 +261,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
         params = opt_params(model, captured.split)
         live.track(params + list(captured.split.buffers()), kind="state")
         opt = spec.make_optimizer(params)
-        swapper = FakeGpuSwap(live, params, n, swap_leave or {}) if SWAP in acts else None
+        swapper = FakeGpuSwap(live, params, swap_leave or {}) if SWAP in acts else None
         wrap = make_wrap(acts, swapper, preserve_rng_state=False)
         read = {a for call in program.calls for a in call.arg_names}
         reads = [p in read for p in program.placeholders]  # (the inputs no node reads stay on the host)

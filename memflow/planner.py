@@ -468,7 +468,8 @@ def predict_reserved(p: Plan, spec: ModelSpec, cl: Cluster, progress: Progress =
     context exceed the device (bytes; 0 or less where they fit, where nothing was predicted, and on a
     device too small to hold a CUDA context: a what-if of tensor memory alone, as the test and bench
     cases of a few hundred KiB are)."""
-    if cl.device.kind != "gpu" or not p.fits or not_covered(p.strategy) or (graph is None and SWAP in p.strategy.actions):
+    if cl.device.kind != "gpu" or not p.fits or not_covered(p.strategy) or \
+            (graph is None and SWAP in p.strategy.actions):
         return 0
     t0 = time.perf_counter()
     r = plan_reserved(spec, p.strategy, p.batch_size, device_name=cl.device.name, dtype=p.settings.dtype,

@@ -317,7 +317,8 @@ def fake_reserved(spec: Any, microbatch: int, actions: list[str] | str, **kw) ->
 
 def not_covered(strategy: Any) -> str:
     """Why :func:`plan_reserved` cannot stand for a GPU running ``strategy`` ("" where it can): it runs
-    one device's step, without the copies of swap and offload (their timing shapes the holes) or the
+    one device's step (its swaps freed on the simulator's timeline of the copies, the optimizer stepped in
+    host memory), without ZeRO-3 offload's per-node gathers of parameters streamed from the host or the
     flat buffers of sharding and data parallelism's gradient buckets."""
     st = strategy
     if st.num_devices != 1:

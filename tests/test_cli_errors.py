@@ -173,14 +173,18 @@ def test_killed_cpu_timing_process_is_one_line(tmp_path, capsys, monkeypatch):
     assert "killed by signal 9" in err and "concurrent CPU profiling failed" in err, err
 
 
-def test_a_model_files_batch_error_is_its_own_line_where_ranks_are_timed(capsys):
-    """On cpu-N the costs are timed in N processes: a model file's batch error is said as the file's own
-    one-line error, before they start, not as a profiling process's failure."""
-    bad = str(BAD / "batch_setting.py")
-    assert main(["plan", bad, "--cluster", "cpu-2"]) == 2
+@pytest.mark.parametrize("name,says", [("batch_setting.py", "example_batch("),
+                                       ("data_dependent_branch.py", "data-dependent control flow")])
+def test_a_model_files_error_is_its_own_line_where_ranks_are_timed(name, says, capsys):
+    """On cpu-N the costs are timed in N processes: a model file's error is said as the file's own one-line
+    error, not as a profiling process's failure: a batch error before they start (with where a setting in
+    the batch belongs), a capture error as the process that met it said it."""
+    bad = str(BAD / name)
+    assert main(["plan", bad, "--cluster", "cpu-2", "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "profiling process" not in err, err
-    assert err.startswith(f"memflow: error: {bad}: example_batch(") and "return_loss=True" in err, err
+    assert err.startswith(f"memflow: error: {bad}: {says}"), err
+    assert "return_loss=True" in err or name != "batch_setting.py", err
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["plan", "--help"], ["--version"]])

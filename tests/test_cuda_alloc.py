@@ -127,7 +127,8 @@ def test_the_traces_are_there():
 
 # ---------------------------------------------------------------- a fake run of a plan's step (memflow.reserved)
 CASES = [("gpt2", "fp32", "keep"), ("gpt2", "fp32", "recompute"), ("gpt2", "bf16", "keep"),
-         ("gpt2", "fp32", "keep+optimizer-on-host"), ("lstm", "bf16", "selective"), ("lstm", "fp32", "recompute+optimizer-on-host"),
+         ("gpt2", "fp32", "keep+optimizer-on-host"), ("lstm", "bf16", "selective"),
+         ("lstm", "fp32", "recompute+optimizer-on-host"),
          ("bert", "bf16", "recompute-blocks"), ("resnet", "bf16", "recompute"), ("lstm", "fp32", "keep"),
          ("llama", "bf16", "keep")]
 

@@ -30,7 +30,7 @@ from .request import PlanRequest
 from .reserved import plan_reserved
 from .strategy import Strategy
 
-__all__ = ["Knob", "FitResult", "fit", "find_max", "model_knob", "plain_fits", "plain_live_fits", "KNOB_NAMES"]
+__all__ = ["Knob", "FitResult", "fit", "find_max", "model_knob", "plain_fits", "KNOB_NAMES"]
 
 KNOB_NAMES = ("batch", "depth", "seq", "experts")
 
@@ -59,13 +59,11 @@ class FitResult:
     upto: int  # the bound
     probes: dict[int, tuple[bool, bool]] = field(default_factory=dict)  # value -> (plain fits, plan fits)
     plan: Plan | None = None  # MemFlow's plan at plan_max
-    # how the plan at plan_max was judged: "reserved" (the allocator's reserved peak of a fake run of its
-    # step and the CUDA context within the device, memflow.reserved) or "live" (its live tensor bytes within
-    # the device less the headroom: what memflow.reserved does not cover: parameters on the host, sharding)
+    # how the plan at plan_max was judged, as plain is on the same devices: "reserved" (one GPU: the
+    # allocator's reserved peak of a fake run of its step and the CUDA context within the device,
+    # memflow.reserved) or "live" (its live tensor bytes within the device less the headroom: several
+    # devices, which memflow.reserved does not cover, or a CPU)
     plan_memory_check: str = "live"
-    # plain's largest value judged as the plan at plan_max was (on one GPU, plain is judged by its reserved
-    # peak: a plan judged by live bytes alone is set beside plain judged alike); plain_max where they agree
-    plain_max_as_plan: int | None = None
 
 
 def model_knob(model_file: str, name: str) -> Knob:
@@ -118,7 +116,6 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
     n_max = max(0, (upto - knob.minimum) // knob.step)
     plans: dict[int, Plan | None] = {}
     plain: dict[int, bool] = {}
-    plain_live: dict[int, bool] = {}
 
     def probe(i: int) -> Plan | None:
         if i not in plans:
@@ -133,11 +130,10 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
                 progress.note(f"{knob.name} {v}: planning")
                 plans[i] = plan_request(r, progress=progress)
                 plain[i] = plain_fits(plans[i])
-                plain_live[i] = plain_live_fits(plans[i], req.headroom)
             except MemflowError as e:  # e.g. a batch the devices cannot split: does not fit
                 progress.note(f"{knob.name} {v}: {e}")
                 plans[i] = None
-                plain[i] = plain_live[i] = False
+                plain[i] = False
             finally:
                 if knob.env:
                     if saved is None:
@@ -154,11 +150,6 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
     plain_p = plans.get(i_plain) if i_plain is not None else None
     plan_p = plans.get(i_plan) if i_plan is not None else None
     check = "reserved" if plan_p is not None and plan_p.predicted.reserved_bytes else "live"
-    i_like = i_plain
-    if check == "live" and i_plan is not None and any(plain_live[i] != plain[i] for i in plans):
-        # plain was held back by its reserved peak somewhere, the plan judged by live bytes: plain alike
-        progress.note(f"plain data parallel judged as MemFlow's plan at {knob.value(i_plan)} is (live bytes)")
-        i_like, _ = find_max(lambda i: probe(i) is not None and plain_live[i], i_plan)
     overhead = None
     if plain_p is not None and plan_p is not None:  # seconds per sample, each at its own largest value
         per_plain = plain_p.baselines["dp/m1"].step_time_s / plain_p.batch_size
@@ -168,7 +159,6 @@ def fit(req: PlanRequest, knob: Knob, *, upto: int, progress: Progress = SILENT)
         knob=knob.name, plain_max=knob.value(i_plain) if i_plain is not None else None,
         plan_max=knob.value(i_plan) if i_plan is not None else None, limit_hit=hit, per_sample_overhead=overhead,
         upto=knob.value(n_max), plan=plan_p, plan_memory_check=check,
-        plain_max_as_plan=knob.value(i_like) if i_like is not None else None,
         probes={knob.value(i): (plain[i], p is not None and p.fits) for i, p in sorted(plans.items())})
 
 
@@ -189,14 +179,3 @@ def plain_fits(p: Plan | None) -> bool:
         r = plan_reserved(load_model_file(p.model_file), st, p.batch_size, device_name=cl.device.name,
                           dtype=p.settings.dtype, granularity=p.settings.granularity)
     return r + CONTEXT_BYTES <= cl.device.memory_bytes
-
-
-def plain_live_fits(p: Plan | None, headroom: float) -> bool:
-    """Plain data parallelism (``dp/m1``) judged by its live peak alone, against the devices' memory less
-    ``headroom``: as a plan that :mod:`memflow.reserved` does not cover (parameters on the host,
-    sharding) is judged. Where :func:`plain_fits` is stricter (one GPU: the reserved peak), this is
-    plain set beside such a plan like for like."""
-    b = p.baselines.get("dp/m1") if p is not None else None
-    if b is None or not b.peak_bytes:
-        return False
-    return max(b.peak_bytes) <= int(p.get_cluster().device.memory_bytes * (1.0 - headroom))

@@ -1,9 +1,9 @@
 """A GPU's reserved memory for a plan, from a fake run of its step replayed through the allocator model.
 
 The simulator predicts live tensor bytes per phase; the caching allocator's reserved memory also
-depends on the order and sizes of every allocation (:mod:`memflow.cuda_alloc`). For a single-stage
-plan without parameters on the host or sharding (keep, recompute, selective, swap, micro-batches, the
-optimizer on the host: its state and step in host memory), this runs the
+depends on the order and sizes of every allocation (:mod:`memflow.cuda_alloc`). For a one-device plan
+(keep, recompute, selective, swap, micro-batches, the optimizer on the host: its state and step in host
+memory; the parameters on the host: ZeRO-3's streaming of each node's in and out), this runs the
 step's node program on fake tensors as the executor runs it on one GPU (CUDA's autocast,
 :func:`memflow.graph.training.gpu_semantics`; the plan's per-node actions; ``steps`` steps with the
 optimizer; each micro-batch's forward under autocast, its backward outside, as the executor),
@@ -28,7 +28,11 @@ saved tensors in the phase the simulator's timeline of the copies frees them in 
 them go at the next node instead (copies keeping up) had put swap-all GPT-2's live peak at 6.2 GiB where
 that timeline says 11.1. So, swapping every other node replays to 12,728 MiB reserved against the H200's
 12,128 (+4.9%), its live peak the simulator's to the byte. The optimizer on the host adds nothing on the
-device: 13,948 MiB replayed against the H200's 13,930.
+device: 13,948 MiB replayed against the H200's 13,930. With the parameters on the host the fake run makes
+the executor's own calls (:class:`~memflow.executor.zero3.Zero3Sync` at one rank: each node's flat buffer
+resized and filled before its pass, the next node's one pass ahead, freed after it; its gradients' flat
+copy made after its backward and copied out to the host): 13,488 MiB replayed against the H200's 13,488
+(to the byte) in fp32, and 12,268 against 12,288 (-0.16%) in bf16, whose gathers leave 1 GiB of holes.
 """
 from __future__ import annotations
 
@@ -38,13 +42,17 @@ from typing import Any
 import torch
 
 from .cuda_alloc import replay
+from .executor.optim import StageOptimizer
+from .executor.stage import owned_params, stage_state
+from .executor.zero3 import Zero3Sync, unit_params
 from .graph.actions import make_wrap
 from .graph.build import capture_program
+from .graph.casts import cast_only, low_reads, param_readers
 from .graph.gpu_autocast import CudaAutocast
-from .graph.training import casts, gpu_semantics, opt_params
+from .graph.training import casts, gpu_semantics, in_model_order, opt_params
 from .fakeswap import FakeGpuSwap
 from .gpumem import cublas_workspace_bytes
-from .kinds import SHARD_NONE, SWAP
+from .kinds import SWAP
 from .memory import LiveBytes
 
 __all__ = ["step_events", "fake_reserved", "reduce_buffers", "attention_backward_buffers",
@@ -203,6 +211,22 @@ class _Sequence(LiveBytes):
         if entry is not None and tok is not None:
             self.alloc_events.append(["free_completed", tok, int(entry[1]), 0])
 
+    def resized(self, t: torch.Tensor) -> None:
+        # (ZeRO-3's gathered parameters and reduced flat copies: a storage resized to its bytes is an
+        # allocation, to zero a free, as CUDA's storage resize allocates a new block and frees the old one)
+        st = t.untyped_storage()
+        key = id(st)
+        ent = self._refs.get(key)
+        known = ent is not None and ent[0]() is st
+        super().resized(t)
+        if not known or ent[3]:  # (new: counted by _add; host bytes: no device event)
+            return
+        tok = self._tok.pop(key, None)
+        if tok is not None:
+            self.alloc_events.append(["free_completed", tok, int(ent[1]), 0])
+        if st.nbytes():
+            self._tok[key] = self._emit(st.nbytes())
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         out = super().__torch_dispatch__(func, types, args, kwargs)
@@ -237,14 +261,18 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                 dtype: str = "fp32", steps: int = 3, workspace: int | None = None,
                 sms: tuple[int, int] | None = SMS["h100"], granularity: str | int = "auto",
                 optimizer_on_host: bool = False, swap_leave: dict[int, int] | None = None,
-                prefetch: int = 1) -> tuple[list, int]:
+                prefetch: int = 1, params_on_host: bool = False) -> tuple[list, int]:
     """The device's allocator events (``[action, token, bytes, stream]``) of ``steps`` training steps of a
     single-stage plan, run on fake tensors as a GPU runs them (see the module's docstring), and the run's
     peak of live tensor bytes. ``optimizer_on_host``: the optimizer's state and step in host memory (the
     executor steps pinned host copies of the parameters: nothing of it on the device). Swapped nodes as the
     executor's CUDA swap allocates (:mod:`memflow.fakeswap`): each node's saved tensors leave the device
     in the phase ``swap_leave`` gives (the simulator's timeline of the copies; default: the phase after
-    its forward) and come back ``prefetch`` nodes ahead of its backward."""
+    its forward) and come back ``prefetch`` nodes ahead of its backward. ``params_on_host`` (ZeRO-3 with
+    offload ``optimizer+parameters`` on one device, the optimizer on the host with it): the executor's own
+    :class:`~memflow.executor.zero3.Zero3Sync` and :class:`~memflow.executor.optim.StageOptimizer` on the
+    fake tensors, each node's parameters copied in from their host shards around its passes (the next
+    node's one node ahead), its gradients' flat copy made after its backward and copied out."""
     ws = cublas_workspace_bytes() if workspace is None else workspace
     low = casts(dtype)
     with gpu_semantics(True):
@@ -259,15 +287,25 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
     rules = CudaAutocast() if low else contextlib.nullcontext()
     with mode, rules:
         params = opt_params(model, captured.split)
-        live.track(params + list(captured.split.buffers()), kind="state")
-        opt = spec.make_optimizer(params)
-        swapper = FakeGpuSwap(live, params, swap_leave or {}) if SWAP in acts else None
+        z3 = None
+        if params_on_host:
+            z3, opt, state = _streamed(spec, program, model, captured.flat_inputs, dtype, live)
+        else:
+            state = params + list(captured.split.buffers())
+            opt = spec.make_optimizer(params)
+        live.track(state, kind="state")
+        # (never swapped: the parameters, and ZeRO-3's gathered buffers, which the bf16 parameters alias)
+        swapper = FakeGpuSwap(live, params + (z3.fulls() if z3 is not None else []), swap_leave or {}) \
+            if SWAP in acts else None
         wrap = make_wrap(acts, swapper, preserve_rng_state=False)
+        if z3 is not None and any(pt.low for pt in z3.buckets):  # (inside the action: a replay re-reads)
+            acted = wrap
+            wrap = lambda k, fn: acted(k, z3.bind(k, fn))  # noqa: E731
         read = {a for call in program.calls for a in call.arg_names}
         reads = [p in read for p in program.placeholders]  # (the inputs no node reads stay on the host)
         for _ in range(steps):
             with live:
-                opt.zero_grad(set_to_none=True)
+                opt.zero_grad()
                 for _m in range(microbatches):
                     # each micro-batch's data copied to the device as its forward starts, dropped after its
                     # backward (the executor's _to_device)
@@ -283,7 +321,11 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                             if swapper is not None:
                                 swapper.key = (_m, k)
                                 swapper.at_phase(k)
+                            if z3 is not None:
+                                z3.before_forward(k)
                             states.append(program.forward_node(k, env, wrap=wrap))
+                            if z3 is not None:
+                                z3.after_forward(k)
                             program.drop_dead(env, k)
                     live.backward = True
                     grads: dict = {}
@@ -291,20 +333,56 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                         swapper.at_phase(n)
                         for k in range(n - 1, max(n - 1 - prefetch, -1), -1):
                             swapper.prefetch(_m, k)
+                    if z3 is not None and _m == microbatches - 1:
+                        z3.start_last_microbatch()
                     for k in range(n - 1, -1, -1):
                         if swapper is not None:
                             swapper.at_phase(2 * n - 1 - k)
                             if k - prefetch >= 0:
                                 swapper.prefetch(_m, k - prefetch)
+                        if z3 is not None:
+                            z3.before_backward(k)
                         program.backward_node(k, states[k], grads)
+                        if z3 is not None:
+                            z3.after_backward(k)
                         states[k] = None
+                    if z3 is not None:
+                        z3.end_backward()
                     if swapper is not None:
                         swapper.drop(_m)
                     del env, grads, data
                 live.backward = False
+                if z3 is not None:  # (its optimizer steps the host shards inside live.host() itself)
+                    z3.finish()
+                    opt.step()
+                    continue
                 with (live.host() if optimizer_on_host else contextlib.nullcontext()):
                     opt.step()
     return live.alloc_events, live.peak
+
+
+def _streamed(spec: Any, program: Any, model: Any, inputs: list, dtype: str, live: LiveBytes) -> tuple:
+    """A one-device stage's ZeRO-3 with its parameters on the host, as the executor builds it
+    (:class:`memflow.executor.stage.Stage`, the worker): the :class:`Zero3Sync` (the parameters autocast
+    only casts gathered in bf16), the :class:`StageOptimizer` stepping the host shards, and the model
+    state left on the device (what several nodes read, the buffers)."""
+    tensors, first = stage_state(program, 0, program.n)
+    trainable = [t for t in tensors if isinstance(t, torch.nn.Parameter) and t.requires_grad]
+    low = cast_only(program, inputs, dtype)  # (under the run's fake mode and CUDA's autocast rules)
+    readers = {i: {k if k >= 0 else -1 - k for k in ks} for i, ks in param_readers(program).items()}
+    units, rest = unit_params(owned_params(trainable, first, 0, program.n), readers)
+    reads = low_reads(program, low)
+    with live.host():  # (the units' shards are made in host memory)
+        z3 = Zero3Sync(units, rest, None, 1, 0, 0, host=True, low={i for r in reads.values() for _, i in r},
+                       reads=reads)
+    z3.live = live
+    with live.host():
+        live.track(z3.host_pieces(), kind="state")
+    opt = StageOptimizer(spec, in_model_order(model, trainable), shard=True, on_host=True, dp_group=None,
+                         device=torch.device("cpu"), sliced=z3)
+    opt.live = live
+    sharded = {id(p) for ps in units for p in ps}
+    return z3, opt, [t for t in tensors if id(t) not in sharded]
 
 
 def fake_reserved(spec: Any, microbatch: int, actions: list[str] | str, **kw) -> dict:
@@ -318,16 +396,9 @@ def fake_reserved(spec: Any, microbatch: int, actions: list[str] | str, **kw) ->
 def not_covered(strategy: Any) -> str:
     """Why :func:`plan_reserved` cannot stand for a GPU running ``strategy`` ("" where it can): it runs
     one device's step (its swaps freed on the simulator's timeline of the copies, the optimizer stepped in
-    host memory), without ZeRO-3 offload's per-node gathers of parameters streamed from the host or the
-    flat buffers of sharding and data parallelism's gradient buckets."""
-    st = strategy
-    if st.num_devices != 1:
-        return "more than one device"
-    if any(st.params_on_host):
-        return "parameters on the host"
-    if any(s != SHARD_NONE for s in st.sharding):
-        return "sharded state"
-    return ""
+    host memory, parameters streamed from the host as ZeRO-3 offload streams them), not the flat buffers
+    and collectives of several devices' data parallelism, sharding or pipeline."""
+    return "more than one device" if strategy.num_devices != 1 else ""
 
 
 def gpu_figures(name: str) -> tuple[int, tuple[int, int]]:
@@ -356,5 +427,5 @@ def plan_reserved(spec: Any, strategy: Any, batch_size: int, *, device_name: str
     r = fake_reserved(spec, st.microbatch_size(batch_size), list(st.actions), microbatches=st.microbatches,
                       dtype=dtype, steps=steps, workspace=cublas_workspace_bytes(sm), sms=sms,
                       granularity=granularity, optimizer_on_host=bool(st.optimizer_on_host[0]),
-                      swap_leave=swap_leave, prefetch=st.prefetch)
+                      swap_leave=swap_leave, prefetch=st.prefetch, params_on_host=st.params_host(0))
     return int(r["peak_reserved"]) + max(0, int(live_peak) - int(r["peak_live"]))

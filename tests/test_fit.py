@@ -72,7 +72,7 @@ def test_plain_is_judged_by_the_reserved_peak_on_a_gpu_as_the_plan_is(tiny, monk
     reserved peak (memflow.reserved) and the context fit the device, as a plan it covers does: with
     40 MiB beside the context its live peak fits (a few MiB) but its two cuBLAS workspaces alone do not;
     with 200 MiB it fits. On a device too small for a context (the test above), live bytes alone."""
-    from memflow.fit import plain_fits, plain_live_fits
+    from memflow.fit import plain_fits
     from memflow.gpumem import CONTEXT_BYTES
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -82,57 +82,3 @@ def test_plain_is_judged_by_the_reserved_peak_on_a_gpu_as_the_plan_is(tiny, monk
                  iterations=100)
         assert p.baselines["dp/m1"].fits  # (by its live peak)
         assert plain_fits(p) is fits
-        assert plain_live_fits(p, 0.0)  # judged as a plan memflow.reserved does not cover: it fits
-
-
-@pytest.mark.parametrize("covered", [False, True])
-def test_plain_is_also_judged_as_the_plan_at_its_largest_is(monkeypatch, covered):
-    """Where the plan at its largest value is judged by live bytes (a plan memflow.reserved does not
-    cover) while plain is held back by its reserved peak, ``plain_max_as_plan`` is plain's largest by live
-    bytes, as brute force over every value finds it; where the plan's reserved peak was checked, it is
-    plain_max. (Plans stubbed: plain fits by reserved up to 11, by live bytes up to 17, the plan up to 40.)"""
-    import types
-
-    import memflow.fit as F
-
-    def fake_plan(req, progress=None):
-        b = req.batch_size
-        return types.SimpleNamespace(
-            fits=b <= 40, batch_size=b,
-            predicted=types.SimpleNamespace(reserved_bytes=[1] if covered else [], step_time_s=1.0),
-            baselines={"dp/m1": types.SimpleNamespace(step_time_s=0.5, fits=b <= 17)}, reserved=b <= 11)
-
-    monkeypatch.setattr(F, "plan_request", fake_plan)
-    monkeypatch.setattr(F, "plain_fits", lambda p: p.reserved)
-    monkeypatch.setattr(F, "plain_live_fits", lambda p, h: p.baselines["dp/m1"].fits)
-    req = F.PlanRequest(model=LSTM, batch_size=1, gpus=1)
-    r = F.fit(req, F.Knob("batch"), upto=64)
-    assert (r.plain_max, r.plan_max, r.limit_hit) == (11, 40, False)
-    want = max(b for b in range(1, 41) if fake_plan(F.dataclasses.replace(req, batch_size=b)).baselines["dp/m1"].fits)
-    assert r.plan_memory_check == ("reserved" if covered else "live")
-    assert r.plain_max_as_plan == (11 if covered else want) and want == 17
-
-
-def test_the_cli_sets_plain_beside_the_plan_like_for_like(monkeypatch, capsys):
-    """Where the plan at its largest was judged by live bytes and plain by its reserved peak, ``memflow
-    fit`` prints plain judged as the plan is, why, and the gain like for like; ``--json`` carries both."""
-    import types
-
-    import memflow.cli.fit_cmd as C
-    from memflow.fit import FitResult
-    from memflow.strategy import Strategy
-
-    st = Strategy.single(4, action="swap").copy(sharding=["parameters"], offload=["optimizer+parameters"])
-    p = types.SimpleNamespace(model_name="lstm", strategy=st, predicted=types.SimpleNamespace(step_time_s=0.5),
-                              save=lambda path: None)
-    r = FitResult(knob="seq", plain_max=501, plan_max=702, limit_hit=False, per_sample_overhead=0.69, upto=8192,
-                  plan=p, plan_memory_check="live", plain_max_as_plan=591)
-    monkeypatch.setattr(C, "fit", lambda *a, **k: r)
-    monkeypatch.setattr(C, "to_data", lambda plan: {"strategy": plan.strategy.to_dict()})
-    assert main(["fit", LSTM, "--gpus", "1", "--max", "seq", "--quiet"]) == 0
-    out = capsys.readouterr().out
-    assert "judged as this plan is (parameters on the host" in out and ": 591" in out, out
-    assert "like for like (plain judged as this plan is): 1.19×" in out, out
-    assert main(["fit", LSTM, "--gpus", "1", "--max", "seq", "--json"]) == 0
-    got = json.loads(capsys.readouterr().out)
-    assert (got["plain_max"], got["plain_max_as_plan"], got["plan_memory_check"]) == (501, 591, "live")

@@ -91,13 +91,15 @@ def test_a_one_gpu_plan_carries_the_allocators_reserved_peak(monkeypatch, tmp_pa
 
     model = _tiny_gpt2(monkeypatch)
     monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path))
-    p = memflow.plan(model, gpus=1, gpu_type="h100-80gb", offload="none", iterations=200)
-    assert not_covered(p.strategy) == ""
-    (r,) = p.predicted.reserved_bytes
-    with memflow.planner.plan_environment(p):
-        assert r == plan_reserved(load_model_file(model), p.strategy, p.batch_size, device_name="h100-80gb")
-    assert r >= max(p.predicted.peak_bytes) + 2 * cublas_workspace_bytes(9)
-    assert "from a fake run of the step" in summary(p)
+    for offload in ("none", "optimizer+parameters"):  # (the parameters streamed from the host too)
+        p = memflow.plan(model, gpus=1, gpu_type="h100-80gb", offload=offload, iterations=200)
+        assert not_covered(p.strategy) == "" and p.strategy.params_host(0) is (offload != "none")
+        assert set(p.strategy.actions) == {"keep"}  # (80 GB: nothing to swap or recompute)
+        (r,) = p.predicted.reserved_bytes
+        with memflow.planner.plan_environment(p):
+            assert r == plan_reserved(load_model_file(model), p.strategy, p.batch_size, device_name="h100-80gb")
+        assert r >= max(p.predicted.peak_bytes) + 2 * cublas_workspace_bytes(9)
+        assert "from a fake run of the step" in summary(p)
     two = memflow.plan(model, gpus=2, gpu_type="h100-80gb", iterations=200)
     assert two.predicted.reserved_bytes == [] and "from a fake run" not in summary(two)
 

@@ -6,7 +6,6 @@ import json
 
 from ..errors import ConfigError
 from ..fit import fit, model_knob
-from ..reserved import not_covered
 from ..typed import to_data
 from ..units import format_time
 from .outputs import checked_output
@@ -29,7 +28,7 @@ def main(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps({"knob": r.knob, "plain_max": r.plain_max, "plan_max": r.plan_max, "limit_hit": r.limit_hit,
                           "per_sample_overhead": r.per_sample_overhead,
-                          "plan_memory_check": r.plan_memory_check, "plain_max_as_plan": r.plain_max_as_plan,
+                          "plan_memory_check": r.plan_memory_check,
                           "plan": to_data(r.plan) if r.plan is not None else None}))
         return 0
     what = "batch per pass" if a.max == "batch" and (r.plan is None or r.plan.strategy.microbatches == 1) else a.max
@@ -37,16 +36,9 @@ def main(a: argparse.Namespace) -> int:
     print(f"  plain data parallel: {r.plain_max if r.plain_max is not None else 'none'}")
     print(f"  MemFlow:             {r.plan_max if r.plan_max is not None else 'none'}"
           + (f" (the bound, --upto {r.upto}: it may go further)" if r.limit_hit else ""))
-    if r.plain_max_as_plan != r.plain_max and r.plan is not None:
-        # (one GPU: plain is judged by the allocator's reserved peak; this plan by its live bytes alone)
-        print(f"  plain data parallel judged as this plan is ({not_covered(r.plan.strategy)}: live bytes within "
-              f"the headroom; the allocator's holes are not modelled for them): "
-              f"{r.plain_max_as_plan if r.plain_max_as_plan is not None else 'none'}")
     if r.plain_max and r.plan_max:
         print(f"  gain {r.plan_max / r.plain_max:.2f}×; per-sample time {r.per_sample_overhead:+.1%} against plain at "
               f"its own largest")
-        if r.plain_max_as_plan and r.plain_max_as_plan != r.plain_max:
-            print(f"  gain like for like (plain judged as this plan is): {r.plan_max / r.plain_max_as_plan:.2f}×")
     if r.plan is not None:
         st = r.plan.strategy
         print(f"  plan at {r.plan_max}: {st.summary()}; predicted step {format_time(r.plan.predicted.step_time_s)}")

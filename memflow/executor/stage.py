@@ -33,7 +33,7 @@ from .grads import BucketedAllReduce, sync_shared
 from .zero import ReduceScatterSync
 from .zero3 import Zero3Sync, unit_params
 
-__all__ = ["Stage", "build_groups", "optimizer_kwargs"]
+__all__ = ["Stage", "build_groups", "optimizer_kwargs", "stage_state", "owned_params"]
 
 
 def optimizer_kwargs(opt: torch.optim.Optimizer) -> dict[str, Any]:
@@ -87,6 +87,35 @@ def build_groups(program: StepProgram, stage_of: list[int], dp: int, pp: int, ra
     return dp_group, shared, {pid: tuple(sorted(st)) for pid, st in stages_of.items()}
 
 
+def stage_state(program: StepProgram, lo: int, hi: int) -> tuple[list[torch.Tensor], dict[int, int]]:
+    """The model state nodes ``[lo, hi)`` hold: the tensors they read (``get_attr`` values and their
+    modules' parameters and buffers, in the order the nodes read them) and the model state no node reads
+    (held all the same), and ``id(tensor) -> `` the first node reading it (its gradient is final after that
+    node's backward)."""
+    seen: dict[int, torch.Tensor] = {}
+    first: dict[int, int] = {}
+    for k in range(lo, hi):
+        c = program.calls[k]
+        ts = [program.attr_value(a) for a in c.arg_names if a in program.attrs]
+        for t in [t for t in ts if isinstance(t, torch.Tensor)] + list(c.module.parameters()) + list(c.module.buffers()):
+            seen.setdefault(id(t), t)
+            first.setdefault(id(t), k)
+        for _, t in program.unread_of(k):  # model state no node reads: held here all the same
+            seen.setdefault(id(t), t)
+    return list(seen.values()), first
+
+
+def owned_params(params: list[torch.nn.Parameter], first: dict[int, int], lo: int, hi: int,
+                 skip: set | frozenset = frozenset()) -> list[list[torch.nn.Parameter]]:
+    """Per local node of ``[lo, hi)``: the parameters (of ``params``, but ``skip``'s ids) whose gradient its
+    backward makes final, in the order the nodes read them (as the profiler lists them)."""
+    owned: list[list[torch.nn.Parameter]] = [[] for _ in range(hi - lo)]
+    for p in params:
+        if id(p) not in skip:
+            owned[first[id(p)] - lo].append(p)
+    return owned
+
+
 class Where(dict):
     """Where a stage's program is (``phase``, ``node``, ``mb``), calling ``hook(self)`` on each change (the
     worker counts each place's peak bytes: :attr:`memflow.executor.report.RankReport.phase_peaks`)."""
@@ -124,25 +153,9 @@ class Stage:
         self.current = Where(phase="setup", node=None)
 
         # ---- state this stage reads
-        self.attr_names: list[str] = []
-        seen: dict[int, torch.Tensor] = {}
-        first: dict[int, int] = {}  # the first node reading each tensor (its gradient is final after its backward)
-        for k in range(self.lo, self.hi):
-            c = program.calls[k]
-            for a in c.arg_names:
-                if a in program.attrs:
-                    if a not in self.attr_names:
-                        self.attr_names.append(a)
-                    v = program.attr_value(a)
-                    if isinstance(v, torch.Tensor):
-                        seen.setdefault(id(v), v)
-                        first.setdefault(id(v), k)
-            for t in list(c.module.parameters()) + list(c.module.buffers()):
-                seen.setdefault(id(t), t)
-                first.setdefault(id(t), k)
-            for _, t in program.unread_of(k):  # model state no node reads: held here all the same
-                seen.setdefault(id(t), t)
-        self.tensors = list(seen.values())
+        self.attr_names = list(dict.fromkeys(a for k in range(self.lo, self.hi) for a in program.calls[k].arg_names
+                                             if a in program.attrs))
+        self.tensors, first = stage_state(program, self.lo, self.hi)
         self.params = [t for t in self.tensors if isinstance(t, torch.nn.Parameter) and t.requires_grad]
         self.buffers = [t for t in self.tensors if not (isinstance(t, torch.nn.Parameter) and t.requires_grad)]
         self.attr_env = {a: program.attr_value(a) for a in self.attr_names}
@@ -158,10 +171,7 @@ class Stage:
                 shared_by_group.setdefault(id(g), ([], g))[0].append(p)
         self.shared = list(shared_by_group.values())
         shared_ids = {id(p) for ps, _ in self.shared for p in ps}
-        owned: list[list[torch.nn.Parameter]] = [[] for _ in range(self.hi - self.lo)]
-        for p in self.params:  # (in the order the nodes read them, as the profiler lists them)
-            if id(p) not in shared_ids:
-                owned[first[id(p)] - self.lo].append(p)
+        owned = owned_params(self.params, first, self.lo, self.hi, shared_ids)
         # (dp 1: ZeRO-3 only with the parameters on the host, each node's streamed in and out)
         self.sharding = sharding if dp > 1 or (sharding == SHARD_PARAMETERS and params_host) else SHARD_NONE
         self.z3: Zero3Sync | None = None

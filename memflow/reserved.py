@@ -261,10 +261,11 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                 dtype: str = "fp32", steps: int = 3, workspace: int | None = None,
                 sms: tuple[int, int] | None = SMS["h100"], granularity: str | int = "auto",
                 optimizer_on_host: bool = False, swap_leave: dict[int, int] | None = None,
-                prefetch: int = 1, params_on_host: bool = False) -> tuple[list, int]:
+                prefetch: int = 1, params_on_host: bool = False) -> tuple[list, int, dict[int, int]]:
     """The device's allocator events (``[action, token, bytes, stream]``) of ``steps`` training steps of a
-    single-stage plan, run on fake tensors as a GPU runs them (see the module's docstring), and the run's
-    peak of live tensor bytes. ``optimizer_on_host``: the optimizer's state and step in host memory (the
+    single-stage plan, run on fake tensors as a GPU runs them (see the module's docstring), the run's
+    peak of live tensor bytes, and its peak per phase (the simulator's: node ``k``'s forward ``k``, its
+    backward ``2n - 1 - k``, the optimizer step ``2n``; the most over the steps and micro-batches). ``optimizer_on_host``: the optimizer's state and step in host memory (the
     executor steps pinned host copies of the parameters: nothing of it on the device). Swapped nodes as the
     executor's CUDA swap allocates (:mod:`memflow.fakeswap`): each node's saved tensors leave the device
     in the phase ``swap_leave`` gives (the simulator's timeline of the copies; default: the phase after
@@ -321,6 +322,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                             if swapper is not None:
                                 swapper.key = (_m, k)
                                 swapper.at_phase(k)
+                            live.set_phase(k)
                             if z3 is not None:
                                 z3.before_forward(k)
                             states.append(program.forward_node(k, env, wrap=wrap))
@@ -340,6 +342,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                             swapper.at_phase(2 * n - 1 - k)
                             if k - prefetch >= 0:
                                 swapper.prefetch(_m, k - prefetch)
+                        live.set_phase(2 * n - 1 - k)
                         if z3 is not None:
                             z3.before_backward(k)
                         program.backward_node(k, states[k], grads)
@@ -352,13 +355,14 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                         swapper.drop(_m)
                     del env, grads, data
                 live.backward = False
+                live.set_phase(2 * n)
                 if z3 is not None:  # (its optimizer steps the host shards inside live.host() itself)
                     z3.finish()
                     opt.step()
                     continue
                 with (live.host() if optimizer_on_host else contextlib.nullcontext()):
                     opt.step()
-    return live.alloc_events, live.peak
+    return live.alloc_events, live.peak, dict(live.phase_peak)
 
 
 def _streamed(spec: Any, program: Any, model: Any, inputs: list, dtype: str, live: LiveBytes) -> tuple:
@@ -387,10 +391,10 @@ def _streamed(spec: Any, program: Any, model: Any, inputs: list, dtype: str, liv
 
 def fake_reserved(spec: Any, microbatch: int, actions: list[str] | str, **kw) -> dict:
     """:func:`memflow.cuda_alloc.replay` of :func:`step_events`: the reserved and allocated peaks (blocks
-    rounded as the allocator rounds them, the workspaces included), and ``peak_live``: the fake run's peak
-    of live tensor bytes (what the simulator predicts)."""
-    events, peak = step_events(spec, microbatch, actions, **kw)
-    return dict(replay(events), peak_live=peak)
+    rounded as the allocator rounds them, the workspaces included), ``peak_live``: the fake run's peak
+    of live tensor bytes (what the simulator predicts), and ``phase_peaks`` (:func:`step_events`)."""
+    events, peak, phases = step_events(spec, microbatch, actions, **kw)
+    return dict(replay(events), peak_live=peak, phase_peaks=phases)
 
 
 def not_covered(strategy: Any) -> str:

@@ -209,6 +209,31 @@ def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dty
     assert plan_reserved(spec, st, 4, device_name="h100-80gb", dtype=dtype, swap_leave=leave) >= got["peak_live"]
 
 
+@pytest.mark.parametrize("host", [False, True])
+def test_a_buffer_two_swapping_nodes_save_leaves_with_the_later_copy(host, monkeypatch):
+    """Each swapping node's pack hook holds its device tensor until its own copy out ends (the CUDA path,
+    memflow.fakeswap): an LSTM layer's output, saved by it and by the next LSTM layer, both swapped, stays
+    on the device until the later of the two copies is done. The simulator's forward phases are the fake
+    run's, phase by phase (it let the buffer go with the first copy: 8 KiB under in the decoder's forward;
+    with the parameters streamed from the host, where the state is small, that phase was the peak's)."""
+    from memflow.planner import swap_leave
+    from memflow.reserved import fake_reserved
+    from memflow.simulator import Simulator
+    from memflow.strategy import Strategy
+
+    spec, cl, g = _tiny_gpu_graph("lstm", "fp32", monkeypatch)
+    acts = ["swap"] * g.n
+    st = Strategy.single(g.n).copy(actions=acts, optimizer_on_host=[True])
+    if host:
+        st = st.copy(sharding=["parameters"], offload=["optimizer+parameters"])
+    se = Simulator(g, cl).stage_eval(0, g.n, acts, shard=st.sharding[0], opt_host=True, dp=1,
+                                     host_bw=cl.host_link.bandwidth, detail=True, params_host=host, prefetch=1)
+    predicted = [se.base + c + s + t for c, s, t in zip(se.carried, se.step, se.trans)]
+    got = fake_reserved(spec, 4, acts, workspace=0, swap_leave=swap_leave(g, cl, st), optimizer_on_host=True,
+                        params_on_host=host, steps=1)["phase_peaks"]
+    assert [got[p] for p in range(g.n)] == predicted[:g.n]
+
+
 @pytest.mark.parametrize("width,buffer,semaphores", [(768, 48 * MIB, 24), (3072, 132 * MIB, 96),
                                                      (2304, 139_198_464, 72)])
 def test_cudas_reduction_buffers_are_the_h200s(width, buffer, semaphores):

@@ -9,7 +9,8 @@ times the copies and frees a swapped node's saved buffers from the first phase a
 tensors for :func:`memflow.reserved.step_events`, and lets each device tensor go at the start of the phase
 the simulator frees it in, so the order of allocations and frees it gives the allocator model is the
 simulator's timeline: a host copy made inside :meth:`LiveBytes.host` (no device bytes), the copy back an
-empty device tensor of the host copy's shape. It skips what ``HostSwap`` skips (parameters, the
+empty device tensor of the host copy's shape, or nothing where the original is still held on the device
+by another reader (the CUDA path reads it in place: :func:`memflow.graph.actions.device_original`). It skips what ``HostSwap`` skips (parameters, the
 micro-batch's inputs, storages under ``MIN_SWAP_BYTES``), keys storages by their ``StorageImpl`` (fake
 tensors have no addresses), and copies each saved tensor on its own, as the CUDA path does.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .graph.actions import copy_source, packed_before
+from .graph.actions import copy_source, original_of, packed_before, still_held
 from .kinds import MIN_SWAP_BYTES
 from .memory import LiveBytes
 
@@ -82,14 +83,24 @@ class FakeGpuSwap:
         src, view = copy_source(t)
         with self.live.host():
             host = torch.empty(src.shape, dtype=src.dtype)
-        rec = [host, src, view, None]  # (host copy, the device tensor until its copy ends, view, the copy back)
+        # (host copy, the device tensor until its copy ends, view, the copy back, how to find the original)
+        rec = [host, src, view, None, original_of(t, src, anchor)]
         self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
         self._packed[ident] = (anchor, rec)
         self.records.setdefault(self.key, []).append(rec)
         return rec
 
     def _fetch(self, rec: list) -> None:
-        rec[3] = rec[1] if rec[1] is not None else torch.empty(rec[0].shape, dtype=rec[0].dtype)
+        if rec[1] is not None:
+            rec[3] = rec[1]
+            return
+        if still_held(rec[4]) is not None:
+            # held elsewhere, unchanged: the CUDA path reads it where it is (device_original); a stand-in
+            # made in host memory, no device allocation (a fake tensor set_ to a storage keeps it forever)
+            with self.live.host():
+                rec[3] = torch.empty(rec[0].shape, dtype=rec[0].dtype)
+            return
+        rec[3] = torch.empty(rec[0].shape, dtype=rec[0].dtype)
 
     def prefetch(self, mb: int, k: int) -> None:
         for rec in self.records.pop((mb, k), ()):

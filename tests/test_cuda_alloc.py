@@ -177,14 +177,17 @@ def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, 
 
 @pytest.mark.parametrize("model,dtype,actions,exact", [
     ("lstm", "fp32", "swap", True), ("lstm", "fp32", "keep,swap", True), ("bert", "bf16", "keep,swap", True),
-    ("gpt2", "fp32", "swap", False), ("resnet", "bf16", "keep,swap", False),
+    ("gpt2", "fp32", "swap", False), ("resnet", "bf16", "keep,swap", True), ("resnet", "fp32", "recompute,swap", True),
     ("bert", "bf16", "keep,swap+parameters-on-host", True), ("llama", "bf16", "swap+parameters-on-host", False)])
 def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dtype, actions, exact, monkeypatch):
     """A swapped node's saved tensors leave the device in the fake run in the phase the simulator's timeline
     of the copies frees them in (memflow.planner.swap_leave) and come back as the executor's CUDA path
     brings them (memflow.fakeswap): its live peak is the simulator's where each saved tensor is a storage
-    of its own (the LSTM, BERT); never below it, and above where the CUDA path copies two views of one
-    storage twice (GPT-2's attention output, saved 4-D and 2-D: 32 KiB a block here)."""
+    of its own (the LSTM, BERT, ResNet); never below it, and above where the CUDA path copies two views of
+    one storage twice (GPT-2's attention output, saved 4-D and 2-D: 32 KiB a block here). A saved tensor
+    still held on the device by another reader when its backward comes (a recomputed node's checkpoint
+    holding its input; a kept node's saved output) is read where it is, as the simulator counts it: the
+    ResNet cases were 256 KiB (3.6%) over while the CUDA path copied it back beside the original."""
     from memflow.planner import swap_leave
     from memflow.reserved import fake_reserved, plan_reserved
     from memflow.simulator import Simulator

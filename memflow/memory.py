@@ -196,6 +196,13 @@ class LiveBytes(TorchDispatchMode):
         self.cast_live = 0
         self.phase_peak_nc: dict[int, int] = {}
         self.phase_mark_nc: dict[int, int] = {}
+        # per phase, the peak had the saved tensors (events marked ``packed``) freed in it been held to its
+        # end (the profiler's, :meth:`hold_saved`; None: not followed)
+        self.phase_peak_held: dict[int, int] | None = None
+        self.phase_peak_held_nc: dict[int, int] = {}  # ... without the watched casts (:meth:`watch_casts`)
+        self._held = 0
+        self._held_cast = 0
+        self._held_min = 0
 
     # --------------------------------------------------------------- control
     def set_phase(self, phase: int) -> None:
@@ -203,6 +210,27 @@ class LiveBytes(TorchDispatchMode):
         self.phase_peak[phase] = max(self.phase_peak.get(phase, 0), self.live)
         if self._cast_keys is not None:
             self._nc()
+        if self.phase_peak_held is not None:
+            self._held = self._held_cast = 0
+            self._hp()
+
+    def hold_saved(self, min_bytes: int = 0) -> None:
+        """Follow, per phase, what its peak would be were the saved tensors of at least ``min_bytes`` it
+        frees held to its end (``phase_peak_held``): a swapped node's backward on a GPU while its copies to
+        the host still read them (:mod:`memflow.graph.actions`; smaller ones are not swapped), where
+        autograd would free each as its op's backward ends."""
+        self.phase_peak_held = {}
+        self._held = 0
+        self._held_min = min_bytes
+
+    def _hp(self) -> None:
+        v = self.live + self._held
+        if v > self.phase_peak_held.get(self.phase, -1):
+            self.phase_peak_held[self.phase] = v
+        if self._cast_keys is not None:
+            v -= self.cast_live + self._held_cast
+            if v > self.phase_peak_held_nc.get(self.phase, -1):
+                self.phase_peak_held_nc[self.phase] = v
 
     def mark(self) -> None:
         """Note the current phase's peak so far (the profiler marks each tensor autograd saves: a
@@ -277,6 +305,8 @@ class LiveBytes(TorchDispatchMode):
                 self.phase_peak[self.phase] = self.live
             if self._cast_keys is not None:
                 self._nc()
+            if self.phase_peak_held is not None:
+                self._hp()
         self._refs[key] = (ref, new, ev, on_host)
 
     def event_of(self, t: torch.Tensor) -> BufferEvent | None:
@@ -297,6 +327,10 @@ class LiveBytes(TorchDispatchMode):
             self.host_live -= nbytes
             return
         self.live -= nbytes
+        if self.phase_peak_held is not None and ev is not None and ev.packed and nbytes >= self._held_min:
+            self._held += nbytes
+            if key in self._cast_ids:
+                self._held_cast += nbytes
         if key in self._cast_ids:
             self._cast_ids.discard(key)
             self.cast_live -= nbytes
@@ -341,6 +375,8 @@ class LiveBytes(TorchDispatchMode):
                 self._cast_ids.add(key)
                 self.cast_live += nbytes
             self._nc()
+        if self.phase_peak_held is not None:
+            self._hp()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -109,6 +109,10 @@ class StageLayout:
     # twice (DenseNet's stem, a convolution, held its output beside features.0's checkpoint holding it)
     sel_held: list = ()
     sel_time: list = ()
+    # per local node: what its backward's peak adds where the saved tensors it frees are held to its end
+    # (a swapped node whose copies to the host are still running on a GPU: held_bwd_transient_bytes over
+    # bwd_transient_bytes; 0 where untraced)
+    held_extra: list = ()
 
 
 def _loc(p: int, n: int, a: int, b: int, m: int):
@@ -414,4 +418,6 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         sel_held=sel_held,
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],
+        held_extra=[max(0, int(nd.held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
+                    if nd.held_bwd_transient_bytes >= 0 else 0 for nd in nodes],
     )

@@ -24,7 +24,8 @@ class LowView:
         self.buffers = [b for b in graph.buffers if not (b.cast and b.cast in low)]
         self.nodes = [dataclasses.replace(
             nd, fwd_transient_bytes=nd.low_fwd_transient_bytes, bwd_transient_bytes=nd.low_bwd_transient_bytes,
-            rec_fwd_transient_bytes=nd.low_rec_fwd_transient_bytes if nd.rec_fwd_transient_bytes >= 0 else -1)
+            rec_fwd_transient_bytes=nd.low_rec_fwd_transient_bytes if nd.rec_fwd_transient_bytes >= 0 else -1,
+            held_bwd_transient_bytes=nd.low_held_bwd_transient_bytes)
             if nd.low_fwd_transient_bytes >= 0 else nd for nd in graph.nodes]
 
     def __getattr__(self, name: str):

@@ -234,6 +234,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     fy = y + 1 if fy < 0 else fy
                     if fy > f1:
                         f1 = fy
+            f1c = x + 1 if f1 < 0 else f1  # (the phase the last copy out of it has ended by)
             if f1 <= hold:  # the device copy is held until its other uses are done
                 f1 = hold + 1
                 if traced and hold == x and la < x:  # x's forward was its last use: it dies in F_x, inside
@@ -262,6 +263,11 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             retain = hold >= m or sent
             if traced and hold < lf:  # its holders let it go before B_x, whose traced transient has the copy
                 extra = False  # back (a stage's received input: counted twice, 4 KiB per LSTM micro-batch)
+            if not cpu and f1c > lf + 1:  # its copy out ends after the phase it is freed in: the pack hook holds
+                # the device tensor to then (in the phase it is freed in, a swapped x's backward is priced with
+                # the saved tensors it frees held to its end: StageLayout.held_extra)
+                dc[lf + 1] += nb
+                dc[f1c] -= nb
         if sel_end >= lf:
             if lf == twom - 1 - x and not extra and acts[x] != SWAP:  # it died in its saver x's backward, inside
                 dt[lf] -= nb  # B_x's traced transient: now carried through it (4 KiB of Swin counted twice)
@@ -889,6 +895,15 @@ class StageModel:
             R = K.R + sel_R
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd, cpu and L.swap_trans is not None)
+            if gap and not cpu and L.held_extra:
+                # a swapped node whose copies to the host run past the start of its backward: its pack hook
+                # holds each device tensor until its copy ends, not freed op by op as the trace frees them (a
+                # 3D U-Net's last up-block: its 3.5 GiB saved beside its backward's gradients, 22% under)
+                for x, (f1, _) in gap.items():
+                    v = L.held_extra[x]
+                    if v and actions[x] == SWAP and (x + 1 if f1 < 0 else f1) > twom - 1 - x:
+                        dt[twom - 1 - x] += v
+                        dt[twom - x] -= v
             d = dc if not detail else [a + b for a, b in zip(dc, dt)]
             fl = sync_fl if sync else None
             kv, kv0 = K.kv, K.kv0

@@ -98,6 +98,11 @@ class Node:
     # graphs for a GPU, whose swap prefetches a node's tensors whole and keeps keep's transients)
     cpu_swap_fwd_transient_bytes: int = -1
     cpu_swap_bwd_transient_bytes: int = -1
+    # its backward's in-phase peak above the carried bytes had the saved tensors it frees been held to
+    # its end: a swapped node's backward on a GPU while its copies to the host are still running (their
+    # pack hook holds each device tensor until its copy ends). -1: not traced (bwd_transient_bytes)
+    held_bwd_transient_bytes: int = -1
+    low_held_bwd_transient_bytes: int = -1  # ... without the casts a ZeRO-3 unit gathers in bf16 (low_*)
     fwd_time_s: float = 0.0  # on the graph's device (measured or predicted)
     bwd_time_s: float = 0.0
     # measured on the CPU: its forward/backward time when swapped as the CPU executor swaps (the

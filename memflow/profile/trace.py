@@ -36,7 +36,7 @@ from ..graph.record import (
 from ..graph.actions import HostSwap, make_wrap
 from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
-from ..kinds import RECOMPUTE, SWAP
+from ..kinds import MIN_SWAP_BYTES, RECOMPUTE, SWAP
 from ..memory import BufferEvent, LiveBytes, storages
 from ..progress import detail
 from .fakecache import warm_call
@@ -397,6 +397,7 @@ def trace_step(
     cost = OpCost()
     live = LiveBytes(record=True, after=cost.count, call=warm_call)  # one dispatch mode counts both
     live.track(state_tensors(program, optimizer) + list(inputs), kind="state")
+    live.hold_saved(MIN_SWAP_BYTES)  # (each backward's peak with the saved tensors it frees held to its end too)
     state_bytes = live.live
     grad_events = []
     _, _, names_by_id = node_state(program, optimizer)
@@ -477,16 +478,20 @@ def trace_step(
     carried = [b.nbytes for b in buffers], [b.alloc_phase for b in buffers], [b.free_phase for b in buffers]
     transient = _transients(live, state_bytes, n, *carried)
     replayed = _transients(live, state_bytes, n, *carried, peaks=live.phase_mark)
-    low = dict(low_fwd_transient_bytes=-1, low_bwd_transient_bytes=-1, low_rec_fwd_transient_bytes=-1)
+    held = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held)
+    low = dict(low_fwd_transient_bytes=-1, low_bwd_transient_bytes=-1, low_rec_fwd_transient_bytes=-1,
+               low_held_bwd_transient_bytes=-1)
     lows = [low] * n
     if cast_names:  # the same without the casts of the parameters a ZeRO-3 unit gathers in bf16
         nc = [(b.nbytes, b.alloc_phase, b.free_phase) for b in buffers if not b.cast]
         carried_nc = [x[0] for x in nc], [x[1] for x in nc], [x[2] for x in nc]
         t_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_peak_nc)
         r_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_mark_nc)
+        h_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_peak_held_nc)
         own = {(b.alloc_phase, b.free_phase) for b in buffers if b.cast}
         lows = [dict(low_fwd_transient_bytes=t_nc[k], low_bwd_transient_bytes=t_nc[2 * n - 1 - k],
-                     low_rec_fwd_transient_bytes=min(r_nc[k], t_nc[k]))
+                     low_rec_fwd_transient_bytes=min(r_nc[k], t_nc[k]),
+                     low_held_bwd_transient_bytes=max(h_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]))
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
@@ -515,6 +520,7 @@ def trace_step(
             ck_fwd_transient_bytes=ck[fp],
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
+            held_bwd_transient_bytes=max(held[bp], transient[bp]),
             read_inputs=_data_reads(program.calls[k], input_of),
             **states[k], **sel[k], **lows[k],
         ))

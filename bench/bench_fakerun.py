@@ -1,8 +1,10 @@
 """Single-GPU plans run on fake tensors as a GPU runs them, against the simulator, on models the project
 was not built on (no GPU needed).
 
-For each model of ``bench/unseen`` and ``tests/models`` (tiny, random weights), in fp32 and bf16, four
-single-stage plans for one H100 (keep; every node recomputed; every node selective; two micro-batches):
+For each model of ``bench/unseen`` and ``tests/models`` (tiny, random weights), in fp32 and bf16, seven
+single-stage plans for one H100 (keep; every node recomputed; every node selective; two micro-batches;
+every other node swapped; kept with the parameters streamed from the host, ZeRO-3 offload; every other
+node swapped and the rest recomputed with the parameters streamed; the optimizer on the host with them):
 the simulator's peak from the GPU-semantics profile (CUDA's autocast, :mod:`memflow.graph.gpu_autocast`)
 beside the peak of live bytes of the same plan's step run on fake tensors as the executor runs it on a
 GPU (:mod:`memflow.reserved`: data copied per micro-batch, forward under autocast and backward outside
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from memflow.cluster import Cluster
 from memflow.model_file import load_model_file
+from memflow.planner import swap_leave
 from memflow.profile import profile_model
 from memflow.reserved import fake_reserved
 from memflow.simulator import Simulator
@@ -28,7 +31,18 @@ from .common import ROOT, md_table, write_section
 
 __all__ = ["main"]
 
-PLANS = (("keep", 1), (RECOMPUTE, 1), (SELECTIVE, 1), ("keep", 2))
+#: (actions, repeated along the nodes; micro-batches; the parameters streamed from the host)
+PLANS = (("keep", 1, False), (RECOMPUTE, 1, False), (SELECTIVE, 1, False), ("keep", 2, False),
+         ("keep,swap", 1, False), ("keep", 1, True), ("recompute,swap", 1, True))
+
+
+def _plan(g, cl, pattern: str, m: int, host: bool) -> tuple:
+    """The plan's strategy and what the fake run needs of it (its actions, its swaps' timeline)."""
+    acts = (pattern.split(",") * g.n)[:g.n]
+    st = Strategy.single(g.n, microbatches=m).copy(actions=acts)
+    if host:
+        st = st.copy(sharding=["parameters"], offload=["optimizer+parameters"])
+    return st, dict(optimizer_on_host=host, params_on_host=host, swap_leave=swap_leave(g, cl, st) or None)
 BATCH = 4
 # real runs of the executor on this host (cpu-1, the CPU's autocast) for the under-predictions and a few exact
 # cases: whether a real run shows what the fake run shows where the two precisions' rules agree
@@ -47,13 +61,15 @@ def main() -> None:
     for f in _files():
         spec = load_model_file(f)
         for dt in ("fp32", "bf16"):
-            for act, m in PLANS:
+            for pattern, m, host in PLANS:
+                act = pattern.replace(",", "/") + (", parameters on the host" if host else "")
                 try:
                     g = profile_model(spec, BATCH // m, device=cl.device, dtype=dt, cache=False)
                     nodes[f.stem] = (f, g.n)
-                    st = Strategy.single(g.n, action=act, microbatches=m) if m > 1 else Strategy.single(g.n, action=act)
+                    st, kw = _plan(g, cl, pattern, m, host)
                     pred = Simulator(g, cl).evaluate(st).peak_bytes[0]
-                    got = fake_reserved(spec, BATCH // m, act, microbatches=m, dtype=dt, workspace=0)["peak_live"]
+                    got = fake_reserved(spec, BATCH // m, list(st.actions), microbatches=m, dtype=dt, workspace=0,
+                                        **kw)["peak_live"]
                 except Exception as e:  # noqa: BLE001 - a failure is a row
                     rows.append([f.stem, dt, act, m, "failed", " ".join(str(e).split())[:120], ""])
                     continue

@@ -561,7 +561,8 @@ class _KeepTables:
         self.bt_keep = [bt[x] + 0.0 for x in range(m)]
         self.bt_rec = [bt[x] + ft[x] for x in range(m)]
         self.sel_dtrans = _selective_changes(L, self.trans, self.rec_dtrans)
-        self.sel_fdtrans = [min(0, L.sel_ftrans[x] - L.trans[x]) for x in range(m)] if L.sel_ftrans else [0] * m
+        # (above the kept one too: a selective GPT-2 head in bf16 holds its logits' matmul beside the loss)
+        self.sel_fdtrans = [L.sel_ftrans[x] - L.trans[x] for x in range(m)] if L.sel_ftrans else [0] * m
         self.bt_sel = [bt[x] + L.sel_time[x] for x in range(m)]
         self.fwd_s, self.bwd_s = sum(ft), sum(bt)
         self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))[:8]

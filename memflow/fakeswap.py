@@ -16,11 +16,12 @@ tensors have no addresses), and copies each saved tensor on its own, as the CUDA
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
 
-from .graph.actions import copy_source, original_of, packed_before, still_held
+from .graph.actions import SwapRecord, copy_source, original_of, packed_before, still_held
 from .kinds import MIN_SWAP_BYTES
 from .memory import LiveBytes
 
@@ -48,6 +49,7 @@ class FakeGpuSwap:
         self.records: dict[tuple[int, int], list[list]] = {}
         self._copying: list[tuple[int, list]] = []  # (phase it leaves from, record)
         self._packed: dict[tuple, tuple] = {}
+        self._mb_packed: dict[int, dict[tuple, tuple]] = {}  # (as HostSwap's: one record a tensor per micro-batch)
         self._batch: set = set()
 
     def batch_inputs(self, tensors) -> None:
@@ -80,13 +82,21 @@ class FakeGpuSwap:
         ident, anchor, seen = packed_before(self._packed, t, k)
         if seen is not None:
             return seen
+        earlier = self._mb_packed.setdefault(self.key[0], {})
+        _, _, ref = packed_before(earlier, t, k)
+        rec = ref() if ref is not None else None
+        if rec is not None:  # (an earlier node of this micro-batch saved it: its record, one copy each way)
+            self._packed[ident] = (anchor, rec)
+            self.records.setdefault(self.key, []).append(rec)
+            return rec
         src, view = copy_source(t)
         with self.live.host():
             host = torch.empty(src.shape, dtype=src.dtype)
         # (host copy, the device tensor until its copy ends, view, the copy back, how to find the original)
-        rec = [host, src, view, None, original_of(t, src, anchor)]
+        rec = SwapRecord([host, src, view, None, original_of(t, src, anchor)])
         self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
         self._packed[ident] = (anchor, rec)
+        earlier[ident] = (anchor, weakref.ref(rec))
         self.records.setdefault(self.key, []).append(rec)
         return rec
 
@@ -110,6 +120,7 @@ class FakeGpuSwap:
     def drop(self, mb: int) -> None:
         for key in [key for key in self.records if key[0] == mb]:
             del self.records[key]
+        self._mb_packed.pop(mb, None)
         for _, rec in self._copying:  # (the micro-batch's backward is over: nothing of it is read again)
             rec[1] = None
         self._copying = []

@@ -224,16 +224,11 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 if acts[y] != SWAP:
                     if u > hold:
                         hold = u  # y keeps (or recomputes from) the device copy until B_y
-                elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+pd}, see gap), and on the
-                    # device until y's own copy out is done too (each swapping saver holds its device tensor
-                    # until its copy ends: an LSTM's output saved by it and by the next LSTM, 8 KiB under)
+                elif not cpu:  # y swaps it too: back with y's prefetch (from B_{y+pd}, see gap); one copy out,
+                    # x's (the executor's CUDA swap keeps one record a tensor per micro-batch)
                     ay = twom - 2 - (y + pd if y + pd < m1 else m1)
                     if ay < a2:
                         a2 = ay
-                    fy = gap[y][0]
-                    fy = y + 1 if fy < 0 else fy
-                    if fy > f1:
-                        f1 = fy
             f1c = x + 1 if f1 < 0 else f1  # (the phase the last copy out of it has ended by)
             if f1 <= hold:  # the device copy is held until its other uses are done
                 f1 = hold + 1

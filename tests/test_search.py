@@ -424,7 +424,9 @@ def test_pareto_min_keeps_exactly_the_undominated_rows():
         assert pareto_min(sigs) == want
 
 
-@pytest.mark.parametrize("kind,n,ndev,frac,gseed", [("random", 3, 4, 0.35, 930), ("random", 5, 4, 0.25, 821),
+# (random-3 at 0.37 of the memory: at 0.35, where it was found, nothing fits since a swapped node's copy out is
+# known to hold a buffer a recomputed node made until that copy ends)
+@pytest.mark.parametrize("kind,n,ndev,frac,gseed", [("random", 3, 4, 0.37, 930), ("random", 5, 4, 0.25, 821),
                                                     ("chain", 3, 4, 0.45, 162)])
 def test_where_only_a_corner_fits_the_search_finds_it(kind, n, ndev, frac, gseed):
     """Instances of the sweep where the chains met nothing that fits though something does (full

@@ -42,7 +42,13 @@ from ..memory import LiveBytes
 from ..kinds import KEEP, MIN_SWAP_BYTES, RECOMPUTE, SELECTIVE, SWAP
 from .selective import selective_context
 
-__all__ = ["make_wrap", "HostSwap", "copy_source", "packed_before", "original_of", "device_original", "still_held"]
+__all__ = ["make_wrap", "HostSwap", "SwapRecord", "copy_source", "packed_before", "original_of", "device_original", "still_held"]
+
+
+class SwapRecord(list):
+    """A swapped tensor's record (a list, as the hooks read it) that can be weakly referenced."""
+
+    __slots__ = ("__weakref__",)
 
 
 class HostSwap:
@@ -61,6 +67,9 @@ class HostSwap:
         self._stream = torch.cuda.Stream(device) if self.cuda else None
         self.key: tuple[int, int] = (0, 0)  # (micro-batch, node) being packed
         self._packed: dict[tuple, tuple] = {}  # this node's (weakref, record) by tensor identity
+        # CUDA: per micro-batch, its nodes' records by tensor identity: a tensor a later node saves again (an
+        # LSTM layer's output, saved by it and by the next layer) is copied out once and back once
+        self._mb_packed: dict[int, dict[tuple, tuple]] = {}
         # the CPU: this node's host copies of whole storages, (weakref to a tensor on it, copy) by (address, version)
         self._whole: dict[tuple, tuple] = {}
         self.records: dict[tuple[int, int], list[list]] = {}
@@ -126,6 +135,13 @@ class HostSwap:
             return seen
         src, view = copy_source(t)
         if t.is_cuda:  # pragma: no cover - needs a GPU
+            earlier = self._mb_packed.setdefault(self.key[0], {})
+            _, _, ref = packed_before(earlier, t, ptr)
+            rec = ref() if ref is not None else None
+            if rec is not None:  # (an earlier node of this micro-batch saved it: its record, one copy each way)
+                self._packed[ident] = (anchor, rec)
+                self.records.setdefault(self.key, []).append(rec)
+                return rec
             with self._host_ctx():
                 host = torch.empty(src.shape, dtype=t.dtype, device="cpu", pin_memory=True)
             self._stream.wait_stream(torch.cuda.current_stream())
@@ -134,8 +150,9 @@ class HostSwap:
             ev = torch.cuda.Event()
             ev.record(self._stream)
             # src held until the copy is done (reap); then, where something else still holds it, found again
-            rec = ["cuda", t.device, host, ev, None, src, view, original_of(t, src, anchor)]
+            rec = SwapRecord(["cuda", t.device, host, ev, None, src, view, original_of(t, src, anchor)])
             self._copying.append(rec)
+            earlier[ident] = (anchor, weakref.ref(rec))  # (weak: the record dies with its last saver's backward)
         else:
             # one host copy per storage that a saved tensor covers whole, each of the node's saved tensors on
             # it rebuilt from that copy: the plan counts a node's storage once, and GPT-2's attention saves
@@ -172,11 +189,12 @@ class HostSwap:
     def drop(self, mb: int) -> None:
         for key in [key for key in self.records if key[0] == mb]:
             del self.records[key]
+        self._mb_packed.pop(mb, None)
 
     def unpack(self, packed):
         if isinstance(packed, torch.Tensor):
             return packed
-        kind, device, host, ev, fetched, _, view = packed
+        kind, device, host, ev, fetched, _, view = packed[:7]
         if kind == "cuda":  # pragma: no cover - needs a GPU
             if fetched is None:
                 self.prefetch_one(packed)

@@ -333,6 +333,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                     grads: dict = {}
                     if swapper is not None:  # (as the stage's backward: the last nodes' copies back first)
                         swapper.at_phase(n)
+                        live.set_phase(n)
                         for k in range(n - 1, max(n - 1 - prefetch, -1), -1):
                             swapper.prefetch(_m, k)
                     if z3 is not None and _m == microbatches - 1:
@@ -340,9 +341,9 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                     for k in range(n - 1, -1, -1):
                         if swapper is not None:
                             swapper.at_phase(2 * n - 1 - k)
-                            if k - prefetch >= 0:
-                                swapper.prefetch(_m, k - prefetch)
-                        live.set_phase(2 * n - 1 - k)
+                        live.set_phase(2 * n - 1 - k)  # (the copies back it starts belong to it)
+                        if swapper is not None and k - prefetch >= 0:
+                            swapper.prefetch(_m, k - prefetch)
                         if z3 is not None:
                             z3.before_backward(k)
                         program.backward_node(k, states[k], grads)

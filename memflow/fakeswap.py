@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .graph.actions import SwapRecord, copy_source, original_of, packed_before, still_held
+from .graph.actions import SwapRecord, copy_source, earlier_record, original_of, packed_before, still_held
 from .kinds import MIN_SWAP_BYTES
 from .memory import LiveBytes
 
@@ -82,12 +82,8 @@ class FakeGpuSwap:
         ident, anchor, seen = packed_before(self._packed, t, k)
         if seen is not None:
             return seen
-        earlier = self._mb_packed.setdefault(self.key[0], {})
-        _, _, ref = packed_before(earlier, t, k)
-        rec = ref() if ref is not None else None
-        if rec is not None:  # (an earlier node of this micro-batch saved it: its record, one copy each way)
-            self._packed[ident] = (anchor, rec)
-            self.records.setdefault(self.key, []).append(rec)
+        rec = earlier_record(self, t, k, ident, anchor)
+        if rec is not None:
             return rec
         src, view = copy_source(t)
         with self.live.host():
@@ -96,7 +92,7 @@ class FakeGpuSwap:
         rec = SwapRecord([host, src, view, None, original_of(t, src, anchor)])
         self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
         self._packed[ident] = (anchor, rec)
-        earlier[ident] = (anchor, weakref.ref(rec))
+        self._mb_packed[self.key[0]][ident] = (anchor, weakref.ref(rec))
         self.records.setdefault(self.key, []).append(rec)
         return rec
 

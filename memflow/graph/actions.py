@@ -42,7 +42,7 @@ from ..memory import LiveBytes
 from ..kinds import KEEP, MIN_SWAP_BYTES, RECOMPUTE, SELECTIVE, SWAP
 from .selective import selective_context
 
-__all__ = ["make_wrap", "HostSwap", "SwapRecord", "copy_source", "packed_before", "original_of", "device_original", "still_held"]
+__all__ = ["make_wrap", "HostSwap", "SwapRecord", "earlier_record", "copy_source", "packed_before", "original_of", "device_original", "still_held"]
 
 
 class SwapRecord(list):
@@ -135,12 +135,8 @@ class HostSwap:
             return seen
         src, view = copy_source(t)
         if t.is_cuda:  # pragma: no cover - needs a GPU
-            earlier = self._mb_packed.setdefault(self.key[0], {})
-            _, _, ref = packed_before(earlier, t, ptr)
-            rec = ref() if ref is not None else None
-            if rec is not None:  # (an earlier node of this micro-batch saved it: its record, one copy each way)
-                self._packed[ident] = (anchor, rec)
-                self.records.setdefault(self.key, []).append(rec)
+            rec = earlier_record(self, t, ptr, ident, anchor)
+            if rec is not None:
                 return rec
             with self._host_ctx():
                 host = torch.empty(src.shape, dtype=t.dtype, device="cpu", pin_memory=True)
@@ -152,7 +148,8 @@ class HostSwap:
             # src held until the copy is done (reap); then, where something else still holds it, found again
             rec = SwapRecord(["cuda", t.device, host, ev, None, src, view, original_of(t, src, anchor)])
             self._copying.append(rec)
-            earlier[ident] = (anchor, weakref.ref(rec))  # (weak: the record dies with its last saver's backward)
+            # (weakly: the record dies with its last saver's backward)
+            self._mb_packed[self.key[0]][ident] = (anchor, weakref.ref(rec))
         else:
             # one host copy per storage that a saved tensor covers whole, each of the node's saved tensors on
             # it rebuilt from that copy: the plan counts a node's storage once, and GPT-2's attention saves
@@ -239,6 +236,19 @@ class HostSwap:
 
     def hooks(self):
         return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+
+def earlier_record(swap, t: torch.Tensor, storage_key, ident: tuple, anchor: weakref.ref):
+    """The record an earlier node of this micro-batch made for ``t`` on a GPU (``swap``: a swap with the
+    per-micro-batch table ``_mb_packed`` of weak references, this node's ``_packed``, ``records`` and
+    ``key``), now this node's too; None where none is alive (the table for this micro-batch made)."""
+    earlier = swap._mb_packed.setdefault(swap.key[0], {})
+    _, _, ref = packed_before(earlier, t, storage_key)
+    rec = ref() if ref is not None else None
+    if rec is not None:  # (one copy out, one copy back, whichever node's prefetch comes first)
+        swap._packed[ident] = (anchor, rec)
+        swap.records.setdefault(swap.key, []).append(rec)
+    return rec
 
 
 def packed_before(packed: dict, t: torch.Tensor, storage_key) -> tuple[tuple, weakref.ref, object]:

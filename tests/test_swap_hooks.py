@@ -112,3 +112,29 @@ def test_a_device_run_counts_host_bytes_by_where_the_storage_is():
             f = torch.empty(500)
         assert (cpu.live, cpu.host_live) == (4000, 2000)
         del e, f
+
+
+def test_a_swapped_tensor_is_found_again_only_where_it_lives_on_unchanged():
+    """The GPU swap reads a saved tensor in place where something else still holds it when its backward
+    comes (memflow.graph.actions.device_original): the rebuilt tensor shares the original's storage and
+    view; once the tensor it was saved as is written in place, or its storage has died, it is not found
+    (the host copy is what the backward must read then)."""
+    import gc
+    import weakref
+
+    from memflow.graph.actions import device_original, original_of
+
+    base = torch.arange(24, dtype=torch.float32)
+    t = base[4:16].view(3, 4)  # (a view: what is copied is t itself; its anchor the base)
+    keep = original_of(t, t, weakref.ref(base))
+    got = device_original(keep)
+    assert got is not None and got.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    assert (got.shape, got.stride(), got.storage_offset()) == (t.shape, t.stride(), t.storage_offset())
+    assert torch.equal(got, t)
+    base.add_(1)  # written in place after it was saved: the original no longer holds the saved values
+    assert device_original(keep) is None
+    other = torch.ones(8)
+    keep = original_of(other, other, weakref.ref(other))
+    del other, got, t, base
+    gc.collect()
+    assert device_original(keep) is None  # (its storage died)

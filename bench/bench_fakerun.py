@@ -43,6 +43,8 @@ def _plan(g, cl, pattern: str, m: int, host: bool) -> tuple:
     if host:
         st = st.copy(sharding=["parameters"], offload=["optimizer+parameters"])
     return st, dict(optimizer_on_host=host, params_on_host=host, swap_leave=swap_leave(g, cl, st) or None)
+
+
 BATCH = 4
 # real runs of the executor on this host (cpu-1, the CPU's autocast) for the under-predictions and a few exact
 # cases: whether a real run shows what the fake run shows where the two precisions' rules agree

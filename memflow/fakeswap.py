@@ -10,9 +10,11 @@ tensors for :func:`memflow.reserved.step_events`, and lets each device tensor go
 the simulator frees it in, so the order of allocations and frees it gives the allocator model is the
 simulator's timeline: a host copy made inside :meth:`LiveBytes.host` (no device bytes), the copy back an
 empty device tensor of the host copy's shape, or nothing where the original is still held on the device
-by another reader (the CUDA path reads it in place: :func:`memflow.graph.actions.device_original`). It skips what ``HostSwap`` skips (parameters, the
-micro-batch's inputs, storages under ``MIN_SWAP_BYTES``), keys storages by their ``StorageImpl`` (fake
-tensors have no addresses), and copies each saved tensor on its own, as the CUDA path does.
+by another reader (the CUDA path reads it in place: :func:`memflow.graph.actions.device_original`). It
+skips what ``HostSwap`` skips (parameters, the micro-batch's inputs, storages under ``MIN_SWAP_BYTES``),
+keys storages by their ``StorageImpl`` (fake tensors have no addresses), keeps one record a tensor per
+micro-batch (:func:`memflow.graph.actions.earlier_record`) and copies each saved view of a storage on its
+own, as the CUDA path does.
 """
 from __future__ import annotations
 

@@ -265,8 +265,9 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
     """The device's allocator events (``[action, token, bytes, stream]``) of ``steps`` training steps of a
     single-stage plan, run on fake tensors as a GPU runs them (see the module's docstring), the run's
     peak of live tensor bytes, and its peak per phase (the simulator's: node ``k``'s forward ``k``, its
-    backward ``2n - 1 - k``, the optimizer step ``2n``; the most over the steps and micro-batches). ``optimizer_on_host``: the optimizer's state and step in host memory (the
-    executor steps pinned host copies of the parameters: nothing of it on the device). Swapped nodes as the
+    backward ``2n - 1 - k``, the optimizer step ``2n``; the most over the steps and micro-batches).
+    ``optimizer_on_host``: the optimizer's state and step in host memory (the executor steps pinned host
+    copies of the parameters: nothing of it on the device). Swapped nodes as the
     executor's CUDA swap allocates (:mod:`memflow.fakeswap`): each node's saved tensors leave the device
     in the phase ``swap_leave`` gives (the simulator's timeline of the copies; default: the phase after
     its forward) and come back ``prefetch`` nodes ahead of its backward. ``params_on_host`` (ZeRO-3 with
@@ -360,9 +361,9 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                 if z3 is not None:  # (its optimizer steps the host shards inside live.host() itself)
                     z3.finish()
                     opt.step()
-                    continue
-                with (live.host() if optimizer_on_host else contextlib.nullcontext()):
-                    opt.step()
+                else:
+                    with (live.host() if optimizer_on_host else contextlib.nullcontext()):
+                        opt.step()
     return live.alloc_events, live.peak, dict(live.phase_peak)
 
 

@@ -111,7 +111,7 @@ class StageLayout:
     sel_time: list = ()
     # per local node: what its backward's peak adds where the saved tensors it frees are held to its end
     # (a swapped node whose copies to the host are still running on a GPU: held_bwd_transient_bytes over
-    # bwd_transient_bytes; 0 where untraced)
+    # bwd_transient_bytes; 0 where untraced; empty where none adds anything)
     held_extra: list = ()
 
 
@@ -374,6 +374,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     if all(nd.cpu_swap_fwd_time_s >= 0 and nd.cpu_swap_bwd_time_s >= 0 for nd in nodes):
         swap_fwd = [float(nd.cpu_swap_fwd_time_s) for nd in nodes]
         swap_bwd = [float(nd.cpu_swap_bwd_time_s) for nd in nodes]
+    held_extra = [max(0, int(nd.held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
+                  if nd.held_bwd_transient_bytes >= 0 else 0 for nd in nodes]
     return StageLayout(
         a=a, b=b, m=m,
         g_bytes=[groups[k] for k in keys],
@@ -418,6 +420,5 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         sel_held=sel_held,
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],
-        held_extra=[max(0, int(nd.held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
-                    if nd.held_bwd_transient_bytes >= 0 else 0 for nd in nodes],
+        held_extra=held_extra if any(held_extra) else (),
     )

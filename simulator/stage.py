@@ -199,7 +199,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     end = max(end, u)
                 elif not cpu:
                     ay = twom - 2 - (y + pd if y + pd < m1 else m1)
-                    back = (ay + 1, u) if back is None else (min(back[0], ay + 1), max(back[1], u))  # (back after ay)
+                    # (back from the phase after ay, the last it is off the device)
+                    back = (ay + 1, u) if back is None else (min(back[0], ay + 1), max(back[1], u))
                     # (y's pack hook holds the device tensor until y's copy out ends: a recomputed ReLU's
                     # output saved by the swapped max-pool after it, 98 MiB of ResNet-50 at batch 32)
                     fy = gap[y][0]
@@ -229,7 +230,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     ay = twom - 2 - (y + pd if y + pd < m1 else m1)
                     if ay < a2:
                         a2 = ay
-            f1c = x + 1 if f1 < 0 else f1  # (the phase the last copy out of it has ended by)
+            f1c = x + 1 if f1 < 0 else f1  # (the phase its copy out has ended by)
             if f1 <= hold:  # the device copy is held until its other uses are done
                 f1 = hold + 1
                 if traced and hold == x and la < x:  # x's forward was its last use: it dies in F_x, inside

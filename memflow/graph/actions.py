@@ -42,7 +42,8 @@ from ..memory import LiveBytes
 from ..kinds import KEEP, MIN_SWAP_BYTES, RECOMPUTE, SELECTIVE, SWAP
 from .selective import selective_context
 
-__all__ = ["make_wrap", "HostSwap", "SwapRecord", "earlier_record", "copy_source", "packed_before", "original_of", "device_original", "still_held"]
+__all__ = ["make_wrap", "HostSwap", "SwapRecord", "earlier_record", "copy_source", "packed_before", "original_of",
+           "device_original", "still_held"]
 
 
 class SwapRecord(list):

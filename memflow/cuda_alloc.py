@@ -48,19 +48,29 @@ class _Segment:
     sizes: dict[int, int] = field(default_factory=dict)
     used: set[int] = field(default_factory=set)  # offsets of allocated blocks
     mapped: int = 0
+    used_bytes: int = 0
+    # the free blocks as (size, offset), ascending: best fit by bisection (a scan over every block made a
+    # deep ResNet's replay of 38,000 allocations take 26 s)
+    free_blocks: list[tuple[int, int]] = field(default_factory=list)
 
     def best_fit(self, size: int) -> int | None:
-        """The smallest free block that fits, the one at the segment's mapped end last: the allocator
-        ranks that one by what it can grow to (its size and the unmapped space after it)."""
-        best, end = None, self.starts[-1] if self.starts else None
-        for s in self.starts:
-            if s not in self.used and s != end:
-                n = self.sizes[s]
-                if n >= size and (best is None or n < self.sizes[best]):
-                    best = s
-        if best is None and end is not None and end not in self.used and self.sizes[end] >= size:
-            best = end
-        return best
+        """The smallest free block that fits (the lowest offset among equals), the one at the segment's
+        mapped end last: the allocator ranks that one by what it can grow to (its size and the unmapped
+        space after it)."""
+        end = self.starts[-1] if self.starts else None
+        fb = self.free_blocks
+        i = bisect.bisect_left(fb, (size, -1))
+        if i < len(fb) and fb[i][1] == end:
+            i += 1
+        if i < len(fb):
+            return fb[i][1]
+        if end is not None and end not in self.used and self.sizes[end] >= size:
+            return end
+        return None
+
+    def _unlist(self, start: int) -> None:
+        fb = self.free_blocks
+        del fb[bisect.bisect_left(fb, (self.sizes[start], start))]
 
     def grow(self, size: int) -> tuple[int, int]:
         """Map pages at the end for ``size``; returns (the free block now holding it, bytes mapped)."""
@@ -71,30 +81,39 @@ class _Segment:
         if tail is None:
             tail = self.mapped
             self.starts.append(tail)
-            self.sizes[tail] = 0
-        self.sizes[tail] += add
+        else:
+            self._unlist(tail)
+        self.sizes[tail] = have + add
+        bisect.insort(self.free_blocks, (have + add, tail))
         self.mapped += add
         return tail, add
 
     def take(self, start: int, size: int) -> None:
+        self._unlist(start)
         rest = self.sizes[start] - size
         if rest >= MIN_BLOCK:
             self.sizes[start] = size
             bisect.insort(self.starts, start + size)
             self.sizes[start + size] = rest
+            bisect.insort(self.free_blocks, (rest, start + size))
         self.used.add(start)
+        self.used_bytes += self.sizes[start]
 
     def release(self, start: int) -> None:
         self.used.discard(start)
+        self.used_bytes -= self.sizes[start]
         i = bisect.bisect_left(self.starts, start)
         if i + 1 < len(self.starts) and self.starts[i + 1] not in self.used:  # merge the next free block
+            self._unlist(self.starts[i + 1])
             nxt = self.starts.pop(i + 1)
             self.sizes[start] += self.sizes.pop(nxt)
         if i > 0 and self.starts[i - 1] not in self.used:  # and into the previous one
             prev = self.starts[i - 1]
+            self._unlist(prev)
             self.sizes[prev] += self.sizes.pop(start)
             self.starts.pop(i)
-
+            start = prev
+        bisect.insort(self.free_blocks, (self.sizes[start], start))
 
 class ExpandableAllocator:
     """The model: ``malloc(size, stream) -> (pool key, offset)``, ``free(key, offset)``; ``reserved`` and
@@ -125,7 +144,7 @@ class ExpandableAllocator:
     def free_bytes(self, stream: int, small: bool) -> int:
         """The free mapped bytes of a (stream, pool)."""
         seg = self.segments.get((stream, small))
-        return sum(seg.sizes[s] for s in seg.starts if s not in seg.used) if seg else 0
+        return seg.mapped - seg.used_bytes if seg else 0
 
     def free(self, key: tuple, start: int) -> None:
         seg = self.segments[key]

@@ -13,8 +13,9 @@ empty device tensor of the host copy's shape, or nothing where the original is s
 by another reader (the CUDA path reads it in place: :func:`memflow.graph.actions.device_original`). It
 skips what ``HostSwap`` skips (parameters, the micro-batch's inputs, storages under ``MIN_SWAP_BYTES``),
 keys storages by their ``StorageImpl`` (fake tensors have no addresses), keeps one record a tensor per
-micro-batch (:func:`memflow.graph.actions.earlier_record`) and copies each saved view of a storage on its
-own, as the CUDA path does.
+micro-batch (:func:`memflow.graph.actions.earlier_record`) and copies a storage whole once where a saved
+tensor covers it or its saved views would add up to more, each view rebuilt from that copy
+(:func:`memflow.graph.actions.storage_piece`), as the CUDA path does.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from typing import Any
 
 import torch
 
-from .graph.actions import SwapRecord, copy_source, earlier_record, original_of, packed_before, still_held
+from .graph.actions import (SwapRecord, SwapView, earlier_record, note_piece, original_of, packed_before, still_held,
+                            storage_piece, view_of)
 from .kinds import MIN_SWAP_BYTES
 from .memory import LiveBytes
 
@@ -52,6 +54,7 @@ class FakeGpuSwap:
         self._copying: list[tuple[int, list]] = []  # (phase it leaves from, record)
         self._packed: dict[tuple, tuple] = {}
         self._mb_packed: dict[int, dict[tuple, tuple]] = {}  # (as HostSwap's: one record a tensor per micro-batch)
+        self._mb_pieces: dict[int, dict[tuple, tuple]] = {}  # (as HostSwap's: a storage copied whole once)
         self._batch: set = set()
 
     def batch_inputs(self, tensors) -> None:
@@ -87,16 +90,28 @@ class FakeGpuSwap:
         rec = earlier_record(self, t, k, ident, anchor)
         if rec is not None:
             return rec
-        src, view = copy_source(t)
-        with self.live.host():
-            host = torch.empty(src.shape, dtype=src.dtype)
-        # (host copy, the device tensor until its copy ends, view, the copy back, how to find the original)
-        rec = SwapRecord([host, src, view, None, original_of(t, src, anchor)])
-        self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
-        self._packed[ident] = (anchor, rec)
-        self._mb_packed[self.key[0]][ident] = (anchor, weakref.ref(rec))
+        pieces = self._mb_pieces.setdefault(self.key[0], {})
+        whole_rec, whole = storage_piece(pieces, t, k)
+        out = None
+        if whole_rec is not None:  # (its storage copied whole for an earlier saved tensor)
+            rec = whole_rec
+            out = SwapView(rec, view_of(t))
+        else:
+            # (whole: as the CUDA path's whole_storage, but holding t itself: a fake tensor set_ to a storage
+            # keeps it alive for good, 43 KB of a bf16 Falcon's carried into every later step)
+            n = t.untyped_storage().nbytes() // t.element_size() if whole else t.numel()
+            view = view_of(t) if whole else None
+            with self.live.host():
+                host = torch.empty((n,) if whole else t.shape, dtype=t.dtype)
+            # (host copy, the device tensor until its copy ends, view, the copy back, how to find the original)
+            rec = SwapRecord([host, t, view, None, original_of(t, t, anchor)])
+            self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
+            note_piece(pieces, t, k, rec, whole)
+        out = rec if out is None else out
+        self._packed[ident] = (anchor, out)
+        self._mb_packed[self.key[0]][ident] = (anchor, weakref.ref(out))
         self.records.setdefault(self.key, []).append(rec)
-        return rec
+        return out
 
     def _fetch(self, rec: list) -> None:
         if rec[1] is not None:
@@ -119,6 +134,7 @@ class FakeGpuSwap:
         for key in [key for key in self.records if key[0] == mb]:
             del self.records[key]
         self._mb_packed.pop(mb, None)
+        self._mb_pieces.pop(mb, None)
         for _, rec in self._copying:  # (the micro-batch's backward is over: nothing of it is read again)
             rec[1] = None
         self._copying = []
@@ -126,6 +142,8 @@ class FakeGpuSwap:
     def unpack(self, rec: Any) -> torch.Tensor:
         if isinstance(rec, torch.Tensor):
             return rec
+        if isinstance(rec, SwapView):
+            return self.unpack(rec.rec).as_strided(*rec.view)
         if rec[3] is None:
             self._fetch(rec)
         dev, view = rec[3], rec[2]

@@ -96,6 +96,41 @@ def test_streams_have_segments_of_their_own():
     assert a.malloc(2 * MIB, stream=7)[1] == 0 and a.reserved == 2 * LARGE_PAGE
 
 
+def test_the_indexed_best_fit_is_the_scan_over_every_block():
+    """Best fit from the free blocks kept sorted (memflow.cuda_alloc._Segment.free_blocks) picks, on a
+    random trace of small and large requests, the block a scan over every block in address order picks
+    (the smallest free one that fits, the lowest address among equals, the one at the mapped end last),
+    and the free bytes are the free blocks' sum."""
+    import random
+
+    def scan(seg, size):
+        best, end = None, seg.starts[-1] if seg.starts else None
+        for s in seg.starts:
+            if s not in seg.used and s != end and seg.sizes[s] >= size and (best is None or seg.sizes[s] < seg.sizes[best]):
+                best = s
+        if best is None and end is not None and end not in seg.used and seg.sizes[end] >= size:
+            best = end
+        return best
+
+    rng = random.Random(0)
+    a, live = ExpandableAllocator(), []
+    for _ in range(4000):
+        if live and rng.random() < 0.45:
+            a.free(*live.pop(rng.randrange(len(live))))
+            continue
+        size = rng.choice([rng.randrange(1, 4096), rng.randrange(1, 2 * MIB), rng.randrange(MIB, 64 * MIB)])
+        n = round_size(size)
+        seg = a.segments.get((0, n <= 2**20))
+        want = scan(seg, n) if seg is not None else None
+        key, off = a.malloc(size)
+        if want is not None:
+            assert off == want
+        live.append((key, off))
+        for (stream, small), sg in a.segments.items():
+            assert a.free_bytes(stream, small) == sum(sg.sizes[s] for s in sg.starts if s not in sg.used)
+            assert sg.free_blocks == sorted((sg.sizes[s], s) for s in sg.starts if s not in sg.used)
+
+
 @functools.lru_cache(maxsize=1)
 def _traces() -> list[tuple[str, dict]]:
     if not TRACES.exists():
@@ -143,7 +178,9 @@ def _tiny_gpu_graph(model: str, dtype: str, monkeypatch):
 
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    spec = load_model_file(Path(__file__).resolve().parents[1] / "examples" / f"{model}.py")
+    root = Path(__file__).resolve().parents[1]
+    path = root / "examples" / f"{model}.py"
+    spec = load_model_file(path if path.exists() else root / "tests" / "models" / f"{model}.py")
     cl = Cluster.for_gpus(1, "h100-80gb")
     return spec, cl, profile_model(spec, 4, device=cl.device, dtype=dtype, cache=False)
 
@@ -177,17 +214,20 @@ def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, 
 
 @pytest.mark.parametrize("model,dtype,actions,exact", [
     ("lstm", "fp32", "swap", True), ("lstm", "fp32", "keep,swap", True), ("bert", "bf16", "keep,swap", True),
-    ("gpt2", "fp32", "swap", False), ("resnet", "bf16", "keep,swap", True), ("resnet", "fp32", "recompute,swap", True),
+    ("gpt2", "fp32", "swap", True), ("resnet", "bf16", "keep,swap", True), ("resnet", "fp32", "recompute,swap", True),
+    ("scan", "fp32", "swap", True), ("scan", "bf16", "keep,swap", True),
     ("bert", "bf16", "keep,swap+parameters-on-host", True), ("llama", "bf16", "swap+parameters-on-host", False)])
 def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dtype, actions, exact, monkeypatch):
     """A swapped node's saved tensors leave the device in the fake run in the phase the simulator's timeline
     of the copies frees them in (memflow.planner.swap_leave) and come back as the executor's CUDA path
-    brings them (memflow.fakeswap): its live peak is the simulator's where each saved tensor is a storage
-    of its own (the LSTM, BERT, ResNet); never below it, and above where the CUDA path copies two views of
-    one storage twice (GPT-2's attention output, saved 4-D and 2-D: 32 KiB a block here). A saved tensor
-    still held on the device by another reader when its backward comes (a recomputed node's checkpoint
-    holding its input; a kept node's saved output) is read where it is, as the simulator counts it: the
-    ResNet cases were 256 KiB (3.6%) over while the CUDA path copied it back beside the original."""
+    brings them (memflow.fakeswap): its live peak is the simulator's, never above it. A storage saved whole
+    and as views (GPT-2's attention output, saved 4-D and 2-D; the scan's decay factors, saved whole and
+    step by step) is copied once and each view rebuilt from it: the scan was 4.2% over, GPT-2 32 KiB a block,
+    while the CUDA path copied each view on its own. A saved tensor still held on the device by another
+    reader when its backward comes (a recomputed node's checkpoint holding its input; a kept node's saved
+    output) is read where it is, as the simulator counts it: the ResNet cases were 256 KiB (3.6%) over while
+    the CUDA path copied it back beside the original. (Not exact: Llama with its parameters streamed, whose
+    sync point after a unit's backward the simulator bounds by the phase's peak where nodes swap: 1.7% above.)"""
     from memflow.planner import swap_leave
     from memflow.reserved import fake_reserved, plan_reserved
     from memflow.simulator import Simulator
@@ -204,7 +244,7 @@ def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dty
     assert leave and set(leave) <= {x for x, a in enumerate(acts) if a == "swap"}
     got = fake_reserved(spec, 4, acts, dtype=dtype, workspace=0, swap_leave=leave, optimizer_on_host=bool(host),
                         params_on_host=bool(host))
-    assert got["peak_live"] >= predicted - 64, (got["peak_live"], predicted)
+    assert got["peak_live"] <= predicted + 64, (got["peak_live"], predicted)
     if exact:
         assert abs(got["peak_live"] - predicted) <= 64, (got["peak_live"], predicted)
     with pytest.raises(ValueError, match="swap_leave"):
@@ -262,7 +302,9 @@ def test_a_swapped_nodes_backward_holds_what_its_running_copies_read(model, dtyp
 
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "full")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    spec = load_model_file(Path(__file__).resolve().parents[1] / "examples" / f"{model}.py")
+    root = Path(__file__).resolve().parents[1]
+    path = root / "examples" / f"{model}.py"
+    spec = load_model_file(path if path.exists() else root / "tests" / "models" / f"{model}.py")
     cl = Cluster.for_gpus(1, "v100-16gb")
     g = profile_model(spec, batch, device=cl.device, dtype=dtype, cache=False)
     acts = (pattern.split(",") * g.n)[:g.n]

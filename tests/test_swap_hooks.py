@@ -138,3 +138,46 @@ def test_a_swapped_tensor_is_found_again_only_where_it_lives_on_unchanged():
     del other, got, t, base
     gc.collect()
     assert device_original(keep) is None  # (its storage died)
+
+
+def test_a_gpu_swap_copies_a_storage_whole_once_and_no_more_than_it_in_views():
+    """The GPU swap's choice per saved tensor (memflow.graph.actions.storage_piece): a tensor covering its
+    storage makes a whole copy that the storage's later views are rebuilt from (a scan's decay factors,
+    saved whole by ``exp`` and step by step by ``mul``); views saved first are copied on their own until
+    they and the next one would add up to more than the storage, which is then copied whole; a write in
+    place, another dtype or another storage is another piece. Every rebuilt view reads what it viewed."""
+    from memflow.graph.actions import SwapRecord, note_piece, storage_piece, view_of, whole_storage
+
+    def swap(pieces, t):
+        """What the CUDA path keeps for t: (a record of what was copied and its view, the view to read)."""
+        key = t.untyped_storage().data_ptr()
+        rec, whole = storage_piece(pieces, t, key)
+        if rec is not None:
+            return rec, view_of(t), "shared"
+        src, view = whole_storage(t) if whole else (t, None)
+        rec = SwapRecord([src.clone(), view])
+        note_piece(pieces, t, key, rec, whole)
+        return rec, view, "whole" if whole else "own"
+
+    def read(rec, view):
+        return rec[0] if view is None else rec[0].as_strided(*view)
+
+    a = torch.randn(4, 16, 8)
+    pieces, held = {}, []
+    got = [swap(pieces, a)] + [swap(pieces, a[:, i]) for i in range(16)]
+    held += [g[0] for g in got]
+    assert [g[2] for g in got] == ["whole"] + ["shared"] * 16
+    assert all(torch.equal(read(r, v), a if i == 0 else a[:, i - 1]) for i, (r, v, _) in enumerate(got))
+    # slices first: each copied on its own while they add up to no more than the storage; past it, whole
+    b = torch.randn(6, 8)
+    pieces = {}
+    kinds = [swap(pieces, b[:, i:i + 3]) for i in (0, 3)]  # 2 x 18 of 48 elements
+    held += [k[0] for k in kinds]
+    third = swap(pieces, b[:, 1:5])  # 24 more: 60 > 48
+    held.append(third[0])
+    assert [k[2] for k in kinds] + [third[2]] == ["own", "own", "whole"]
+    assert swap(pieces, b[2])[2] == "shared" and torch.equal(read(third[0], third[1]), b[:, 1:5])
+    # written in place since: another piece; another dtype of the same storage: another piece
+    b.add_(1)
+    assert swap(pieces, b[:, 0:2])[2] == "own"
+    assert swap(pieces, b.view(torch.int32)[:, 0:2])[2] == "own"

@@ -103,8 +103,9 @@ class FakeGpuSwap:
             view = view_of(t) if whole else None
             with self.live.host():
                 host = torch.empty((n,) if whole else t.shape, dtype=t.dtype)
-            # (host copy, the device tensor until its copy ends, view, the copy back, how to find the original)
-            rec = SwapRecord([host, t, view, None, original_of(t, t, anchor)])
+            # (host copy, the device tensor until its copy ends, view, the copy back, how to find the original,
+            # the original's storage where it is read in place)
+            rec = SwapRecord([host, t, view, None, original_of(t, t, anchor), None])
             self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
             note_piece(pieces, t, k, rec, whole)
         out = rec if out is None else out
@@ -117,11 +118,16 @@ class FakeGpuSwap:
         if rec[1] is not None:
             rec[3] = rec[1]
             return
-        if still_held(rec[4]) is not None:
+        st = still_held(rec[4])
+        if st is not None:
             # held elsewhere, unchanged: the CUDA path reads it where it is (device_original); a stand-in
-            # made in host memory, no device allocation (a fake tensor set_ to a storage keeps it forever)
+            # made in host memory, no device allocation (a fake tensor set_ to a storage keeps it forever),
+            # and the storage held by the record from now on, as the CUDA path's rebuilt tensor holds it: its
+            # other reader may let it go first (a recomputed node's checkpoint, at the end of its backward,
+            # before the swapped node's: 128 KiB under the simulator in both backwards)
             with self.live.host():
                 rec[3] = torch.empty(rec[0].shape, dtype=rec[0].dtype)
+            rec[5] = st
             return
         rec[3] = torch.empty(rec[0].shape, dtype=rec[0].dtype)
 

@@ -44,6 +44,37 @@ def test_a_truncated_normal_init_builds_in_fake_mode():
     assert isinstance(w, FakeTensor) and w.fake_mode is mode and tuple(w.shape) == (8, 8) and w.device.type == "cpu"
 
 
+def test_a_deep_copied_layers_weights_are_the_modes_own_and_cost_nothing_to_read():
+    """``nn.TransformerEncoder`` deep-copies its layer: in fake mode the copies' tensors had a mode of
+    their own, and every op converted them into the running one as new storage (a linear's ``t()`` of
+    its weight counted as the weight's bytes again, held to the backward). The fake build gives every
+    parameter and buffer the build's mode (a parameter shared by two modules stays shared), and a linear
+    on a copied layer's weight allocates its output alone."""
+    import torch.nn.functional as F
+
+    from memflow.graph.fakebuild import build_fake
+    from memflow.memory import LiveBytes
+
+    class Spec:
+        def build(self):
+            m = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 2, dim_feedforward=128, batch_first=True), 2)
+            m.tied = m.layers[0].linear1  # (one module under two names: its weight stays one tensor)
+            return m
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    m = build_fake(Spec(), mode)
+    assert all(isinstance(t, FakeTensor) and t.fake_mode is mode for t in [*m.parameters(), *m.buffers()])
+    assert m.tied.weight is m.layers[0].linear1.weight
+    with mode:
+        x = torch.empty(4, 8, 32, requires_grad=True)
+    live = LiveBytes()
+    with mode, live:
+        live.track([*m.parameters(), x], kind="state")
+        before = live.live
+        y = F.linear(x, m.layers[1].linear1.weight)
+        assert live.live - before == y.numel() * 4  # (the output; the weight's transpose is a view)
+
+
 def test_hf_vit_plans_for_a_named_gpu(monkeypatch):
     """HF's ViT (truncated-normal init, a patch convolution, a CLS token) captured in fake mode."""
     import memflow

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from .diagnose import quiet_fake
 
@@ -43,7 +43,9 @@ def build_fake(spec: Any, mode: FakeTensorMode) -> nn.Module:
     """``spec.build()`` with fake parameters and buffers of ``mode`` (see the module's text)."""
     try:
         with mode, quiet_fake():
-            return spec.build()
+            model = spec.build()
+        _to_fake(model, mode, foreign_only=True)
+        return model
     except Exception as e:  # noqa: BLE001 - re-raised unless values were the trouble
         if not _reads_values(e):
             raise
@@ -57,25 +59,34 @@ def build_fake(spec: Any, mode: FakeTensorMode) -> nn.Module:
     return model
 
 
-def _to_fake(model: nn.Module, mode: FakeTensorMode) -> None:
-    """Every parameter and buffer of ``model`` replaced, in place, by a fake tensor of ``mode``."""
+def _to_fake(model: nn.Module, mode: FakeTensorMode, foreign_only: bool = False) -> None:
+    """Every parameter and buffer of ``model`` replaced, in place, by a fake tensor of ``mode``.
+    ``foreign_only``: only the fake tensors of another mode. ``copy.deepcopy`` of a module built in fake
+    mode (``nn.TransformerEncoder`` clones its layer so) gives the copies' tensors a mode of their own;
+    each op on one then converts it into the running mode as a new storage, so a weight's ``t()``, which
+    ``linear`` saves for its backward, counted as an allocation of the weight's bytes (a plain-torch
+    encoder-decoder's fake step 17% above what its parameters streamed from the host hold)."""
     made: dict[int, torch.Tensor] = {}
 
     def fake(t: torch.Tensor) -> torch.Tensor:
-        if t.device.type == "meta":
+        if t.device.type == "meta" or foreign_only:
             with mode:
-                return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+                return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                           device="cpu" if t.device.type == "meta" else t.device)
         return mode.from_tensor(t)
+
+    def skip(t: torch.Tensor) -> bool:
+        return foreign_only and (not isinstance(t, FakeTensor) or t.fake_mode is mode)
 
     for mod in model.modules():
         for name, p in list(mod._parameters.items()):
-            if p is None:
+            if p is None or skip(p):
                 continue
             if id(p) not in made:
                 made[id(p)] = nn.Parameter(fake(p.detach()), requires_grad=p.requires_grad)
             mod._parameters[name] = made[id(p)]
         for name, b in list(mod._buffers.items()):
-            if b is None:
+            if b is None or skip(b):
                 continue
             if id(b) not in made:
                 made[id(b)] = fake(b)

@@ -68,6 +68,9 @@ class StageLayout:
     # op's autograd keeps it on ctx): it has no saver, so no action moves it; a recompute's replay makes a
     # second copy beside it
     g_unpacked: list
+    # the part of a swapped storage its saver's backward does not read (Buffer.views): copied out with the
+    # views it reads (their bytes), never copied back (memflow.graph.actions.storage_piece)
+    g_noback: list
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -156,7 +159,14 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         noswap = saver[0] >= 0 and nb < MIN_SWAP_BYTES
         key = (la, lf, extra, step, grad, late, saver[0], fusers, saver[1], saver[2], cached and saver[0] == la,
                noswap, out, unpacked)
-        groups[key] = groups.get(key, 0) + nb
+        # of a storage its one saver reads only views of in its backward, a swap copies those views and brings
+        # back only them: the rest leaves the device with the copy out and stays off it (GPT-NeoX's fused q/k/v
+        # projection, of which attention saves v alone: two thirds of it counted back, 2.8% over)
+        back = min(nb, buf.read_bytes((2 * n - 1 - a - saver[0],)) or nb) \
+            if buf is not None and saver[0] >= 0 and not saver[2] and not noswap else nb
+        groups[key + (False,)] = groups.get(key + (False,), 0) + back
+        if back < nb:
+            groups[key + (True,)] = groups.get(key + (True,), 0) + nb - back
         if saver[0] < 0 or noswap:
             return
         # each swapping node's pack hook copies what it saved: the views its backward reads where it reads
@@ -393,6 +403,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_noswap=[k[11] for k in keys],
         g_out=[k[12] for k in keys],
         g_unpacked=[k[13] for k in keys],
+        g_noback=[k[14] for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],

@@ -150,7 +150,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     m1 = m - 1
     R = 0
     for i in idx:
-        nb, la, lf, extra, late, x, hold, fusers, holders, cached, noswap, out, p0, v0, p1, v1, q0, w0, q1, w1, kr = groups[i]
+        nb, la, lf, extra, late, x, hold, fusers, holders, cached, noswap, out, noback, p0, v0, p1, v1, q0, w0, q1, w1, \
+            kr = groups[i]
         dc[p0] -= v0
         dc[p1] -= v1
         if w0:
@@ -244,7 +245,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 if la + 1 < f1:
                     dc[la + 1] += nb
                     dc[f1] -= nb
-                if a2 + 1 < lf:
+                if a2 + 1 < lf and not noback:
                     dc[a2 + 1] += nb
                     dc[lf] -= nb
                     if dsw is not None:
@@ -492,7 +493,8 @@ class _KeepTables:
         xg = [[] for _ in range(m)]
         fg = [[] for _ in range(m)]
         og = [[] for _ in range(m)]  # per node, the groups of its outputs (L.g_out)
-        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap, out) as in the layout,
+        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap, out, noback) as in
+        # the layout,
         # then its all-keep share (_keep_share); None for the per-step groups
         groups = [None] * len(L.g_bytes)
         dst = [0] * (P + 1)
@@ -510,7 +512,7 @@ class _KeepTables:
                 continue
             x = L.g_xnode[i]
             g = (nb, la, lf, L.g_extra[i], L.g_late[i], x, L.g_hold[i], L.g_fusers[i], L.g_holders[i],
-                 L.g_cached[i], L.g_noswap[i], L.g_out[i])
+                 L.g_cached[i], L.g_noswap[i], L.g_out[i], L.g_noback[i])
             keep = _keep_share(g + (0,) * 9, m)
             groups[i] = g + keep
             p0, v0, p1, v1, q0, w0, q1, w1, kr = keep

@@ -115,6 +115,7 @@ class _Segment:
             start = prev
         bisect.insort(self.free_blocks, (self.sizes[start], start))
 
+
 class ExpandableAllocator:
     """The model: ``malloc(size, stream) -> (pool key, offset)``, ``free(key, offset)``; ``reserved`` and
     ``peak_reserved``, ``allocated`` and ``peak_allocated`` in bytes (allocated counts whole blocks)."""

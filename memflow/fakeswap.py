@@ -19,13 +19,12 @@ tensor covers it or its saved views would add up to more, each view rebuilt from
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import torch
 
-from .graph.actions import (SwapRecord, SwapView, earlier_record, note_piece, original_of, packed_before, still_held,
-                            storage_piece, view_of)
+from .graph.actions import (SwapRecord, SwapView, earlier_record, note_piece, original_of, packed_before, register,
+                            still_held, storage_piece, view_of)
 from .kinds import MIN_SWAP_BYTES
 from .memory import LiveBytes
 
@@ -92,27 +91,19 @@ class FakeGpuSwap:
             return rec
         pieces = self._mb_pieces.setdefault(self.key[0], {})
         whole_rec, whole = storage_piece(pieces, t, k)
-        out = None
         if whole_rec is not None:  # (its storage copied whole for an earlier saved tensor)
-            rec = whole_rec
-            out = SwapView(rec, view_of(t))
-        else:
-            # (whole: as the CUDA path's whole_storage, but holding t itself: a fake tensor set_ to a storage
-            # keeps it alive for good, 43 KB of a bf16 Falcon's carried into every later step)
-            n = t.untyped_storage().nbytes() // t.element_size() if whole else t.numel()
-            view = view_of(t) if whole else None
-            with self.live.host():
-                host = torch.empty((n,) if whole else t.shape, dtype=t.dtype)
-            # (host copy, the device tensor until its copy ends, view, the copy back, how to find the original,
-            # the original's storage where it is read in place)
-            rec = SwapRecord([host, t, view, None, original_of(t, t, anchor), None])
-            self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
-            note_piece(pieces, t, k, rec, whole)
-        out = rec if out is None else out
-        self._packed[ident] = (anchor, out)
-        self._mb_packed[self.key[0]][ident] = (anchor, weakref.ref(out))
-        self.records.setdefault(self.key, []).append(rec)
-        return out
+            return register(self, ident, anchor, SwapView(whole_rec, view_of(t)))
+        # (whole: as the CUDA path's whole_storage, but holding t itself: a fake tensor set_ to a storage keeps
+        # it alive for good, 43 KB of a bf16 Falcon's carried into every later step)
+        n = t.untyped_storage().nbytes() // t.element_size() if whole else t.numel()
+        with self.live.host():
+            host = torch.empty((n,) if whole else t.shape, dtype=t.dtype)
+        # (host copy, the device tensor until its copy ends, view, the copy back, how to find the original, the
+        # original's storage where it is read in place)
+        rec = SwapRecord([host, t, view_of(t) if whole else None, None, original_of(t, t, anchor), None])
+        self._copying.append((self.leave.get(self.key[1], self.key[1] + 1), rec))
+        note_piece(pieces, t, k, rec, whole)
+        return register(self, ident, anchor, rec)
 
     def _fetch(self, rec: list) -> None:
         if rec[1] is not None:

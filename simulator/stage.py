@@ -493,9 +493,8 @@ class _KeepTables:
         xg = [[] for _ in range(m)]
         fg = [[] for _ in range(m)]
         og = [[] for _ in range(m)]  # per node, the groups of its outputs (L.g_out)
-        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap, out, noback) as in
-        # the layout,
-        # then its all-keep share (_keep_share); None for the per-step groups
+        # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap, out, noback) as
+        # in the layout, then its all-keep share (_keep_share); None for the per-step groups
         groups = [None] * len(L.g_bytes)
         dst = [0] * (P + 1)
         S_fwd = S_after = 0

@@ -45,7 +45,8 @@ from ..kinds import KEEP, MIN_SWAP_BYTES, RECOMPUTE, SELECTIVE, SWAP
 from .selective import selective_context
 
 __all__ = ["make_wrap", "HostSwap", "SwapRecord", "SwapView", "earlier_record", "copy_source", "packed_before",
-           "original_of", "device_original", "still_held", "storage_piece", "note_piece", "whole_storage", "view_of"]
+           "original_of", "device_original", "still_held", "storage_piece", "note_piece", "whole_storage", "view_of",
+           "register"]
 
 
 class SwapRecord(list):
@@ -156,7 +157,7 @@ class HostSwap:
             pieces = self._mb_pieces.setdefault(self.key[0], {})
             whole_rec, whole = storage_piece(pieces, t, ptr)
             if whole_rec is not None:  # (its storage copied whole for an earlier saved tensor)
-                return self._share(ident, anchor, SwapView(whole_rec, view_of(t)))
+                return register(self, ident, anchor, SwapView(whole_rec, view_of(t)))
             src, view = whole_storage(t) if whole else (t, None)  # (not whole: t is no broadcast)
             with self._host_ctx():
                 host = torch.empty(src.shape, dtype=t.dtype, device="cpu", pin_memory=True)
@@ -169,8 +170,7 @@ class HostSwap:
             rec = SwapRecord(["cuda", t.device, host, ev, None, src, view, original_of(t, src, anchor)])
             self._copying.append(rec)
             note_piece(pieces, t, ptr, rec, whole)
-            # (weakly: the record dies with its last saver's backward)
-            self._mb_packed[self.key[0]][ident] = (anchor, weakref.ref(rec))
+            return register(self, ident, anchor, rec)
         else:
             # one host copy per storage that a saved tensor covers whole, each of the node's saved tensors on
             # it rebuilt from that copy: the plan counts a node's storage once, and GPT-2's attention saves
@@ -179,12 +179,10 @@ class HostSwap:
             src, view = copy_source(t)
             whole = self._whole.get((ptr, t._version))
             if whole is not None and whole[0]() is not None:
-                rec = ["cpu", t.device, whole[1], None, None, None,
-                       view_of(t)]
+                rec = ["cpu", t.device, whole[1], None, None, None, view_of(t)]
             else:
                 if view is None and t.numel() * t.element_size() >= st.nbytes():
-                    src = t.new_empty(0).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
-                    view = view_of(t)
+                    src, view = whole_storage(t)[0], view_of(t)
                 with self._host_ctx():
                     host = src.clone()
                 rec = ["cpu", t.device, host, None, None, None, view]
@@ -193,14 +191,6 @@ class HostSwap:
         self._packed[ident] = (anchor, rec)
         self.records.setdefault(self.key, []).append(rec)
         return rec
-
-    def _share(self, ident: tuple, anchor: weakref.ref, out: SwapView) -> SwapView:
-        """``out``, a saved tensor rebuilt from an earlier one's record, as this node's and the
-        micro-batch's (a later node saving it again finds it: :func:`earlier_record`)."""
-        self._packed[ident] = (anchor, out)
-        self._mb_packed[self.key[0]][ident] = (anchor, weakref.ref(out))
-        self.records.setdefault(self.key, []).append(out.rec)
-        return out
 
     def prefetch(self, mb: int, k: int) -> None:
         """Start copying node k's swapped tensors (micro-batch mb) back to the device."""
@@ -284,6 +274,17 @@ def earlier_record(swap, t: torch.Tensor, storage_key, ident: tuple, anchor: wea
     return rec
 
 
+def register(swap, ident: tuple, anchor: weakref.ref, out):
+    """``out`` (a GPU swap's new record, or a :class:`SwapView` of an earlier one) as what ``swap``'s
+    node saved for the tensor ``ident``, and as the micro-batch's (weakly: it dies with its last saver's
+    backward; a later node saving the tensor again finds it, :func:`earlier_record`); its record is
+    prefetched with the node's."""
+    swap._packed[ident] = (anchor, out)
+    swap._mb_packed[swap.key[0]][ident] = (anchor, weakref.ref(out))
+    swap.records.setdefault(swap.key, []).append(out.rec if isinstance(out, SwapView) else out)
+    return out
+
+
 def storage_piece(pieces: dict, t: torch.Tensor, storage_key) -> tuple[list | None, bool]:
     """How a GPU swap moves ``t``, saved by a node of this micro-batch and not saved before as itself:
     ``(record, False)``: rebuilt from ``record``, its storage copied whole for an earlier saved tensor and
@@ -317,8 +318,9 @@ def _piece(pieces: dict, t: torch.Tensor, storage_key) -> tuple | None:
 
 
 def whole_storage(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
-    """``t``'s storage as one flat tensor of its dtype, with the (shape, stride, offset) that rebuild
-    ``t`` from it (None where ``t`` is that flat tensor)."""
+    """``t``'s storage as one tensor of its dtype covering it from its start, with the (shape, stride,
+    offset) that rebuild ``t`` from it: ``t`` itself and None where ``t`` covers it contiguously, else a
+    flat view of the whole storage."""
     st = t.untyped_storage()
     n = st.nbytes() // t.element_size()
     if t.is_contiguous() and t.storage_offset() == 0 and t.numel() == n:
@@ -385,8 +387,7 @@ def copy_source(t: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
     st = t.untyped_storage()
     if st.nbytes() >= t.numel() * t.element_size():
         return t, None
-    flat = t.new_empty(0).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
-    return flat, view_of(t)
+    return whole_storage(t)  # (a broadcast: never its storage contiguously)
 
 
 def _recompute(fn: Callable, context_fn: Callable | None = None, preserve_rng_state: bool = True) -> Callable:

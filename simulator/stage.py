@@ -134,7 +134,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
 
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
-          pd: int = 1, traced: bool = False) -> int:
+          pd: int = 1, traced: bool = False, dfr=None) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
@@ -145,7 +145,10 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     x + pd is past the stage's last; on the CPU inside B_x). ``sel_held[y]``: y's outputs'
     bytes where y's selective policy holds them all (:attr:`StageLayout.sel_held`): under ``selective``
     they live to B_y whatever else holds or swaps them, freed inside it (its traced transient).
-    ``traced``: a swapped node's transients are the CPU executor's, traced (its copies back inside them)."""
+    ``traced``: a swapped node's transients are the CPU executor's, traced (its copies back inside them).
+    ``dfr`` (None: not wanted): per B-half phase, the change of the bytes alive as it starts that die in
+    it (not carried through it; :attr:`_KeepTables.freed`), at least what is (a bound: see
+    :func:`simulator.zero3.phase_values`)."""
     twom = 2 * m
     m1 = m - 1
     R = 0
@@ -158,6 +161,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             dt[q0] -= w0
             dt[q1] -= w1
         R -= kr
+        if dfr is not None and m <= lf < twom and la < lf and not extra:  # (its all-keep share of freed)
+            dfr[lf] -= nb
         act = acts[x] if x >= 0 else KEEP
         if noswap and act == SWAP:  # (too small for the pack hook: stays on the device, as kept)
             act = KEEP
@@ -245,6 +250,11 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 if la + 1 < f1:
                     dc[la + 1] += nb
                     dc[f1] -= nb
+                if dfr is not None:  # (alive as f1 starts until its copy-out lets it go; back as lf starts)
+                    if m <= f1 < twom and la < f1:
+                        dfr[f1] += nb
+                    if m <= lf < twom and a2 < lf and not noback:
+                        dfr[lf] += nb
                 if a2 + 1 < lf and not noback:
                     dc[a2 + 1] += nb
                     dc[lf] -= nb
@@ -265,6 +275,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 # the saved tensors it frees held to its end: StageLayout.held_extra)
                 dc[lf + 1] += nb
                 dc[f1c] -= nb
+                if dfr is not None and f1c < twom:
+                    dfr[f1c] += nb
         if sel_end >= lf:
             if lf == twom - 1 - x and not extra and acts[x] != SWAP:  # it died in its saver x's backward, inside
                 dt[lf] -= nb  # B_x's traced transient: now carried through it (4 KiB of Swin counted twice)
@@ -273,6 +285,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
         if la + 1 < lf:
             dc[la + 1] += nb
             dc[lf] -= nb
+        if dfr is not None and m <= lf < twom and la < lf:  # (an extra too: alive as lf starts)
+            dfr[lf] += nb
         if extra:  # also counted in its freeing phase (carried through it in reality)
             dt[lf] += nb
             dt[lf + 1] -= nb
@@ -482,7 +496,7 @@ class _KeepTables:
                  "rec_fdtrans", "sel_fdtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel",
-                 "S_fwd", "S_after", "keep_peaks", "keep_node_end", "bound")
+                 "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound")
 
     def __init__(self, L: StageLayout):
         m = L.m
@@ -538,6 +552,7 @@ class _KeepTables:
             la, lf = L.g_alloc[i], L.g_free[i]
             if m <= lf < 2 * m and la < lf and not (L.g_step[i] or L.g_extra[i]):
                 freed[lf] += nb
+        self.freed = freed
         self.bound = [self.carried[p] + freed[p] for p in range(2 * m)]
         self.R, self.groups = R, groups
         self.S_fwd, self.S_after = S_fwd, S_after
@@ -736,7 +751,11 @@ class StageModel:
         else:
             P = twom + 2
             dc = [0] * (P + 1)  # changes of the carried bytes in each phase, as differences (running sum)
-            dt = [0] * (P + 1) if detail else dc  # ... of the transient bytes (the same list unless split)
+            # ... of the transient bytes (the same list unless split: ZeRO-3's sync points with actions need
+            # the carried bytes, and the bytes alive as each B-half phase starts that die in it, dfr)
+            split = detail or (z3 and (has_swap or has_rec))
+            dt = [0] * (P + 1) if split else dc
+            dfr = [0] * (P + 1) if z3 else None
             dsw = [0] * (P + 1) if detail else None
             if detail:
                 copy_out, prefetch = [], []
@@ -818,6 +837,8 @@ class StageModel:
                     if v:
                         dc[x + 1] += v
                         dc[j] -= v
+                        if dfr is not None:
+                            dfr[j] += v
                         sel_R += v
                     bwd_s += L.sel_time[x]
                     btn[x] = K.bt_sel[x]
@@ -892,7 +913,8 @@ class StageModel:
             # ---- memory: the touched groups' all-keep share out, their actual one in
             R = K.R + sel_R
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
-                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd, cpu and L.swap_trans is not None)
+                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd, cpu and L.swap_trans is not None,
+                       dfr)
             if gap and not cpu and L.held_extra:
                 # a swapped node whose copies to the host run past the start of its backward: its pack hook
                 # holds each device tensor until its copy ends, not freed op by op as the trace frees them (a
@@ -902,13 +924,18 @@ class StageModel:
                     if v and actions[x] == SWAP and (x + 1 if f1 < 0 else f1) > twom - 1 - x:
                         dt[twom - 1 - x] += v
                         dt[twom - x] -= v
-            d = dc if not detail else [a + b for a, b in zip(dc, dt)]
+                        if dfr is not None:
+                            dfr[twom - 1 - x] += v
+            d = dc if not split else [a + b for a, b in zip(dc, dt)]
             fl = sync_fl if sync else None
             kv, kv0 = K.kv, K.kv0
             if z3:  # (the gathers, reduce-scatters and sync points in the phases' figures)
+                if has_swap or has_rec:  # (per B-half phase, the bytes alive as it starts under the actions)
+                    bound = [c + K.freed[p] + dfr[p] for p, c in enumerate(_running(K.carried, dc, twom))]
+                else:
+                    bound = K.bound
                 kv, kv0, S_after = phase_values(self.zero3(dp, ph)[0], self.z3.units, m, K.kv, K.kv0, K.S_after,
-                                                list(accumulate(d[:twom])), input_bytes,
-                                                None if (has_swap or has_rec) else K.bound)
+                                                list(accumulate(d[:twom])), input_bytes, bound)
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             if detail and sync:

@@ -217,7 +217,8 @@ def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, 
     ("gpt2", "fp32", "swap", True), ("resnet", "bf16", "keep,swap", True), ("resnet", "fp32", "recompute,swap", True),
     ("scan", "fp32", "swap", True), ("scan", "bf16", "keep,swap", True),
     ("concat_grad", "fp32", "keep,keep,keep,swap,recompute", True), ("gru", "fp32", "keep,swap", True),
-    ("bert", "bf16", "keep,swap+parameters-on-host", True), ("llama", "bf16", "swap+parameters-on-host", False)])
+    ("bert", "bf16", "keep,swap+parameters-on-host", True), ("llama", "bf16", "swap+parameters-on-host", False),
+    ("sliced", "bf16", "recompute,swap+parameters-on-host", 512)])
 def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dtype, actions, exact, monkeypatch):
     """A swapped node's saved tensors leave the device in the fake run in the phase the simulator's timeline
     of the copies frees them in (memflow.planner.swap_leave) and come back as the executor's CUDA path
@@ -231,8 +232,11 @@ def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dty
     node's backward, as the CUDA path's rebuilt tensor holds it (the fake run let it go with the checkpoint
     that held it: concat_grad 128 KiB under the simulator, and under the GPU, in both backwards). Of a
     storage its saver's backward reads only views of (a GRU step's gate chunks), only those views come back,
-    as the simulator now counts them (it counted the storage back: the GRU 1.8% over). (Not exact: Llama with its parameters streamed, whose
-    sync point after a unit's backward the simulator bounds by the phase's peak where nodes swap: 1.7% above.)"""
+    as the simulator now counts them (it counted the storage back: the GRU 1.8% over). With the parameters
+    streamed, the sync point after a unit's backward sits on the bytes alive as the next node's backward
+    starts, under the actions too (it was bounded by the phase's peak where nodes swap or recompute: the
+    sliced model 5.4% over; now 256 bytes, in a forward phase). (Not exact: Llama with its parameters
+    streamed, 1.7% above, every node kept too: its phases' figures in the backward, not the sync point.)"""
     from memflow.planner import swap_leave
     from memflow.reserved import fake_reserved, plan_reserved
     from memflow.simulator import Simulator
@@ -251,7 +255,7 @@ def test_a_fake_run_of_a_swapped_step_follows_the_simulators_timeline(model, dty
                         params_on_host=bool(host))
     assert got["peak_live"] <= predicted + 64, (got["peak_live"], predicted)
     if exact:
-        assert abs(got["peak_live"] - predicted) <= 64, (got["peak_live"], predicted)
+        assert abs(got["peak_live"] - predicted) <= (64 if exact is True else exact), (got["peak_live"], predicted)
     with pytest.raises(ValueError, match="swap_leave"):
         plan_reserved(spec, st, 4, device_name="h100-80gb", dtype=dtype)
     assert plan_reserved(spec, st, 4, device_name="h100-80gb", dtype=dtype, swap_leave=leave) >= got["peak_live"]

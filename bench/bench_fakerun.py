@@ -1,10 +1,11 @@
 """Single-GPU plans run on fake tensors as a GPU runs them, against the simulator, on models the project
 was not built on (no GPU needed).
 
-For each model of ``bench/unseen`` and ``tests/models`` (tiny, random weights), in fp32 and bf16, seven
+For each model of ``bench/unseen`` and ``tests/models`` (tiny, random weights), in fp32 and bf16, eight
 single-stage plans for one H100 (keep; every node recomputed; every node selective; two micro-batches;
 every other node swapped; kept with the parameters streamed from the host, ZeRO-3 offload; every other
-node swapped and the rest recomputed with the parameters streamed; the optimizer on the host with them):
+node swapped and the rest recomputed with the parameters streamed; every node selective with them; the
+optimizer on the host with them):
 the simulator's peak from the GPU-semantics profile (CUDA's autocast, :mod:`memflow.graph.gpu_autocast`)
 beside the peak of live bytes of the same plan's step run on fake tensors as the executor runs it on a
 GPU (:mod:`memflow.reserved`: data copied per micro-batch, forward under autocast and backward outside
@@ -33,7 +34,7 @@ __all__ = ["main"]
 
 #: (actions, repeated along the nodes; micro-batches; the parameters streamed from the host)
 PLANS = (("keep", 1, False), (RECOMPUTE, 1, False), (SELECTIVE, 1, False), ("keep", 2, False),
-         ("keep,swap", 1, False), ("keep", 1, True), ("recompute,swap", 1, True))
+         ("keep,swap", 1, False), ("keep", 1, True), ("recompute,swap", 1, True), (SELECTIVE, 1, True))
 
 
 def _plan(g, cl, pattern: str, m: int, host: bool) -> tuple:

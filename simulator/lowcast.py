@@ -5,7 +5,8 @@ Under bf16 autocast a ZeRO-3 unit gathers the parameters autocast only casts in 
 plain autocast made (and saved) a bf16 copy of the parameter. Everything else of the step is the
 same (the gradient goes back to the fp32 parameter through the same conversion), so the graph such a
 stage sees is the traced one less the buffers the profiler tagged as those casts (``Buffer.cast``),
-with each node's transients as traced without them (``Node.low_*_transient_bytes``). The gathered
+with each node's transients as traced without them (``Node.low_*_transient_bytes``; under the
+selective policy too, ``Node.low_sel_*``: a GRU's replay casts its weights once per time step). The gathered
 bf16 bytes themselves are :mod:`simulator.zero3`'s (``Zero3Facts.low``).
 """
 from __future__ import annotations
@@ -25,7 +26,10 @@ class LowView:
         self.nodes = [dataclasses.replace(
             nd, fwd_transient_bytes=nd.low_fwd_transient_bytes, bwd_transient_bytes=nd.low_bwd_transient_bytes,
             rec_fwd_transient_bytes=nd.low_rec_fwd_transient_bytes if nd.rec_fwd_transient_bytes >= 0 else -1,
-            held_bwd_transient_bytes=nd.low_held_bwd_transient_bytes)
+            held_bwd_transient_bytes=nd.low_held_bwd_transient_bytes,
+            **(dict(sel_saved_bytes=nd.low_sel_saved_bytes, sel_bwd_transient_bytes=nd.low_sel_bwd_transient_bytes,
+                    sel_fwd_transient_bytes=nd.low_sel_fwd_transient_bytes)
+               if nd.low_sel_bwd_transient_bytes >= 0 and nd.sel_saved_bytes >= 0 else {}))
             if nd.low_fwd_transient_bytes >= 0 else nd for nd in graph.nodes]
 
     def __getattr__(self, name: str):

@@ -118,6 +118,11 @@ class Node:
     sel_saved_bytes: int = -1
     sel_bwd_transient_bytes: int = -1
     sel_fwd_transient_bytes: int = -1  # its forward's transient there (what the policy drops dies inside it)
+    # sel_saved_bytes, sel_bwd_transient_bytes and sel_fwd_transient_bytes without the casts a ZeRO-3 unit
+    # gathers in bf16 (as low_*: -1 where none; a selective GRU's replay casts its weights once per time step)
+    low_sel_saved_bytes: int = -1
+    low_sel_bwd_transient_bytes: int = -1
+    low_sel_fwd_transient_bytes: int = -1
     # of sel_saved_bytes, the node's outputs (tensors later nodes read) that the policy holds for its
     # backward: the same storages the layout carries as the node's outputs, held to B_x (-1: not traced)
     sel_held_out_bytes: int = -1

@@ -27,13 +27,16 @@ __all__ = ["selective_figures"]
 
 
 def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimizer: torch.optim.Optimizer,
-                      state: list[torch.Tensor], keep_cost: OpCost) -> list[dict]:
+                      state: list[torch.Tensor], keep_cost: OpCost, cast_keys: dict | None = None) -> list[dict]:
     """Per node, the ``sel_*`` fields of its :class:`memflow.graph.record.Node` (see the module
     docstring). ``state``: the tensors the plain trace counted as state; ``keep_cost``: its op
-    costs per phase. The parameters' gradients are dropped afterwards."""
+    costs per phase; ``cast_keys`` (:meth:`memflow.memory.LiveBytes.watch_casts`): the ``low_sel_*``
+    fields too, the figures without those casts. The parameters' gradients are dropped afterwards."""
     n = program.n
     cost = OpCost()
     live = LiveBytes(record=True, after=cost.count, call=warm_call)
+    if cast_keys:
+        live.watch_casts(cast_keys)
     live.track(list(state) + list(inputs), kind="state")
     state_bytes = live.live
 
@@ -53,6 +56,8 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
     alloc = np.array([ev.alloc_phase for ev in evs], dtype=np.int64)
     free = np.array([ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs], dtype=np.int64)
     carried = carried_bytes(2 * n + 1, nbytes, alloc, free)
+    nc = np.array([not ev.cast for ev in evs], dtype=bool)
+    carried_nc = carried_bytes(2 * n + 1, nbytes[nc], alloc[nc], free[nc]) if cast_keys else None
     out = []
     for k in range(n):
         fp, bp = k, 2 * n - 1 - k
@@ -70,4 +75,9 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
             sel_replay_bytes_accessed=max(0.0, cost.bytes.get(bp, 0.0) - keep_cost.bytes.get(bp, 0.0)),
             sel_replay_ops=max(0, cost.ops.get(bp, 0) - keep_cost.ops.get(bp, 0)),
         ))
+        if cast_keys:
+            out[-1].update(
+                low_sel_saved_bytes=int(nbytes[mine & nc].sum()),
+                low_sel_bwd_transient_bytes=max(0, live.phase_peak_nc.get(bp, 0) - state_bytes - int(carried_nc[bp])),
+                low_sel_fwd_transient_bytes=max(0, live.phase_peak_nc.get(fp, 0) - state_bytes - int(carried_nc[fp])))
     return out

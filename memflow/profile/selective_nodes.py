@@ -276,12 +276,16 @@ def _made(prog: StepProgram, ctx: NodeContext, env0: dict) -> tuple[dict, dict, 
     return env, grads, keep
 
 
-def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list) -> tuple[dict, frozenset]:
+def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
+             cast_keys: dict | None = None) -> tuple[dict, frozenset]:
     """One node's run (see the module docstring): its figures (the backward's costs whole) and the
-    positions of its outputs that its own backward holds (the expensive ops' outputs)."""
+    positions of its outputs that its own backward holds (the expensive ops' outputs). ``cast_keys``
+    (:meth:`memflow.memory.LiveBytes.watch_casts`): the figures without those casts too (``*_nc``)."""
     k = ctx.k
     cost = OpCost()
     live = LiveBytes(record=True, after=cost.count, call=warm_call)
+    if cast_keys:
+        live.watch_casts(cast_keys)
     live.track(state, kind="state")
     state_bytes = live.live
 
@@ -327,15 +331,24 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list) -> 
     figs = dict(saved=saved, held_out=held_out, trans=max(0, live.phase_peak.get(_BWD, 0) - state_bytes - carried),
                 ftrans=max(0, live.phase_peak.get(_FWD, 0) - state_bytes - carried_f),
                 flops=cost.flops.get(_BWD, 0.0), bytes=cost.bytes.get(_BWD, 0.0), ops=cost.ops.get(_BWD, 0))
+    if cast_keys:
+        evs = [ev for ev in evs if not ev.cast]
+        figs.update(
+            saved_nc=sum(ev.nbytes for ev in evs if ev.alloc_phase == _FWD and ev.free_phase == _BWD),
+            trans_nc=max(0, live.phase_peak_nc.get(_BWD, 0) - state_bytes - sum(
+                ev.nbytes for ev in evs if ev.alloc_phase < _BWD and not 0 <= ev.free_phase <= _BWD)),
+            ftrans_nc=max(0, live.phase_peak_nc.get(_FWD, 0) - state_bytes - sum(
+                ev.nbytes for ev in evs if ev.alloc_phase < _FWD and not 0 <= ev.free_phase <= _FWD)))
     return figs, held
 
 
 def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch.Tensor], keep_cost: OpCost,
-                 *, autocast: bool) -> list[dict]:
+                 *, autocast: bool, cast_keys: dict | None = None) -> list[dict]:
     """Per node, the ``sel_*`` fields :func:`memflow.profile.selective.selective_figures` gives,
     from one run per distinct node (see the module docstring). ``watch``: what the plain traced
     step recorded; ``state``: the tensors it counted as state (the batch not among them);
-    ``keep_cost``: its op costs per phase; ``autocast``: the step runs under autocast. Raises
+    ``keep_cost``: its op costs per phase; ``autocast``: the step runs under autocast; ``cast_keys``: the
+    parameters' casts a ZeRO-3 unit gathers in bf16 (the ``low_sel_*`` figures without them). Raises
     :class:`NotByNode` where the figures cannot be had this way."""
     prog = watch.program
     n = prog.n
@@ -359,7 +372,7 @@ def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch
         ctx = NodeContext(watch, k, held_out)
         got = runs.get(ctx.key)
         if got is None:
-            got = runs[ctx.key] = run_node(prog, ctx, state, inputs)
+            got = runs[ctx.key] = run_node(prog, ctx, state, inputs, cast_keys)
         figs, held_out[k] = got
         bp = 2 * n - 1 - k
         out.append(dict(
@@ -370,5 +383,8 @@ def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch
             sel_replay_flops=max(0.0, figs["flops"] - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, figs["bytes"] - keep_cost.bytes.get(bp, 0.0)),
             sel_replay_ops=max(0, figs["ops"] - keep_cost.ops.get(bp, 0)),
+            low_sel_saved_bytes=figs.get("saved_nc", -1),
+            low_sel_bwd_transient_bytes=figs.get("trans_nc", -1),
+            low_sel_fwd_transient_bytes=figs.get("ftrans_nc", -1),
         ))
     return out

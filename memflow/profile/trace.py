@@ -186,12 +186,12 @@ def _transients(live: LiveBytes, state_bytes: int, n: int, nbytes: list, alloc: 
     return [max(0, peaks.get(p, 0) - state_bytes - int(carried[p])) for p in range(2 * n + 1)]
 
 
-def _watch_casts(program: StepProgram, inputs: list, dtype: str, live: LiveBytes, names_by_id: dict) -> set:
+def _watch_casts(program: StepProgram, inputs: list, dtype: str, live: LiveBytes, names_by_id: dict) -> dict:
     """Under autocast: have ``live`` tag the bf16 casts of the parameters a ZeRO-3 unit would gather in
     bf16 (:mod:`memflow.graph.casts`, found by one forward: under the fake mode the step runs in, or a
-    fake mode of its own on real tensors); their names."""
+    fake mode of its own on real tensors); the keys given it (``id(storage) -> name``)."""
     if not casts(dtype):
-        return set()
+        return {}
     params = unique_params(program.split)
     ids = getattr(program, "_cast_only", {}).get(dtype)  # (the same at every batch size a program is traced at)
     if ids is None:
@@ -204,7 +204,7 @@ def _watch_casts(program: StepProgram, inputs: list, dtype: str, live: LiveBytes
     keys = {id(st): names_by_id[i] for i in low if i in by_id and i in names_by_id for st in storages(by_id[i])}
     if keys:
         live.watch_casts(keys)
-    return set(keys.values())
+    return keys
 
 
 class _OptWindow:
@@ -322,20 +322,21 @@ def _data_reads(call, inputs: dict) -> list[str]:
 
 
 def _selective(program: StepProgram, inputs: list, optimizer: torch.optim.Optimizer, cost: OpCost,
-               watch: NodeWatch | None, how: str, autocast: bool) -> list[dict]:
-    """The nodes' ``sel_*`` figures (see :func:`trace_step`'s ``selective``)."""
+               watch: NodeWatch | None, how: str, autocast: bool, cast_keys: dict | None = None) -> list[dict]:
+    """The nodes' ``sel_*`` figures (see :func:`trace_step`'s ``selective``); ``low_sel_*`` too where
+    ``cast_keys`` (:func:`_watch_casts`) and the figures are had node by node."""
     if not how:
         return [{}] * program.n
     state = state_tensors(program, optimizer)
     if watch is not None:
         try:
-            return node_figures(watch, inputs, state, cost, autocast=autocast)
+            return node_figures(watch, inputs, state, cost, autocast=autocast, cast_keys=cast_keys)
         except Exception:  # noqa: BLE001 - NotByNode, or an op that will not run alone: the traced step has them
             pass
         torch.clear_autocast_cache()
         for p in program.split.parameters():
             p.grad = None
-    return selective_figures(program, inputs, optimizer, state, cost)
+    return selective_figures(program, inputs, optimizer, state, cost, cast_keys)
 
 
 def trace_step(
@@ -401,7 +402,8 @@ def trace_step(
     state_bytes = live.live
     grad_events = []
     _, _, names_by_id = node_state(program, optimizer)
-    cast_names = _watch_casts(program, inputs, dtype, live, names_by_id)
+    cast_keys = _watch_casts(program, inputs, dtype, live, names_by_id)
+    cast_names = set(cast_keys.values())
     opt = _OptWindow(live, cost, 2 * n)
 
     def on_phase(p: int) -> None:
@@ -498,11 +500,14 @@ def trace_step(
     # (fp32 only: under bf16 autocast a recomputed loss head's forward ran 1,728 bytes above its traced figure on
     # the CPU, not located; there the kept forward's figure stays, an upper bound)
     ck = _checkpointed_fwd_transients(program, inputs, optimizer) if not casts(dtype) else [-1] * n
-    sel = _selective(program, inputs, optimizer, cost, watch, selective, autocast=casts(dtype))
+    sel = _selective(program, inputs, optimizer, cost, watch, selective, autocast=casts(dtype), cast_keys=cast_keys)
     if casts(dtype):  # (as ck above, the kept forward's figure under autocast, but where the traced one is above it:
         # a selective GPT-2 head in bf16 holds its logits' matmul output beside the loss, 114 MiB over the kept)
         sel = [{**d, "sel_fwd_transient_bytes": max(d["sel_fwd_transient_bytes"], transient[k])} if d else d
                for k, d in enumerate(sel)]
+        sel = [{**d, "low_sel_fwd_transient_bytes": max(d["low_sel_fwd_transient_bytes"],
+                                                        lows[k]["low_fwd_transient_bytes"])}
+               if d.get("low_sel_fwd_transient_bytes", -1) >= 0 else d for k, d in enumerate(sel)]
     states, param_table, names_by_id = node_state(program, optimizer)
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in storages(t)}.values())
     input_of = {name: sum(s.nbytes() for s in storages(t)) for name, t in zip(program.placeholders, inputs)

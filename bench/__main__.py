@@ -67,6 +67,9 @@ def run(name: str, quick: bool = False) -> None:
 
 def main(argv: list[str]) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from .common import same_checkout
+
+    same_checkout()
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0

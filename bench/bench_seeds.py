@@ -25,7 +25,7 @@ import time
 from memflow.cluster import Cluster
 from memflow.strategy import Strategy
 
-from .common import ROOT, env, md_table, write_section
+from .common import ROOT, env, md_table, same_checkout, write_section
 
 GiB, MiB = 2**30, 2**20
 BUDGET_S = 2.0  # search time budget per probe
@@ -550,6 +550,7 @@ def main(quick: bool = False, rows: list[str] | None = None, write: bool = True)
 
 
 if __name__ == "__main__":
+    same_checkout()
     if "--quick" in sys.argv:  # (as ``python -m bench seeds --quick``: into the seeds-quick section)
         os.environ["MEMFLOW_BENCH_QUICK"] = "1"
     _rows = next((a.split("=", 1)[1] if "=" in a else sys.argv[i + 2] for i, a in enumerate(sys.argv[1:])

@@ -29,7 +29,21 @@ Timings on this 2-core shared machine are noisy: medians of repeats, and ratios
 measured side by side in one run.
 """
 
-__all__ = ["machine", "write_section", "median", "ROOT", "md_table", "env"]
+__all__ = ["machine", "write_section", "median", "ROOT", "md_table", "env", "same_checkout"]
+
+
+def same_checkout() -> None:
+    """Stop (one line) unless memflow and the packages the wheel maps into it (``memflow.simulator``,
+    ``memflow.search``) are imported from this checkout: an editable install of another checkout maps
+    those two to its own directories, so a benchmark run from a clone beside it would time and predict
+    with the other checkout's simulator and search, and write their figures here."""
+    import importlib
+
+    for name in ("memflow", "memflow.simulator", "memflow.search"):
+        where = Path(importlib.import_module(name).__file__).resolve()
+        if ROOT not in where.parents:
+            sys.exit(f"bench: {name} is imported from {where.parent}, not from this checkout ({ROOT}); install "
+                     f"this checkout (pip install -e {ROOT}) or run the benchmark from the installed one")
 
 
 def machine() -> str:
@@ -72,6 +86,7 @@ def md_table(header: list[str], rows: list[list]) -> str:
 def write_section(name: str, title: str, body: str, command: str | None = None) -> None:
     """Replace (or append) section ``name`` of BENCHMARKS.md (``NAME-quick`` under ``python -m bench quick``,
     so a quick run never overwrites the full tables)."""
+    same_checkout()
     command = command or f"python -m bench {name}"
     if os.environ.get("MEMFLOW_BENCH_QUICK"):
         name, title = f"{name}-quick", f"{title} (quick)"

@@ -212,6 +212,27 @@ def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, 
     assert got["peak_reserved"] >= got["peak_allocated"] >= got["peak_live"]
 
 
+def test_a_selective_block_is_priced_by_its_own_trace_in_both_passes(monkeypatch):
+    """GPT-2 in bf16 with one block selective: the fake run's every phase is the simulator's, within 2 KiB
+    and never below it. Its forward is priced at the policy's traced transient (what it does not hold dies
+    inside the forward), its backward at its traced one (the cheap ops' replay beside what the policy
+    held). Both had floors that were over: the forward at the kept forward's figure under autocast (400
+    KiB over, the block's saved matmul inputs), the backward at a whole recompute's (48 KiB over: its
+    replay re-makes the outputs the policy held, already counted as held)."""
+    from memflow.reserved import fake_reserved
+    from memflow.simulator import Simulator
+    from memflow.strategy import Strategy
+
+    spec, cl, g = _tiny_gpu_graph("gpt2", "bf16", monkeypatch)
+    x = next(k for k, nd in enumerate(g.nodes) if nd.name.endswith("h.1"))
+    acts = ["keep"] * g.n
+    acts[x] = "selective"
+    predicted = Simulator(g, cl).phase_bytes(Strategy.single(g.n).copy(actions=acts))[0]
+    got = fake_reserved(spec, 4, acts, dtype="bf16", workspace=0)["phase_peaks"]
+    for p in range(2 * g.n):
+        assert 0 <= predicted[p] - got[p] <= 2048, (p, predicted[p], got[p])
+
+
 @pytest.mark.parametrize("model,within", [("lstm", 0.10), ("gru", 0.20)])
 def test_a_selective_node_with_its_parameters_gathered_in_bf16_is_priced_without_autocasts_casts(model, within,
                                                                                                monkeypatch):

@@ -387,7 +387,7 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
         if L.sel_btrans[x] >= 0:
             j = 2 * m - 1 - x
             traced = L.sel_btrans[x] + held[x] + (trans_keep[j] - L.trans[j])
-            out[x] = traced - trans_keep[j]
+            out[x] = max(out[x], traced - trans_keep[j])
     return out
 
 

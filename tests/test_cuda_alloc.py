@@ -212,13 +212,13 @@ def test_a_fake_run_of_the_step_holds_the_simulators_peak(model, dtype, action, 
     assert got["peak_reserved"] >= got["peak_allocated"] >= got["peak_live"]
 
 
-def test_a_selective_block_is_priced_by_its_own_trace_in_both_passes(monkeypatch):
-    """GPT-2 in bf16 with one block selective: the fake run's every phase is the simulator's, within 2 KiB
-    and never below it. Its forward is priced at the policy's traced transient (what it does not hold dies
-    inside the forward), its backward at its traced one (the cheap ops' replay beside what the policy
-    held). Both had floors that were over: the forward at the kept forward's figure under autocast (400
-    KiB over, the block's saved matmul inputs), the backward at a whole recompute's (48 KiB over: its
-    replay re-makes the outputs the policy held, already counted as held)."""
+def test_a_selective_blocks_forward_is_priced_by_its_own_trace(monkeypatch):
+    """GPT-2 in bf16 with one block selective: the fake run's every phase is at most the simulator's, and
+    every forward phase within 2 KiB of it. The block's forward is priced at the policy's traced transient
+    (what it does not hold dies inside the forward): under autocast it had the kept forward's figure as a
+    floor, 400 KiB over (the saved tensors the policy drops). Its backward stays at least a whole
+    recompute's (48 KiB over here: the replay re-makes the outputs the policy held; the traced figure
+    alone is under on wav2vec2 and T5 blocks, 6-40 KiB, not located)."""
     from memflow.reserved import fake_reserved
     from memflow.simulator import Simulator
     from memflow.strategy import Strategy
@@ -230,7 +230,7 @@ def test_a_selective_block_is_priced_by_its_own_trace_in_both_passes(monkeypatch
     predicted = Simulator(g, cl).phase_bytes(Strategy.single(g.n).copy(actions=acts))[0]
     got = fake_reserved(spec, 4, acts, dtype="bf16", workspace=0)["phase_peaks"]
     for p in range(2 * g.n):
-        assert 0 <= predicted[p] - got[p] <= 2048, (p, predicted[p], got[p])
+        assert 0 <= predicted[p] - got[p] <= (2048 if p < g.n else 64 * 1024), (p, predicted[p], got[p])
 
 
 @pytest.mark.parametrize("model,within", [("lstm", 0.10), ("gru", 0.20)])

@@ -495,7 +495,7 @@ class _KeepTables:
     __slots__ = ("carried", "trans", "kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "touch_sel", "rec_dtrans",
                  "rec_fdtrans", "sel_fdtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
-                 "sel_dtrans", "bt_sel",
+                 "sel_dtrans", "bt_sel", "sel_fheld",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound")
 
     def __init__(self, L: StageLayout):
@@ -575,6 +575,23 @@ class _KeepTables:
         self.sel_dtrans = _selective_changes(L, self.trans, self.rec_dtrans)
         # (above the kept one too: a selective GPT-2 head in bf16 holds its logits' matmul beside the loss)
         self.sel_fdtrans = [L.sel_ftrans[x] - L.trans[x] for x in range(m)] if L.sel_ftrans else [0] * m
+        # per x, what x's forward reads last (freed in F_x with every node kept) that the all-selective trace
+        # carried through F_x: held by its maker's policy (L.sel_held) or by another reader's checkpoint (a
+        # reader that saves something). x's traced forward lacks those bytes; where none of the holders is
+        # selective (the maker) or checkpointed (the readers) in the plan, they die inside F_x as with every
+        # node kept. Per x: (maker y whose policy held it or -1, the other readers, bytes). (concat_grad's join
+        # beside a kept linear: its output and, in bf16, the embedding the linear's checkpoint held, 64-96 KiB)
+        fheld = [[] for _ in range(m)]
+        if L.sel_ftrans:
+            for i, nb in enumerate(L.g_bytes):
+                y, x = L.g_alloc[i], L.g_free[i]
+                if not (0 <= y < x < m) or L.g_extra[i] or L.g_step[i]:
+                    continue
+                maker = y if L.g_out[i] and L.sel_held and L.sel_held[y] else -1
+                readers = tuple(u for u in L.g_fusers[i] if u != x)
+                if maker >= 0 or readers:
+                    fheld[x].append((maker, readers, nb))
+        self.sel_fheld = [tuple(f) for f in fheld]
         self.bt_sel = [bt[x] + L.sel_time[x] for x in range(m)]
         self.fwd_s, self.bwd_s = sum(ft), sum(bt)
         self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))[:8]
@@ -830,6 +847,9 @@ class StageModel:
                     dt[j] += v
                     dt[j + 1] -= v
                     v = K.sel_fdtrans[x]
+                    for y, readers, nb in K.sel_fheld[x]:
+                        if (y < 0 or actions[y] != SELECTIVE) and not any(actions[u] in _CHECKPOINTED for u in readers):
+                            v += nb
                     if v:
                         dt[x] += v
                         dt[x + 1] -= v

@@ -772,7 +772,7 @@ class StageModel:
             # the carried bytes, and the bytes alive as each B-half phase starts that die in it, dfr)
             split = detail or (z3 and (has_swap or has_rec))
             dt = [0] * (P + 1) if split else dc
-            dfr = [0] * (P + 1) if z3 else None
+            dfr = [0] * (P + 1) if z3 and split else None
             dsw = [0] * (P + 1) if detail else None
             if detail:
                 copy_out, prefetch = [], []

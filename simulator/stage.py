@@ -585,8 +585,8 @@ class _KeepTables:
         if L.sel_ftrans:
             for i, nb in enumerate(L.g_bytes):
                 y, x = L.g_alloc[i], L.g_free[i]
-                if not (0 <= y < x < m) or L.g_extra[i] or L.g_step[i]:
-                    continue
+                if not (0 <= y < x < m) or L.g_extra[i] or L.g_step[i] or x in L.g_fusers[i]:
+                    continue  # (x saves something: its own checkpoint holds what it reads, in the plan as traced)
                 maker = y if L.g_out[i] and L.sel_held and L.sel_held[y] else -1
                 readers = tuple(u for u in L.g_fusers[i] if u != x)
                 if maker >= 0 or readers:

@@ -19,6 +19,22 @@ def test_every_bench_imports():
         assert callable(importlib.import_module(module).main), name
 
 
+def test_a_bench_stops_with_one_line_where_the_simulator_is_another_checkouts(monkeypatch, tmp_path, capsys):
+    """An editable install of another checkout maps memflow.simulator and memflow.search there: a
+    benchmark (and every write of a section) stops with one line naming both places, exit status 1,
+    before it predicts with code that is not this checkout's."""
+    import bench.common as common
+
+    common.same_checkout()  # (this checkout: passes)
+    monkeypatch.setattr(common, "ROOT", tmp_path)
+    with pytest.raises(SystemExit) as e:
+        common.write_section("nothing", "Nothing", "body")
+    msg = str(e.value.code)
+    assert "\n" not in msg and msg.startswith("bench: memflow is imported from ") and str(tmp_path) in msg
+    with pytest.raises(SystemExit):
+        common.same_checkout()
+
+
 @pytest.mark.parametrize("limit_x", [1, 16, 17, 31, 100, 1000])
 def test_largest_true_finds_the_threshold(limit_x):
     from bench.bench_maxbatch import largest_true

@@ -299,7 +299,8 @@ class ModelSpec:
         Dict batches: ``output = model(**batch)``; pairs: ``model(inputs)`` or
         ``model(*inputs)``. The loss is ``loss_fn(output, target)`` when the
         file defines ``loss_fn`` (``target`` is the batch for dict batches),
-        otherwise ``output.loss``. The result must be a 0-dim tensor.
+        otherwise the output itself where the model returns a 0-dim tensor,
+        else ``output.loss``. The result must be a 0-dim tensor.
 
         There is no Python control flow on tensor values here, so this is
         what :class:`LossModule` exports.
@@ -338,9 +339,12 @@ class ModelSpec:
         else:
             loss = _output_loss(output)
             if loss is None:
+                got = (f"a tensor of shape {tuple(output.shape)}" if isinstance(output, torch.Tensor)
+                       else _type_name(output))
                 raise ModelLoadError(
-                    f"{self.path}: the model's output ({_type_name(output)}) has no "
-                    f"loss; define loss_fn(output, target) in {self.path}"
+                    f"{self.path}: the model's output ({got}) is not a "
+                    f"scalar loss and has no .loss; return the loss from forward or define "
+                    f"loss_fn(output, target) in {self.path}"
                 )
             what = "output.loss"
 
@@ -390,7 +394,10 @@ def _safe_bs(batch: Any) -> str:
 
 
 def _output_loss(output: Any) -> Any:
-    """``output.loss`` (attribute) or ``output["loss"]`` (key), else None."""
+    """The output itself where it is a 0-dim tensor (a model that returns its loss), ``output.loss``
+    (attribute) or ``output["loss"]`` (key), else None."""
+    if isinstance(output, torch.Tensor):
+        return output if output.dim() == 0 else None
     if isinstance(output, Mapping) and "loss" in output:
         return output["loss"]
     return getattr(output, "loss", None)

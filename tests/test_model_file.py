@@ -13,6 +13,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from memflow.errors import ModelLoadError  # noqa: E402
+from memflow.graph.build import capture_program  # noqa: E402
 from memflow.model_file import (  # noqa: E402
     DEFAULT_BATCH_SIZE,
     LossModule,
@@ -55,7 +56,8 @@ BAD_CASES = {
                                    "build_model can return a wrapper"]),
     "wrong_batch_size.py": ("check", ["leading dimension 7, expected the batch size 2"]),
     "shape_mismatch.py": ("check", ["the batch from example_batch(2) does not run through the model: RuntimeError: "]),
-    "no_loss.py": ("check", ["has no loss", "define loss_fn(output, target) in"]),
+    "no_loss.py": ("check", ["output (a tensor of shape (2, 3)) is not a scalar loss and has no .loss",
+                             "define loss_fn(output, target) in"]),
     "loss_not_scalar.py": ("check", ["loss_fn(output, target) is a tensor of shape (2,)", "scalar"]),
     "bad_batch_shape.py": ("check", ["does not run through the model: RuntimeError: "]),
     # runs eagerly; fails only where the step is captured (tests/test_capture_errors.py)
@@ -253,3 +255,37 @@ def test_a_process_with_threads_still_guards_the_model_file(tmp_path):
     finally:
         stop.set()
         t.join()
+
+
+@pytest.mark.parametrize("form", ["dict", "pair"])
+def test_a_model_that_returns_its_loss_needs_no_loss_fn(tmp_path, form):
+    """A forward that returns a 0-dim tensor is the loss (most hand-written training modules); it
+    captures, and the captured step's loss is the eager one."""
+    batch = ('{"x": torch.randn(b, 3, generator=g), "y": torch.randn(b, 1, generator=g)}' if form == "dict"
+             else "((torch.randn(b, 3, generator=g), torch.randn(b, 1, generator=g)), torch.zeros(b))")
+    path = tmp_path / "own_loss.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__(); self.fc = nn.Linear(3, 1)\n"
+        "    def forward(self, x, y):\n        return ((torch.relu_(self.fc(x)) - y) ** 2).mean()\n"
+        "def build_model():\n    return Net()\n"
+        f"def example_batch(b):\n    g = torch.Generator().manual_seed(0)\n    return {batch}\n"
+    )
+    spec = load_model_file(path)
+    torch.manual_seed(0)
+    want = spec.loss(spec.build(), spec.batch(4))
+    _, prog, _, _ = capture_program(spec, 4, fake=False, seed=0)
+    got = prog.run_step(flatten(spec.batch(4))[0])
+    assert float(want.detach()) > 0 and float(got) == pytest.approx(float(want.detach()), rel=1e-6)
+
+
+def test_a_tensor_output_that_is_not_a_scalar_says_so(tmp_path):
+    path = tmp_path / "logits.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n"
+        "def build_model():\n    return nn.Linear(3, 5)\n"
+        "def example_batch(b):\n    return torch.ones(b, 3), torch.zeros(b, dtype=torch.long)\n"
+    )
+    with pytest.raises(ModelLoadError, match=r"output \(a tensor of shape \(2, 5\)\) is not a scalar loss"):
+        load_model_file(path).check(2)

@@ -30,7 +30,7 @@ import torch
 import torch.fx
 from torch.fx.passes.split_module import split_module
 
-from ..errors import CaptureError
+from ..errors import CaptureError, ModelLoadError
 from ..memory import storages
 from .diagnose import explain, quiet_capture
 from ..model_file import LossModule, flatten
@@ -86,6 +86,8 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
             ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
             gm = ep.module()
             _strip_guards(gm)
+    except ModelLoadError as e:  # the model file's own contract, checked again inside the trace: its line
+        raise CaptureError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - any export failure is a capture error
         raise CaptureError(explain(spec, model, e)) from None
     return gm, list(flat), treespec

@@ -299,8 +299,8 @@ class ModelSpec:
         Dict batches: ``output = model(**batch)``; pairs: ``model(inputs)`` or
         ``model(*inputs)``. The loss is ``loss_fn(output, target)`` when the
         file defines ``loss_fn`` (``target`` is the batch for dict batches),
-        otherwise the output itself where the model returns a 0-dim tensor,
-        else ``output.loss``. The result must be a 0-dim tensor.
+        otherwise the output itself where the model returns a 0-dim tensor (or
+        a tuple led by one), else ``output.loss``. The result must be a 0-dim tensor.
 
         There is no Python control flow on tensor values here, so this is
         what :class:`LossModule` exports.
@@ -394,8 +394,11 @@ def _safe_bs(batch: Any) -> str:
 
 
 def _output_loss(output: Any) -> Any:
-    """The output itself where it is a 0-dim tensor (a model that returns its loss), ``output.loss``
-    (attribute) or ``output["loss"]`` (key), else None."""
+    """The output itself where it is a 0-dim tensor (a model that returns its loss), its first item where
+    it is a tuple or list led by one (``(loss, logits, ...)``, HF's ``return_dict=False`` order),
+    ``output.loss`` (attribute) or ``output["loss"]`` (key), else None."""
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        output = output[0]
     if isinstance(output, torch.Tensor):
         return output if output.dim() == 0 else None
     if isinstance(output, Mapping) and "loss" in output:

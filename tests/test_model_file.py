@@ -257,8 +257,8 @@ def test_a_process_with_threads_still_guards_the_model_file(tmp_path):
         t.join()
 
 
-@pytest.mark.parametrize("form", ["dict", "pair"])
-def test_a_model_that_returns_its_loss_needs_no_loss_fn(tmp_path, form):
+@pytest.mark.parametrize("form,ret", [("dict", "loss"), ("pair", "loss"), ("dict", "(loss, h)")])
+def test_a_model_that_returns_its_loss_needs_no_loss_fn(tmp_path, form, ret):
     """A forward that returns a 0-dim tensor is the loss (most hand-written training modules); it
     captures, and the captured step's loss is the eager one."""
     batch = ('{"x": torch.randn(b, 3, generator=g), "y": torch.randn(b, 1, generator=g)}' if form == "dict"
@@ -268,7 +268,8 @@ def test_a_model_that_returns_its_loss_needs_no_loss_fn(tmp_path, form):
         "import torch\nfrom torch import nn\n"
         "class Net(nn.Module):\n"
         "    def __init__(self):\n        super().__init__(); self.fc = nn.Linear(3, 1)\n"
-        "    def forward(self, x, y):\n        return ((torch.relu_(self.fc(x)) - y) ** 2).mean()\n"
+        "    def forward(self, x, y):\n        h = torch.relu_(self.fc(x))\n        loss = ((h - y) ** 2).mean()\n"
+        f"        return {ret}\n"
         "def build_model():\n    return Net()\n"
         f"def example_batch(b):\n    g = torch.Generator().manual_seed(0)\n    return {batch}\n"
     )

@@ -4,7 +4,8 @@
 every node ``selective``; a node's figures there (the bytes its forward leaves for its backward,
 its backward's transient, the replay's costs) depend only on the node's own program and on what
 stands around it in that step: its inputs' layouts and which of them its backward is the last
-to hold, the gradients handed to its backward (and those of its inputs already summed, and of
+to hold (not its maker's policy, nor the checkpoint of an earlier reader whose forward saved
+something) or a later node's forward still reads, the gradients handed to its backward (and those of its inputs already summed, and of
 its parameters already made, by nodes after it), and whether it makes the loss. All of that is
 recorded while the plain step is traced (:class:`NodeWatch`: layouts only, no tensor kept), so
 each node can be run on its own: fresh fake tensors of those layouts, its forward under the
@@ -74,6 +75,7 @@ class NodeWatch:
         self.args: list[list | None] = [None] * program.n
         self.back: list[tuple | None] = [None] * program.n
         self.first_reader: dict[int, int] = {}  # id(event) -> the first node whose forward read the storage
+        self.last_reader: dict[int, int] = {}  # id(event) -> the last such node
         self.events: dict[int, Any] = {}  # id(event) -> event (kept: the ids stay unique)
         self.bad = ""
 
@@ -94,6 +96,7 @@ class NodeWatch:
                     continue
                 self.events[id(ev)] = ev
                 self.first_reader.setdefault(id(ev), k)
+                self.last_reader[id(ev)] = k
                 try:
                     rec.append((a, "value", (_layout(v), id(ev))))
                 except NotByNode as e:
@@ -197,7 +200,7 @@ def _make(layout: tuple, bases: dict, key: Any, anchor: torch.Tensor | None = No
 class NodeContext:
     """One node's surroundings as :class:`NodeWatch` saw them, resolved for its run."""
 
-    def __init__(self, watch: NodeWatch, k: int, held_out: dict[int, frozenset]):
+    def __init__(self, watch: NodeWatch, k: int, held_out: dict[int, frozenset], held_in: dict[int, bool]):
         prog = watch.program
         if watch.args[k] is None or watch.back[k] is None:
             raise NotByNode(f"node {k} was not seen whole")
@@ -206,6 +209,8 @@ class NodeContext:
         self.outs, self.pending, self.pgrads = watch.back[k]
         self.loss = prog.loss_name in prog.outputs_of(k)
         self.freed: set[str] = set()  # value inputs whose storage this node's backward is the last to hold
+        self.freed_args: list[tuple[int, int]] = []  # (position, id(event)) of those inputs
+        self.read_later: set[str] = set()  # of them, those a later node's forward reads: alive past this one's
         groups: dict[int, int] = {}
         arg_key = []
         for i, (a, kind, payload) in enumerate(self.args):
@@ -223,17 +228,22 @@ class NodeContext:
             layout, evid = payload
             ev = watch.events[evid]
             q = ev.alloc_phase
-            freed = False
             if watch.first_reader[evid] == k:
                 if not 0 <= q < k:
                     raise NotByNode(f"node {k} reads {a}, made outside the forward of a node before it")
-                outs = prog.outputs_of(q)
-                if a not in outs:
+                if a not in prog.outputs_of(q):
                     raise NotByNode(f"node {k} reads {a}, not an output of node {q} that made it")
-                freed = outs.index(a) not in held_out[q]
+            # the last to hold it, unless its maker's policy holds it or an earlier reader's checkpoint does
+            # (one whose forward saved something: a reader that saved nothing, e.g. one that reads only its
+            # dtype, lets it go as its forward ends)
+            freed = prog.outputs_of(q).index(a) not in held_out[q] and not held_in.get(evid, False)
+            later = freed and watch.last_reader[evid] > k
             if freed:
                 self.freed.add(a)
-            arg_key.append(("value", layout, groups.setdefault(evid, i), freed))
+                self.freed_args.append((i, evid))
+            if later:
+                self.read_later.add(a)
+            arg_key.append(("value", layout, groups.setdefault(evid, i), freed, later))
         self.key = (_canon(prog.calls[k].module), tuple(arg_key),
                     tuple(None if g is None else (g[0], g[2]) for _, g in self.outs),
                     tuple((prog.calls[k].arg_names.index(a), g[0], g[2]) for a, g in self.pending),
@@ -277,9 +287,10 @@ def _made(prog: StepProgram, ctx: NodeContext, env0: dict) -> tuple[dict, dict, 
 
 
 def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
-             cast_keys: dict | None = None) -> tuple[dict, frozenset]:
-    """One node's run (see the module docstring): its figures (the backward's costs whole) and the
-    positions of its outputs that its own backward holds (the expensive ops' outputs). ``cast_keys``
+             cast_keys: dict | None = None) -> tuple[dict, frozenset, frozenset]:
+    """One node's run (see the module docstring): its figures (the backward's costs whole), the
+    positions of its outputs that its own backward holds (the expensive ops' outputs) and those of its
+    freed inputs that it holds past its forward (its checkpoint's, where the forward saved anything). ``cast_keys``
     (:meth:`memflow.memory.LiveBytes.watch_casts`): the figures without those casts too (``*_nc``)."""
     k = ctx.k
     cost = OpCost()
@@ -300,6 +311,9 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
         with live:
             on_phase(_PRE)
             env, grads, keep = _made(prog, ctx, env0)
+            ins = [(i, live.event_of(env[ctx.args[i][0]])) for i, _ in ctx.freed_args]
+            # (let go after the forward, as a later node's forward ends: its checkpoint's, if it holds them)
+            later = [env[a] for a in ctx.read_later]
             torch.clear_autocast_cache()
             on_phase(_FWD)
             st = prog.forward_node(k, env, wrap=wrap)
@@ -310,6 +324,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
             env.clear()
             del v
             on_phase(_MID)
+            later.clear()
             torch.clear_autocast_cache()
             held = frozenset(i for i, ev in enumerate(outs)
                              if ev is not None and ev.alloc_phase == _FWD and ev.free_phase < 0)
@@ -328,6 +343,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
     carried_f = sum(ev.nbytes for ev in evs if ev.alloc_phase < _FWD and not 0 <= ev.free_phase <= _FWD)
     # (held: its outputs its own backward holds; the loss is no output later nodes read)
     held_out = sum(outs[i].nbytes for i, name in enumerate(prog.outputs_of(k)) if i in held and name != prog.loss_name)
+    holds = frozenset(i for i, ev in ins if ev is not None and not 0 <= ev.free_phase < _BWD)
     figs = dict(saved=saved, held_out=held_out, trans=max(0, live.phase_peak.get(_BWD, 0) - state_bytes - carried),
                 ftrans=max(0, live.phase_peak.get(_FWD, 0) - state_bytes - carried_f),
                 flops=cost.flops.get(_BWD, 0.0), bytes=cost.bytes.get(_BWD, 0.0), ops=cost.ops.get(_BWD, 0))
@@ -339,7 +355,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
                 ev.nbytes for ev in evs if ev.alloc_phase < _BWD and not 0 <= ev.free_phase <= _BWD)),
             ftrans_nc=max(0, live.phase_peak_nc.get(_FWD, 0) - state_bytes - sum(
                 ev.nbytes for ev in evs if ev.alloc_phase < _FWD and not 0 <= ev.free_phase <= _FWD)))
-    return figs, held
+    return figs, held, holds
 
 
 def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch.Tensor], keep_cost: OpCost,
@@ -365,15 +381,18 @@ def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch
         if any(v > 1 for v in readers.values()):
             raise NotByNode("a parameter read by several nodes under autocast")
     state = list(state) + list(inputs)
-    runs: dict[tuple, tuple[dict, frozenset]] = {}
+    runs: dict[tuple, tuple[dict, frozenset, frozenset]] = {}
     held_out: dict[int, frozenset] = {}
+    held_in: dict[int, bool] = {}  # id(event) -> a reader's checkpoint holds it past that reader's forward
     out = []
     for k in range(n):
-        ctx = NodeContext(watch, k, held_out)
+        ctx = NodeContext(watch, k, held_out, held_in)
         got = runs.get(ctx.key)
         if got is None:
             got = runs[ctx.key] = run_node(prog, ctx, state, inputs, cast_keys)
-        figs, held_out[k] = got
+        figs, held_out[k], holds = got
+        for i, evid in ctx.freed_args:
+            held_in[evid] = held_in.get(evid, False) or i in holds
         bp = 2 * n - 1 - k
         out.append(dict(
             sel_saved_bytes=figs["saved"],

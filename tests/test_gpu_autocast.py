@@ -140,3 +140,31 @@ def test_the_capture_bakes_no_cast_in(model, monkeypatch):
             captured, _, _, built = capture_program(spec, 4, dtype="bf16")
         got.append((captured.op_counts, fingerprint(built, captured, 4, "bf16", "auto")))
     assert got[0] == got[1]
+
+
+def test_a_to_after_an_op_cuda_keeps_in_fp32_traces_for_a_gpu(tmp_path):
+    """``torch.export`` checks the dtype of a ``.to()``'s input as the CPU's autocast made it; a trace for
+    a GPU runs CUDA's rules, where ``norm`` gives fp32: HF's CLIP (``image_embeds.t().to(device)`` after a
+    norm) failed every bf16 profile for a GPU with "Tensor dtype mismatch"."""
+    from memflow.graph.build import capture_program
+    from memflow.graph.capture import assert_meta
+    from memflow.model_file import load_model_file
+    from memflow.profile import profile_model
+
+    path = tmp_path / "normed.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__(); self.a = nn.Linear(8, 8); self.b = nn.Linear(8, 8)\n"
+        "    def forward(self, x, y):\n"
+        "        h = self.a(x)\n        h = h / h.norm(dim=-1, keepdim=True)\n"
+        "        g = self.b(y)\n        return (g @ h.t().to(y.device)).logsumexp(-1).mean()\n"
+        "def build_model():\n    return Net()\n"
+        "def example_batch(b):\n    return {'x': torch.randn(b, 8), 'y': torch.randn(b, 8)}\n")
+    spec = load_model_file(path)
+    with gpu_semantics(False):
+        _, prog, _, _ = capture_program(spec, 4, dtype="bf16")
+    checks = [nd for c in prog.calls for nd in c.module.graph.nodes if nd.target is assert_meta]
+    assert checks and checks[0].kwargs["dtype"] == BF  # the CPU's autocast made the input bf16
+    g = profile_model(spec, 4, device="h100-80gb", dtype="bf16", cache=False)
+    assert g.n >= 1 and all(nd.saved_bytes >= 0 for nd in g.nodes)

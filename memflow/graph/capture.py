@@ -57,10 +57,30 @@ class Captured:
     unread: list = field(default_factory=list)
 
 
+_ASSERT_META = torch.ops.aten._assert_tensor_metadata.default
+
+
+def assert_meta(t: Any, *args: Any, dtype: Any = None, **kw: Any) -> None:
+    """The export's check at a ``.to()`` of its input's dtype, device and layout, but a floating dtype
+    autocast decides: the step is exported under the CPU's autocast and also run under CUDA's rules
+    (:func:`memflow.graph.training.gpu_semantics`), where an op such as ``norm`` gives fp32 that the CPU
+    gives in bf16 (HF's CLIP: ``image_embeds.t().to(device)`` checked for bf16). Still the aten op, so
+    what watches the ops (:mod:`memflow.graph.casts`) sees it as before."""
+    if (dtype is not None and isinstance(t, torch.Tensor) and t.dtype != dtype and t.dtype.is_floating_point
+            and dtype.is_floating_point):
+        dtype = t.dtype
+    return _ASSERT_META(t, *args, dtype=dtype, **kw)
+
+
+assert_meta.overloadpacket = _ASSERT_META.overloadpacket  # (what walks the graph by op takes it as the check)
+
+
 def _strip_guards(gm: torch.fx.GraphModule) -> None:
     for node in list(gm.graph.nodes):
         if node.op == "call_module" and str(node.target).startswith("_guards"):
             gm.graph.erase_node(node)
+        elif node.op == "call_function" and node.target is _ASSERT_META:
+            node.target = assert_meta
     for name, _ in list(gm.named_children()):
         if name.startswith("_guards"):
             delattr(gm, name)

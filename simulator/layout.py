@@ -111,6 +111,8 @@ class StageLayout:
     # layout carries as its outputs: a selective x extends their lives to B_x instead of carrying them
     # twice (DenseNet's stem, a convolution, held its output beside features.0's checkpoint holding it)
     sel_held: list = ()
+    # per local node: the bytes of its outputs its selective policy holds (sel_held_out_bytes), some or all
+    sel_held_some: list = ()
     sel_time: list = ()
     # per local node: what its backward's peak adds where the saved tensors it frees are held to its end
     # (a swapped node whose copies to the host are still running on a GPU: held_bwd_transient_bytes over
@@ -429,6 +431,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         sel_ftrans=[int(nd.sel_fwd_transient_bytes if nd.sel_fwd_transient_bytes >= 0 else nd.fwd_transient_bytes)
                     for nd in nodes],
         sel_held=sel_held,
+        sel_held_some=[int(nd.sel_held_out_bytes) for nd in nodes],
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],
         held_extra=held_extra if any(held_extra) else (),

@@ -376,12 +376,15 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
     out = list(rec)
     # per x, what the all-selective trace carried through B_x that the all-keep one frees there: outputs
     # of earlier nodes whose policy holds them to their own backward, saved by x (a selective x beside a
-    # kept maker frees them in B_x: Swin's block, 4 KiB under)
+    # kept maker frees them in B_x: Swin's block, 4 KiB under). A maker whose policy holds some of its
+    # outputs, not all, may hold this one: counted where its held bytes could be this buffer's (at worst
+    # an over-count; Whisper's first convolution holds its output, not the 384 bytes beside it, and the
+    # selective second one's backward was 16 KiB short of it beside the kept first)
     held = [0] * m
     for i, nb in enumerate(L.g_bytes):
         la, x = L.g_alloc[i], L.g_xnode[i]
-        if (L.g_out[i] and 0 <= la < x and L.sel_held[la] and L.g_free[i] == 2 * m - 1 - x
-                and not (L.g_extra[i] or L.g_step[i])):
+        if (L.g_out[i] and 0 <= la < x and (L.sel_held[la] or 0 < nb <= L.sel_held_some[la])
+                and L.g_free[i] == 2 * m - 1 - x and not (L.g_extra[i] or L.g_step[i])):
             held[x] += nb
     for x in range(m):
         if L.sel_btrans[x] >= 0:

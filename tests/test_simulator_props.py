@@ -268,7 +268,7 @@ def _chain_oracle(g: TaskGraph, acts: list, pd: int = 1) -> list:
     nothing to move), but those under ``MIN_SWAP_BYTES``, which the pack hook
     leaves on the device. A selective node is a recomputed one that holds its
     ``sel_saved_bytes`` (untraced: its ``saved_bytes``) from the end of its forward to its backward,
-    whose transient is at least its traced ``sel_bwd_transient_bytes``."""
+    whose transient is its traced ``sel_bwd_transient_bytes`` (untraced: a recomputed one's)."""
     n = g.n
     per = [0] * (2 * n + 1)
     for buf in g.buffers:
@@ -288,7 +288,8 @@ def _chain_oracle(g: TaskGraph, acts: list, pd: int = 1) -> list:
         if acts[k] in (RECOMPUTE, SELECTIVE):
             bwd = max(bwd, nd.fwd_transient_bytes + _replay_beside(g, k))
         if acts[k] == SELECTIVE:
-            bwd = max(bwd, nd.sel_bwd_transient_bytes)
+            if nd.sel_bwd_transient_bytes >= 0:
+                bwd = nd.sel_bwd_transient_bytes
             for p in range(k + 1, 2 * n - 1 - k):
                 per[p] += nd.sel_saved_bytes if nd.sel_saved_bytes >= 0 else nd.saved_bytes
         per[2 * n - 1 - k] += bwd

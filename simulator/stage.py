@@ -134,7 +134,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
 
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
-          pd: int = 1, traced: bool = False, dfr=None) -> int:
+          pd: int = 1, traced: bool = False, dfr=None, sel_btrans=None, sel_some=None) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
@@ -146,6 +146,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     bytes where y's selective policy holds them all (:attr:`StageLayout.sel_held`): under ``selective``
     they live to B_y whatever else holds or swaps them, freed inside it (its traced transient).
     ``traced``: a swapped node's transients are the CPU executor's, traced (its copies back inside them).
+    ``sel_btrans``: per node, its traced selective backward transient (-1: untraced;
+    :attr:`StageLayout.sel_btrans`).
     ``dfr`` (None: not wanted): per B-half phase, the change of the bytes alive as it starts that die in
     it (not carried through it; :attr:`_KeepTables.freed`), at least what is (a bound: see
     :func:`simulator.zero3.phase_values`)."""
@@ -176,6 +178,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
         # a swap brings back its copy or a recompute re-makes it (an LSTM stage: 4 KiB per micro-batch twice)
         sent = hold == m
         if has_rec and fusers:  # inputs of recomputed nodes stay through their backward (their checkpoint holds them)
+            last = -1  # the reader whose checkpoint holds it last, where one holds it past its all-keep free
             for u in fusers:
                 if acts[u] in _CHECKPOINTED:
                     sent = False
@@ -184,10 +187,17 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     # B_{m-1} as the backward starts, is in no trace: carried through it, 512 bytes of
                     # GPT-NeoX's attention mask per micro-batch)
                     if lf < bu or (lf == bu and x != u):
-                        lf = bu
+                        lf, last = bu, u
                         extra = True
                     if hold < bu:
                         hold = bu
+            if (last >= 0 and last == min(fusers) and acts[last] == SELECTIVE and sel_btrans is not None
+                    and sel_btrans[last] >= 0 and not (out and 0 <= la < m and sel_some is not None
+                                                       and 0 < sel_some[la])):
+                # its last holder is the first reader that holds it, selective: in the trace with every node
+                # selective it died inside that backward too, in its traced transient, not beside it
+                # (DistilBERT's blocks in bf16, whose linears save their inputs' casts: 8 KiB over a block)
+                extra = False
         if act in _CHECKPOINTED and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
             # its other users still hold it: later forwards that read it, a recomputed reader's checkpoint
             # (in hold), later nodes that saved it (until their backward) unless they swap: their pack
@@ -941,7 +951,7 @@ class StageModel:
             R = K.R + sel_R
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd, cpu and L.swap_trans is not None,
-                       dfr)
+                       dfr, L.sel_btrans, L.sel_held_some)
             if gap and not cpu and L.held_extra:
                 # a swapped node whose copies to the host run past the start of its backward: its pack hook
                 # holds each device tensor until its copy ends, not freed op by op as the trace frees them (a

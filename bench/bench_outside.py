@@ -1,0 +1,70 @@
+"""Plans run on models written from the outside, the way a new user writes a model file (2026-12-02).
+
+Each file in ``bench/outside`` was written for this check, not for the project's own tests: HF encoder-
+decoders (Pegasus, M2M100, Switch Transformers' routed experts), a vision encoder with a GPT-2 decoder,
+CLIP's two towers, BLOOM (ALiBi) and OPT; torch's own ``nn.Transformer`` returning ``(loss, logits)``; an
+EfficientNet-like CNN (in-place SiLU, ``y += x``, squeeze-excite), a feature pyramid whose head is one
+module applied at three scales, a tied bidirectional GRU, an FNet block (complex FFT), a SimSiam pair
+(one encoder twice, ``detach``), a hand-unrolled ``LSTMCell`` loop. Most return their loss from
+``forward``. Each is planned on ``cpu-2`` at two fractions of plain data parallel's peak and run two steps
+under that capacity, as ``python -m bench unseen`` does (:func:`bench.bench_unseen.planned_run`); a model
+that cannot be captured gets its one-line error.
+
+``python -m bench outside``.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from memflow.errors import MemflowError
+
+from .bench_unseen import planned_run
+from .common import env, md_table, write_section
+
+__all__ = ["main"]
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = sorted((ROOT / "bench" / "outside").glob("*.py"))
+BATCH_NORM = {"effnet", "simsiam"}  # statistics over each rank's micro-batch: plain's only at one rank, one micro-batch
+FRACTIONS = (0.6, 0.35)
+
+
+def main() -> None:
+    rows, errors = [], []
+    with tempfile.TemporaryDirectory(prefix="memflow_outside_") as tmp, env(MEMFLOW_CACHE_DIR=tmp):
+        for path in MODELS:
+            for f in FRACTIONS:
+                try:
+                    rows.append(planned_run(path, f))
+                except MemflowError as e:
+                    errors.append((path.stem, str(e)))
+                    break
+    table = []
+    for r in rows:
+        st = r["strategy"]
+        errs = " / ".join(f"{100 * e:+.2f}%" for e in r["errors"]) or "—"
+        loss = "—" if r["loss_diff"] is None else "equal" if r["loss_diff"] <= 1e-5 else f"{r['loss_diff']:.1e}"
+        if r["model"] in BATCH_NORM and st.dp * st.microbatches > 1 and loss != "equal":
+            loss += " (batch norm over each rank's micro-batch)"
+        table.append([r["model"], f"{r['frac']:.2f}", "yes" if r["fits"] else "no (run uncapped)", r["summary"],
+                      f"out of memory: {r['oom'][:120]}" if r["oom"] else errs, loss])
+    errs = [e for r in rows for e in r["errors"]]
+    body = ("Models written for this check the way a new user writes a model file (see the module docstring of "
+            "`bench/bench_outside.py`), planned on `cpu-2` with each device's memory set to a fraction of plain "
+            "data parallel's peak (batch 4, a 1 s search, costs measured on this host) and run two steps under "
+            "that capacity (uncapped where nothing fits). Peak error = predicted / measured − 1 per rank; losses "
+            "against plain training's at relative 1e-5.\n\n"
+            f"{len(rows)} plans on {len({r['model'] for r in rows})} models: "
+            f"{sum(1 for r in rows if r['oom'])} ran out of memory; "
+            f"{sum(1 for e in errs if e < -0.01)} rank(s) more than 1% under their prediction; worst peak error "
+            f"{100 * max(errs, key=abs, default=0):+.2f}%; {len(errors)} model(s) not captured.\n\n"
+            + md_table(["model", "fraction of plain", "fits", "plan", "peak error per rank", "losses vs plain"],
+                       table))
+    if errors:
+        body += "\n\nNot captured (the user's one line):\n\n" + "\n".join(f"- `{m}`: {e}" for m, e in errors)
+    write_section("outside", "Plans run on models written from the outside", body, command="python -m bench outside")
+
+
+if __name__ == "__main__":
+    main()

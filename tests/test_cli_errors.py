@@ -174,7 +174,9 @@ def test_killed_cpu_timing_process_is_one_line(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("name,says", [("batch_setting.py", "example_batch("),
-                                       ("data_dependent_branch.py", "data-dependent control flow")])
+                                       ("data_dependent_branch.py", "data-dependent control flow"),
+                                       ("no_loss.py", "the model's output (a tensor of shape (8, 3)) is not a "
+                                                      "scalar loss")])
 def test_a_model_files_error_is_its_own_line_where_ranks_are_timed(name, says, capsys):
     """On cpu-N the costs are timed in N processes: a model file's error is said as the file's own one-line
     error, not as a profiling process's failure: a batch error before they start (with where a setting in

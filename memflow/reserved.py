@@ -46,6 +46,7 @@ from .executor.optim import StageOptimizer
 from .executor.stage import owned_params, stage_state
 from .executor.zero3 import Zero3Sync, unit_params
 from .graph.actions import make_wrap
+from .graph.aliases import escaping_params
 from .graph.build import capture_program
 from .graph.casts import cast_only, low_reads, param_readers
 from .graph.gpu_autocast import CudaAutocast
@@ -376,7 +377,7 @@ def _streamed(spec: Any, program: Any, model: Any, inputs: list, dtype: str, liv
     trainable = [t for t in tensors if isinstance(t, torch.nn.Parameter) and t.requires_grad]
     low = cast_only(program, inputs, dtype)  # (under the run's fake mode and CUDA's autocast rules)
     readers = {i: {k if k >= 0 else -1 - k for k in ks} for i, ks in param_readers(program).items()}
-    units, rest = unit_params(owned_params(trainable, first, 0, program.n), readers)
+    units, rest = unit_params(owned_params(trainable, first, 0, program.n), readers, escaping_params(program))
     reads = low_reads(program, low)
     with live.host():  # (the units' shards are made in host memory)
         z3 = Zero3Sync(units, rest, None, 1, 0, 0, host=True, low={i for r in reads.values() for _, i in r},

@@ -105,6 +105,7 @@ def node_units(graph) -> tuple[list, list]:
     for nd in graph.nodes:
         for k in nd.read_params:
             readers.setdefault(k, set()).add(nd.index)
+    whole = set(getattr(graph, "whole_params", ()) or ())  # (handed on as views: never sharded)
     unit_of, rest_of = [], []
     for nd in graph.nodes:
         u = [0, 0, 0]
@@ -114,7 +115,7 @@ def node_units(graph) -> tuple[list, list]:
             if v is None or int(v[1]) <= 0:
                 continue
             rd = readers.get(k, set())
-            if rd <= {nd.index}:
+            if rd <= {nd.index} and k not in whole:
                 u[0] += int(v[0])
                 u[1] += int(v[1])
                 u[2] += int(v[2])

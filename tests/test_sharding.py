@@ -634,3 +634,30 @@ def test_zero3_timeline_without_copies_equals_the_general_one():
         units = [x for x in range(m) if ag[x] > 0 or rs[x] > 0]
         assert sorted((h, x) for h, x, kind, _, _ in record if kind == "all-gather") == \
             sorted([("F", x) for x in units] + [("B", x) for x in units])
+
+
+@pytest.mark.parametrize("kind,ranks", [("offload", 1), ("dp2-fsdp", 2)])
+def test_zero3_keeps_a_parameter_handed_on_as_a_view_whole(kind, ranks):
+    """A learned query set read by the next node as a view (``queries.expand``: the residual after
+    the cross-attention) is no unit's under ZeRO-3: sharded, its storage was resized away after the
+    cross-attention's pass and the next node read freed memory (a segfault on rank 1 of a pipeline with
+    the parameters on the host). Kept whole by the executor and the simulator alike: the run's losses
+    are plain training's, every rank's peak as predicted."""
+    from pathlib import Path
+
+    from bench.bench_fidelity import run_case
+    from memflow.graph.aliases import escaping_attrs
+    from memflow.graph.build import capture_program
+    from memflow.model_file import load_model_file
+    from tests.reference import plain_losses
+
+    path = str(Path(__file__).resolve().parent / "models" / "query_view.py")
+    program = capture_program(load_model_file(path, guard=False), 4, fake=True)[1]
+    assert {program.attrs[a] for a in escaping_attrs(program)} == {"model.queries"}
+    rows = run_case(path, {}, 4, kind, steps=3, runs=1, warmup=1)
+    assert len(rows) == ranks
+    for r in rows:
+        assert abs(r["pp"] / r["mp"] - 1) <= 0.02, r
+    ref = plain_losses(path, 4, 3, seed=0)
+    got = rows[0]["losses"]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)

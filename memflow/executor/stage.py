@@ -26,6 +26,7 @@ import torch.distributed as dist
 from ..errors import ExecutionError
 from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from ..graph.actions import HostSwap, make_wrap
+from ..graph.aliases import escaping_params
 from ..graph.casts import low_reads, param_readers
 from ..graph.program import StepProgram
 from .comm import StageLink
@@ -180,7 +181,7 @@ class Stage:
             self.sync = ReduceScatterSync(owned, self.dp_group, dp, self.dp_rank, bucket_cap)
         elif self.sharding == SHARD_PARAMETERS:  # ZeRO-3: each node's parameters sharded, gathered per pass
             readers = {i: {k if k >= 0 else -1 - k for k in ks} for i, ks in param_readers(program).items()}
-            units, rest = unit_params(owned, readers)
+            units, rest = unit_params(owned, readers, escaping_params(program))
             # the units' parameters autocast only casts (low) are gathered in bf16 (memflow.graph.casts); a
             # node reads its parameters as arguments (program.attrs): the gathered slice is passed in their place
             reads = {k - self.lo: r for k, r in low_reads(program, low or set()).items() if self.lo <= k < self.hi}

@@ -85,13 +85,16 @@ from .zero import flat_grads, flatten_params, release
 __all__ = ["Zero3Sync", "unit_params"]
 
 
-def unit_params(owned: list[list[torch.nn.Parameter]], readers: dict[int, set]) -> tuple[list, list]:
+def unit_params(owned: list[list[torch.nn.Parameter]], readers: dict[int, set],
+                whole: set[int] = frozenset()) -> tuple[list, list]:
     """Split ``owned[x]`` (the parameters local node ``x`` makes final, in its order) into the
     sharded unit of each node (parameters only ``x`` reads, all of one dtype) and the rest (read by
-    several nodes: kept whole). ``readers``: id(parameter) -> the nodes reading it."""
+    several nodes, or in ``whole``: ids of parameters a node hands on as views,
+    :func:`memflow.graph.aliases.escaping_params`: kept whole). ``readers``: id(parameter) -> the nodes
+    reading it."""
     units, rest = [], []
     for ps in owned:
-        mine = [p for p in ps if len(readers.get(id(p), ())) <= 1]
+        mine = [p for p in ps if len(readers.get(id(p), ())) <= 1 and id(p) not in whole]
         if mine and len({p.dtype for p in mine}) > 1:  # (one flat buffer per unit: one dtype)
             mine = []
         ids = {id(p) for p in mine}

@@ -212,6 +212,8 @@ class TaskGraph:
     # the trainable parameters one node reads and autocast only ever casts to bf16 (memflow.graph.casts):
     # what a ZeRO-3 unit gathers in bf16
     cast_params: list[str] = field(default_factory=list)
+    # the trainable parameters a node hands on as views (memflow.graph.aliases): a ZeRO-3 unit keeps them whole
+    whole_params: list[str] = field(default_factory=list)
     # per pipeline cut b whose gradients sent back travel as copies (memflow.graph.sending: a view of part
     # of a storage, one piece of a concatenation's gradient): ``[b, bytes]``, made as the stage from b ends
     # its backward and held until its next pass starts, in no traced phase (see Buffer.copies)

@@ -34,6 +34,7 @@ from ..graph.record import (
     carried_bytes,
 )
 from ..graph.actions import HostSwap, make_wrap
+from ..graph.aliases import escaping_params
 from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
 from ..kinds import MIN_SWAP_BYTES, RECOMPUTE, SWAP
@@ -539,6 +540,7 @@ def trace_step(
         model_name=model_name, batch_size=batch_size, dtype=dtype, nodes=nodes, buffers=buffers,
         optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
         inputs=input_of, params=param_table, cast_params=sorted(cast_names),
+        whole_params=sorted(names_by_id[i] for i in escaping_params(program) if i in names_by_id),
         bwd_send_copies=sends.bwd_list(),
     )
     # the record's state must be what the tracer counted, or the replay drifts

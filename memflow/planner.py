@@ -37,6 +37,7 @@ from .request import PlanRequest
 from .reserved import not_covered, plan_reserved
 from .search import MeshLimits, SearchContext, default_iterations, mesh_choices, search, solve_exact
 from .simulator import SimResult, Simulator
+from .sizes import profile_sizes
 from .simulator.tp import allreduce_s
 from .strategy import Strategy
 from .units import format_bytes, parse_bytes
@@ -349,7 +350,10 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
             if unsplit is not None:
                 unsplit.add(tp)
             return None
-    graphs = source.all(sizes)
+    graphs, bad = profile_sizes(source, sizes)
+    if bad:  # (sizes the model cannot train at: the search leaves them out)
+        limits = dataclasses.replace(limits, skip_sizes=frozenset(bad))
+        sizes = [b for b in sizes if b not in bad]
     if tp > 1:
         check_tp(graphs[sizes[0]], spec.name, tp)
     freeze()

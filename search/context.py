@@ -51,6 +51,8 @@ class MeshLimits:
     max_microbatches: int | None = None
     sharding: str | None = None  # every stage's sharding level
     offload: str | None = None  # what every stage keeps in host memory (memflow.kinds.Offload)
+    # micro-batch sizes the model cannot run at (a BatchNorm1d's training at one sample: its capture fails)
+    skip_sizes: frozenset = frozenset()
 
 
 def mesh_choices(num_devices: int, global_batch: int, limits: MeshLimits = MeshLimits(),
@@ -85,14 +87,21 @@ def mesh_choices(num_devices: int, global_batch: int, limits: MeshLimits = MeshL
                               f"{gb} divisible by dp")
         dps = fit
     m = lim.microbatches
+    skip = lim.skip_sizes
     if m is None:
-        return {d: divisors(gb // d, lim.max_microbatches) or [1] for d in dps}
-    ok = [d for d in dps if (gb // d) % m == 0]
-    if not ok:
-        what = f"dp {dps[0]} × microbatches {m} = {dps[0] * m}" if len(dps) == 1 else \
-            f"microbatches {m} × any dp in {dps}"
-        raise ConfigError(f"global batch {gb} is not divisible by {what}")
-    return {d: [m] for d in ok}
+        out = {d: [k for k in divisors(gb // d, lim.max_microbatches) or [1] if gb // d // k not in skip] for d in dps}
+    else:
+        ok = [d for d in dps if (gb // d) % m == 0]
+        if not ok:
+            what = f"dp {dps[0]} × microbatches {m} = {dps[0] * m}" if len(dps) == 1 else \
+                f"microbatches {m} × any dp in {dps}"
+            raise ConfigError(f"global batch {gb} is not divisible by {what}")
+        out = {d: [m] for d in ok if gb // d // m not in skip}
+    out = {d: ms for d, ms in out.items() if ms}
+    if not out:
+        raise ConfigError(f"the model cannot run at micro-batch size(s) {sorted(skip)}, and every mesh of global "
+                          f"batch {gb} on {N} devices needs one of them")
+    return out
 
 
 def balanced_partition(costs, pp: int, extra=None, weights=None) -> list[int]:

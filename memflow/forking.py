@@ -11,6 +11,7 @@ Imports only :mod:`memflow.procs` of memflow: the record-level packages may use 
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -30,6 +31,9 @@ def _child(fn: Callable[[], Any], conn, parent: int) -> None:
     # nobody reads and block the parent's exit); Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # nothing the child logs is the user's to read: where it fails the parent redoes the work and says
+    # why itself (torch's fake tensors log a traceback per failed op, the parent's quiet capture aside)
+    logging.disable(logging.CRITICAL)
     try:
         value = fn()
     except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself

@@ -5,8 +5,8 @@ at some of them: a ``BatchNorm1d`` in training raises at one sample per channel 
 1 value per channel when training"), and so does plain PyTorch training at that size. Where profiling
 fails, each size is captured alone on fake tensors (no costs: the export and the split only); the sizes
 whose capture fails are left out of the search (``MeshLimits.skip_sizes``) with a one-line warning,
-and the plan goes on with the rest. Where every size fails, or none does alone (the failure was not
-the size's), the error is the user's, as before.
+and the plan goes on with the rest. Where the largest size fails, or none does alone (the failure was
+not the size's), the error is the user's, as before.
 """
 from __future__ import annotations
 
@@ -15,17 +15,23 @@ from typing import Any
 
 from .errors import CaptureError, ModelLoadError
 from .graph.build import capture_program
+from .graph.diagnose import quiet_capture
 
 __all__ = ["failing_sizes", "profile_sizes"]
 
 
 def failing_sizes(spec: Any, sizes: list[int], *, dtype: str = "fp32", granularity: Any = "auto") -> dict[int, str]:
-    """``{size: the capture's one-line error}`` of the sizes in ``sizes`` whose fake capture fails."""
+    """``{size: the capture's one-line error}`` of the sizes in ``sizes`` whose fake capture fails, the
+    largest first: where it fails, every size is reported failing unchecked (the failure is not a small
+    size's)."""
     bad = {}
-    for b in sizes:
+    for b in sorted(sizes, reverse=True):
         try:
-            capture_program(spec, b, granularity=granularity, fake=True, dtype=dtype)
+            with quiet_capture():
+                capture_program(spec, b, granularity=granularity, fake=True, dtype=dtype)
         except (CaptureError, ModelLoadError) as e:
+            if not bad and b == max(sizes):
+                return {s: str(e) for s in sizes}
             bad[b] = str(e)
     return bad
 

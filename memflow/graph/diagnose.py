@@ -110,8 +110,10 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
     where = getattr(spec, "path", "model")
     names = {id(m): name for name, m in model.named_modules()}
     module = op = line = None
+    packed = False
     for frame, lineno in _frames(e):
         loc = frame.f_locals
+        packed = packed or any(isinstance(v, torch.nn.utils.rnn.PackedSequence) for v in loc.values())
         owner = loc.get("self")
         if owner is not None and id(owner) in names:
             module = owner
@@ -141,5 +143,9 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
     inside = f" in {mod}" + (f" ({op})" if op else "") + at if module is not None or op else ""
     hint = ("; check the shapes example_batch returns against what the model expects"
             if op and isinstance(e, RuntimeError) else "")
+    if packed:  # (an RNN over a PackedSequence sizes its work by the lengths' values)
+        hint = ("; a packed sequence (pack_padded_sequence) sizes the RNN's work by its lengths' values, which "
+                "torch.export cannot read: run the RNN on the padded batch and pick each sequence's last output "
+                "by its length (gather), or mask the padding")
     return f"{where}: torch.export could not capture the training step{inside}: {what}{hint}"
 

@@ -32,6 +32,7 @@ from torch.fx.passes.split_module import split_module
 
 from ..errors import CaptureError, ModelLoadError
 from ..memory import storages
+from .autograd_fns import kept_functions
 from .diagnose import explain, quiet_capture
 from ..model_file import LossModule, flatten
 from .inplace import out_of_place
@@ -102,7 +103,7 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
         dim = torch.export.Dim("batch", min=2, max=2**31 - 2)
         dynamic = (tuple({0: dim} if b else None for b in batch_dims),)  # forward(*flat_tensors)
     try:
-        with quiet_capture(), _lean_fx():
+        with quiet_capture(), _lean_fx(), kept_functions():
             ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
             gm = ep.module()
             _strip_guards(gm)

@@ -5,8 +5,14 @@ decoders (Pegasus, M2M100, Switch Transformers' routed experts), a vision encode
 CLIP's two towers, BLOOM (ALiBi) and OPT; torch's own ``nn.Transformer`` returning ``(loss, logits)``; an
 EfficientNet-like CNN (in-place SiLU, ``y += x``, squeeze-excite), a feature pyramid whose head is one
 module applied at three scales, a tied bidirectional GRU, an FNet block (complex FFT), a SimSiam pair
-(one encoder twice, ``detach``), a hand-unrolled ``LSTMCell`` loop. Most return their loss from
-``forward``. Each is planned on ``cpu-2`` at two fractions of plain data parallel's peak and run two steps
+(one encoder twice, ``detach``), a hand-unrolled ``LSTMCell`` loop. A second round (2026-12-02): a
+binarised MLP with a straight-through ``autograd.Function`` and ``BatchNorm1d``, a WaveNet-like stack with
+weight-norm parametrizations, LoRA adapters on a frozen HF GPT-2, a convolutional VAE (noise drawn in
+``forward``), torch's ``nn.TransformerEncoder`` with a padding mask, ``nn.MultiheadAttention`` cross-attention
+from a learned query set (handed on as a view), an LSTM over ``pack_padded_sequence`` (not capturable: its
+one line), a small diffusion U-Net (timestep embedding, ``mse_loss``, noise drawn in ``forward``), a model
+updating buffers of its own and an ``Embedding(max_norm=...)`` in ``forward``, HF ViTMAE (random masking)
+and a channels-last CNN. Most return their loss from ``forward``. Each is planned on ``cpu-2`` at two fractions of plain data parallel's peak and run two steps
 under that capacity, as ``python -m bench unseen`` does (:func:`bench.bench_unseen.planned_run`); a model
 that cannot be captured gets its one-line error.
 
@@ -26,7 +32,8 @@ __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = sorted((ROOT / "bench" / "outside").glob("*.py"))
-BATCH_NORM = {"effnet", "simsiam"}  # statistics over each rank's micro-batch: plain's only at one rank, one micro-batch
+BATCH_NORM = {"effnet", "simsiam", "binarised", "chlast"}  # statistics over each rank's micro-batch: plain's only at one rank, one micro-batch
+RANDOM = {"vae", "diffusion", "vitmae"}  # draw random numbers in forward (noise, masks, dropout): one rank's draws are not plain's
 FRACTIONS = (0.6, 0.35)
 
 
@@ -47,6 +54,8 @@ def main() -> None:
         loss = "—" if r["loss_diff"] is None else "equal" if r["loss_diff"] <= 1e-5 else f"{r['loss_diff']:.1e}"
         if r["model"] in BATCH_NORM and st.dp * st.microbatches > 1 and loss != "equal":
             loss += " (batch norm over each rank's micro-batch)"
+        elif r["model"] in RANDOM and st.dp * st.microbatches > 1 and loss != "equal":
+            loss += " (random draws in forward, per micro-batch)"
         table.append([r["model"], f"{r['frac']:.2f}", "yes" if r["fits"] else "no (run uncapped)", r["summary"],
                       f"out of memory: {r['oom'][:120]}" if r["oom"] else errs, loss])
     errs = [e for r in rows for e in r["errors"]]

@@ -352,6 +352,8 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                         if z3 is not None:
                             z3.after_backward(k)
                         states[k] = None
+                        if k == n - 1:  # (the loss goes with its node's backward, as the executor's)
+                            env.pop(program.loss_name, None)
                     if z3 is not None:
                         z3.end_backward()
                     if swapper is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import ExecutionError
 from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
@@ -213,6 +214,13 @@ class Stage:
         self.states: dict[int, tuple[list, Any]] = {}
         self.losses: list[torch.Tensor] = []
 
+    def _host_value(self, t: torch.Tensor) -> torch.Tensor:
+        """A copy of the 0-dim ``t`` in host memory (the device's storage behind it can go)."""
+        if t.device.type == "cuda":  # pragma: no cover - needs a GPU (no sync: a pinned copy on the stream)
+            return torch.empty((), dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
+        with _disable_current_modes():  # (the CPU: a copy no accounting counts, as the trace's)
+            return t.clone()
+
     def _rank_of(self, stage: int) -> int:
         """The rank of ``stage`` with this rank's data- and tensor-parallel indices."""
         return (stage * self.dp + self.dp_rank) * self.tp + self.tp_rank
@@ -289,6 +297,10 @@ class Stage:
             if self.z3 is not None:
                 self.z3.before_backward(k - self.lo)
             prog.backward_node(k, sts[k - self.lo], grads)
+            if loss is not None:  # (the loss node's backward is over: its value kept off the device, the
+                # storage behind it let go, as the trace lets it go; CPU's mse_loss is a view of its unreduced buffer)
+                self.losses[i] = self._host_value(self.losses[i])
+                loss = None
             if self.z3 is not None:  # (every micro-batch: its unit's reduce-scatter; the last: buckets)
                 self.z3.after_backward(k - self.lo)
             else:

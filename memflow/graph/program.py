@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.autograd.graph import get_gradient_edge
 
 __all__ = ["StepProgram", "NodeCall", "ForwardState"]
@@ -266,6 +267,7 @@ class StepProgram:
         torch.clear_autocast_cache()
         loss = env[self.loss_name]
         grads: dict[str, torch.Tensor] = {}
+        out = None
         for k in range(n - 1, -1, -1):
             if on_phase:
                 on_phase(2 * n - 1 - k)
@@ -273,8 +275,14 @@ class StepProgram:
                 watch.backward(k, states[k], grads)
             self.backward_node(k, states[k], grads)
             states[k] = None
+            if out is None:  # the loss's value kept, its storage let go with its node's backward, as the
+                # executor keeps each micro-batch's (CPU's mse_loss returns a 0-dim view of its unreduced buffer);
+                # the copy made outside every mode: no op of the step's, no memory a trace counts
+                with _disable_current_modes():
+                    out = loss.detach().clone()
+                del loss, env[self.loss_name]
         grads.clear()
         del env
         if on_phase:
             on_phase(2 * n)
-        return loss.detach()
+        return out

@@ -319,8 +319,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
             st = prog.forward_node(k, env, wrap=wrap)
             outs = [live.event_of(v) if isinstance(v := env.get(name), torch.Tensor) else None
                     for name in prog.outputs_of(k)]
-            if ctx.loss:
-                keep.append(env[prog.loss_name])
+            loss = env[prog.loss_name] if ctx.loss else None  # (let go with its backward, as the step's run_step)
             env.clear()
             del v
             on_phase(_MID)
@@ -330,6 +329,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
                              if ev is not None and ev.alloc_phase == _FWD and ev.free_phase < 0)
             on_phase(_BWD)
             prog.backward_node(k, st, grads)
+            del loss
             on_phase(_POST)
             del st, keep, grads
             for p in params:

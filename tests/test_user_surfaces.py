@@ -75,7 +75,10 @@ def test_long_search_shows_progress_and_keeps_its_budget(tmp_path, capsys, monke
     degrees = [ln.split(", tp ")[1].split()[0].rstrip("):") if ", tp " in ln else "1" for ln in summary]
     assert sorted(set(degrees)) == ["1", "2", "4"], summary
     secs = sum(float(ln.split(" in ")[1].split(" s")[0]) for ln in summary)
-    assert secs < 2.5 * 1.4  # the degrees, the chains and the memory-unaware search share it
+    # the degrees, the chains and the memory-unaware search share it: 2.9 s alone on a 2-core host (at this
+    # commit and at 19eafbc alike), 3.5-3.7 s beside the suite's other worker; a search that ignored the
+    # budget would take many times it
+    assert secs < 2.5 * 1.6
 
 
 def test_same_inputs_and_seed_same_plan(tmp_path):

@@ -33,7 +33,8 @@ __all__ = ["main"]
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = sorted((ROOT / "bench" / "outside").glob("*.py"))
 BATCH_NORM = {"effnet", "simsiam", "binarised", "chlast"}  # statistics over each rank's micro-batch: plain's only at one rank, one micro-batch
-RANDOM = {"vae", "diffusion", "vitmae"}  # draw random numbers in forward (noise, masks, dropout): one rank's draws are not plain's
+RANDOM = {"vae", "diffusion", "vitmae", "visencdec"}  # draw random numbers in forward (noise, masks, GPT-2's dropout): one rank's draws are not plain's
+STATEFUL = {"counter"}  # update buffers of their own (and an Embedding's max_norm rows) in forward: once per micro-batch
 FRACTIONS = (0.6, 0.35)
 
 
@@ -56,6 +57,8 @@ def main() -> None:
             loss += " (batch norm over each rank's micro-batch)"
         elif r["model"] in RANDOM and st.dp * st.microbatches > 1 and loss != "equal":
             loss += " (random draws in forward, per micro-batch)"
+        elif r["model"] in STATEFUL and st.dp * st.microbatches > 1 and loss != "equal":
+            loss += " (its own buffers updated per micro-batch)"
         table.append([r["model"], f"{r['frac']:.2f}", "yes" if r["fits"] else "no (run uncapped)", r["summary"],
                       f"out of memory: {r['oom'][:120]}" if r["oom"] else errs, loss])
     errs = [e for r in rows for e in r["errors"]]

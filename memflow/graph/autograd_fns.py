@@ -28,7 +28,7 @@ import torch
 
 __all__ = ["kept_functions", "FunctionNotKept"]
 
-_INTERNAL = ("_", "saved", "needs_input_grad", "materialize_grads", "non_differentiable")
+_INTERNAL = ("saved", "needs_input_grad", "materialize_grads", "non_differentiable")  # (not the user's attributes)
 
 
 class FunctionNotKept(Exception):
@@ -44,7 +44,6 @@ class _Call:
     single: bool = True
     saved: list = field(default_factory=list)  # ("in" | "out" | "extra", index)
     attrs: dict = field(default_factory=dict)
-    materialize: bool = True
 
 
 _CALLS: dict[int, _Call] = {}
@@ -114,7 +113,7 @@ def _run(key: int, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     attrs = {k: v for k, v in vars(ctx).items() if k not in _INTERNAL}
     if any(isinstance(v, torch.Tensor) for v in attrs.values()):
         raise FunctionNotKept("its forward keeps a tensor on ctx other than by ctx.save_for_backward")
-    c.n_out, c.single, c.saved, c.attrs, c.materialize = len(outs), single, saved, attrs, ctx.materialize_grads
+    c.n_out, c.single, c.saved, c.attrs = len(outs), single, saved, attrs
     return outs + extra
 
 

@@ -252,6 +252,11 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 if traced and hold == x and la < x:  # x's forward was its last use: it dies in F_x, inside
                     f1 = x  # F_x's traced transient (a DenseNet block's input: counted twice, 2.7% over)
             if f1 <= a2:  # off the device from phase f1 to a2
+                # a micro-batch waiting in flight has its copy out unless the device copy is held past the F
+                # half (a value sent on: the link holds it until that micro-batch's backward starts; SegNet's
+                # swapped max-pool indices, read on the next stage: 64 KiB per waiting micro-batch under)
+                if not late and la <= m1 < f1 and (hold >= m or sent):
+                    R += nb
                 if f1 == m:  # the copy-out completes in the last F phase: counted there, not retained
                     f1 = m1
                     if la < m1:
@@ -271,9 +276,6 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     if dsw is not None:
                         dsw[a2 + 1] += nb
                         dsw[lf] -= nb
-                # a micro-batch waiting in flight has its copy out unless the device copy is held past the F half
-                if not late and la <= m1 < f1 and (hold >= m or sent):
-                    R += nb
                 continue
             # the copy-out is not done before it is needed back: it stays, for this micro-batch; one
             # waiting in flight has its copy out (released in the F half) unless held past it anyway

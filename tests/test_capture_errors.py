@@ -25,6 +25,11 @@ CASES = {
                            "run the RNN on the padded batch"],
     # a model's own autograd.Function kept whole but for what a custom op cannot do
     "dirty_function.py": ["autograd.Function `InplaceRelu`", "ctx.mark_dirty", "torch.library.custom_op"],
+    # sizes only the batch's values decide: the module, the op the size came from, a fixed-shape way to write it
+    "routed_experts.py": ["module `moe` (MoE)", "aten.where", "size depends on tensor values",
+                          "run every expert on every token"],
+    # a gradient whose size only the ids decide
+    "sparse_embedding.py": ["module `emb` (Embedding)", "sparse=True", "build it with sparse=False"],
 }
 
 

@@ -16,6 +16,12 @@ program captures it itself, so its keys are its own. A forward that marks an inp
 returns a non-tensor or sets a tensor on ``ctx`` other than by ``save_for_backward`` is one clear capture
 error. An output that is a view of an input (``x.view_as(x)``, a gradient-reversal layer) is a copy of
 it inside the op, as a custom op's outputs may not alias its inputs.
+
+torch's own reentrant checkpoint (``checkpoint(..., use_reentrant=True)``, ``checkpoint_sequential``) is a
+Function whose forward runs the wrapped function under ``no_grad``: traced through, the region's ops
+are recorded without grad and nothing in it trains (an outside model's planned step had no gradient at
+all). While exporting, its ``apply`` calls the wrapped function directly: what is recomputed is the
+plan's choice, as with the non-reentrant checkpoint, which the export traces through unchanged.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import CheckpointFunction
 
 __all__ = ["kept_functions", "FunctionNotKept"]
 
@@ -173,6 +180,8 @@ def kept_functions():
     orig = base.__dict__["apply"]
 
     def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if cls is CheckpointFunction:  # the model's own reentrant checkpoint: its function, with grad
+            return args[0](*args[2:])
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if (kwargs or not _user_function(cls) or not torch.is_grad_enabled()
                 or not any(t.requires_grad for t in tensors)):

@@ -33,7 +33,7 @@ from torch.fx.passes.split_module import split_module
 from ..errors import CaptureError, ModelLoadError
 from ..memory import storages
 from .autograd_fns import kept_functions
-from .diagnose import explain, quiet_capture
+from .diagnose import explain, quiet_capture, sparse_gradients, value_sized
 from ..model_file import LossModule, flatten
 from .inplace import out_of_place
 
@@ -96,6 +96,9 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
     ``batch_dims``: per flat input, whether its leading dimension is the batch
     dimension; given, that dimension is exported as one symbolic size (at least
     2), so the program runs at any batch size >= 2 (see :func:`size_nodes`)."""
+    why = sparse_gradients(spec, model)
+    if why:
+        raise CaptureError(why)
     flat, treespec = flatten(batch)
     wrapper = LossModule(spec, model, treespec)
     dynamic = None
@@ -103,7 +106,7 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
         dim = torch.export.Dim("batch", min=2, max=2**31 - 2)
         dynamic = (tuple({0: dim} if b else None for b in batch_dims),)  # forward(*flat_tensors)
     try:
-        with quiet_capture(), _lean_fx(), kept_functions():
+        with quiet_capture(), _lean_fx(), kept_functions(), _casts_in_forward():
             ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
             gm = ep.module()
             _strip_guards(gm)
@@ -111,7 +114,31 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
         raise CaptureError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - any export failure is a capture error
         raise CaptureError(explain(spec, model, e)) from None
+    why = value_sized(spec, model, gm, _module_path)
+    if why:
+        raise CaptureError(why)
     return gm, list(flat), treespec
+
+
+@contextlib.contextmanager
+def _casts_in_forward():
+    """``module.to(...)`` / ``.float()`` inside forward that changes no tensor of the module is the
+    module itself. Exported, parameters are wrapped tensors that ``Module._apply`` swaps rather than
+    sets, which fails even for a cast to what they already are (HF Switch Transformers' router casts
+    its classifier to float32 in every forward: "_apply(): Couldn't swap Linear.weight")."""
+    orig = torch.nn.Module._apply
+
+    def _apply(self, fn, recurse=True):
+        tensors = list(self.parameters(recurse)) + list(self.buffers(recurse))
+        if tensors and all(fn(t) is t for t in tensors):
+            return self
+        return orig(self, fn, recurse)
+
+    torch.nn.Module._apply = _apply
+    try:
+        yield
+    finally:
+        torch.nn.Module._apply = orig
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import operator
 import re
 import warnings
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["quiet_capture", "quiet_fake", "explain"]
+__all__ = ["quiet_capture", "quiet_fake", "explain", "sparse_gradients", "value_sized"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _MEMFLOW_DIR = str(Path(__file__).resolve().parent.parent)
@@ -136,8 +137,11 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
             at = f" at {_caused_at(e)}"
         src = _scalar_source(getattr(e, "partial_fx_graph", "") or "")
         read = f"reads a tensor's value ({src})" if src else "reads a tensor's value"
+        fix = _routed_fix(names.get(id(module), ""), module) if module is not None else ""
+        fix = (f"an expert's tokens are picked by value: {fix}" if fix else
+               "use torch.cond, or compute it outside the model")
         return (f"{where}: data-dependent control flow in {mod}{at}: Python code {read} to decide what to run; "
-                "torch.export cannot capture it: use torch.cond, or compute it outside the model")
+                f"torch.export cannot capture it: {fix}")
     first = (str(e).strip().splitlines() or [""])[0][:300].rstrip(".")
     what = f"{type(e).__name__}: {first}" if first else type(e).__name__
     inside = f" in {mod}" + (f" ({op})" if op else "") + at if module is not None or op else ""
@@ -149,3 +153,68 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
                 "by its length (gather), or mask the padding")
     return f"{where}: torch.export could not capture the training step{inside}: {what}{hint}"
 
+
+
+def sparse_gradients(spec: Any, model: torch.nn.Module) -> str:
+    """One line where a module of ``model`` makes sparse gradients (``Embedding(sparse=True)``,
+    ``EmbeddingBag(sparse=True)``), else "": a sparse gradient's size is the count of distinct ids in
+    each batch, which no plan made before the batch is seen can bound."""
+    for name, mod in model.named_modules():
+        if isinstance(mod, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and mod.sparse:
+            return (f"{getattr(spec, 'path', 'model')}: module `{name}` ({type(mod).__name__}) is built with "
+                    "sparse=True: its gradient is a sparse tensor sized by the ids each batch holds, which MemFlow "
+                    "does not plan; build it with sparse=False (a dense gradient; SparseAdam then becomes Adam)")
+    return ""
+
+
+def _routed_fix(path: str, mod: Any) -> str:
+    """What to change where a module routing tokens to experts (by its name, or experts in a
+    ModuleList/ModuleDict) picks them by value, else ""."""
+    kids = list(mod.children()) if isinstance(mod, torch.nn.Module) else []
+    if not (re.search(r"expert|moe|rout", f"{path} {type(mod).__name__}", re.I)
+            or any(isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)) for m in kids)):
+        return ""
+    return ("run every expert on every token and weight each output by its routing weight (zero where not "
+            "routed), or gather a fixed number of tokens per expert (a capacity) with topk")
+
+
+def value_sized(spec: Any, model: torch.nn.Module, gm: torch.fx.GraphModule, module_of: Any) -> str:
+    """One line where the exported step ``gm`` makes a tensor whose size depends on tensor values
+    (``nonzero``, ``torch.where(mask)``, a boolean index, ``unique``, ``masked_select``: an op torch tags
+    ``dynamic_output_shape``), else "". ``module_of(node)``: the model's module path of an FX node. Such a
+    size is known only when the batch is seen, so no tensor of the step can be sized ahead of it: the
+    line names the module and the op, and says how to give it a fixed shape (fx nodes carry no stack trace
+    here: :func:`memflow.graph.capture.export_step` exports without them)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols  # (export has loaded it)
+
+    def value_shaped(n: Any) -> bool:
+        val = n.meta.get("val")
+        return isinstance(val, torch.Tensor) and bool(free_unbacked_symbols(val.shape))
+
+    # an op torch tags as sized by values (a boolean index, nonzero) whose result here is: other ops give
+    # such sizes in the export's meta (one_hot) yet run at fixed sizes, as integer indexing does
+    bad = next((n for n in gm.graph.nodes if n.op == "call_function" and value_shaped(n)
+                and torch.Tag.dynamic_output_shape in getattr(n.target, "tags", ())), None)
+    if bad is None:
+        return ""
+    seen, todo = {bad}, [bad]  # the first value-sized op it stems from names the cause (torch.where)
+    while todo:
+        for a in todo.pop().all_input_nodes:
+            if a not in seen and value_shaped(a):
+                seen.add(a)
+                todo.append(a)
+    node = next(n for n in gm.graph.nodes if n in seen)
+    src = node.args[0] if node.target is operator.getitem and node.args else node  # (torch.where's tuple)
+    target = getattr(src, "target", node.target)
+    name = getattr(target, "overloadpacket", getattr(target, "__name__", str(target)))
+    path = module_of(node)
+    try:
+        mod = model.get_submodule(path) if path else model
+        where = f"module `{path}` ({type(mod).__name__})" if path else f"the model's forward ({type(mod).__name__})"
+    except AttributeError:
+        mod, where = None, f"module `{path}`"
+    fix = _routed_fix(path, mod) or ("keep every element and zero what the mask leaves out (x * mask, "
+                                     "torch.where(mask, x, 0)) instead of selecting it")
+    return (f"{getattr(spec, 'path', 'model')}: {where} makes a tensor whose size depends on tensor values "
+            f"({name}: torch.where on a mask, nonzero, a boolean index, unique), so no plan can size the step "
+            f"before it sees the batch; give it a fixed shape: {fix}")

@@ -165,13 +165,17 @@ class Stage:
         self.reads_input = [p in read for p in program.placeholders]  # batch inputs this stage reads
 
         # ---- groups (every rank creates all of them, in the same order)
-        self.dp_group, shared_groups, _ = build_groups(program, stage_of, dp, pp, rank, timeout, tp)
-        shared_by_group: dict[int, tuple[list, Any]] = {}
-        for p in self.params:
+        self.dp_group, shared_groups, readers = build_groups(program, stage_of, dp, pp, rank, timeout, tp)
+        # the replicas' all-reduces in one order on every stage: by group (its stages), then by where the
+        # program first reads each (a stage's own reading order differs: a tied autoencoder's decoder reads
+        # the encoder's weights last layer first, and gloo matched one rank's 3072 floats with another's 1536)
+        order = {pid: i for i, pid in enumerate(readers)}
+        shared_by_key: dict[tuple[int, ...], tuple[list, Any]] = {}
+        for p in sorted(self.params, key=lambda t: order.get(id(t), len(order))):
             g = shared_groups.get(id(p))
             if g is not None:
-                shared_by_group.setdefault(id(g), ([], g))[0].append(p)
-        self.shared = list(shared_by_group.values())
+                shared_by_key.setdefault(readers[id(p)], ([], g))[0].append(p)
+        self.shared = [shared_by_key[k] for k in sorted(shared_by_key)]
         shared_ids = {id(p) for ps, _ in self.shared for p in ps}
         owned = owned_params(self.params, first, self.lo, self.hi, shared_ids)
         # (dp 1: ZeRO-3 only with the parameters on the host, each node's streamed in and out)

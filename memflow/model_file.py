@@ -17,9 +17,10 @@ package). It must define:
     * a ``dict`` of tensors: the model is called as ``model(**batch)`` and the
       loss defaults to ``output.loss`` (an attribute or a dict key), or
     * a pair ``(inputs, target)`` as a data loader yields it: the model is
-      called as ``model(inputs)`` (``inputs`` a tensor) or ``model(*inputs)``
-      (``inputs`` a tuple of tensors); ``target`` (a tensor or a tuple / list
-      / dict of tensors) goes only to the loss.
+      called as ``model(inputs)`` (``inputs`` a tensor), ``model(*inputs)``
+      (``inputs`` a tuple of tensors) or ``model(**inputs)`` (a dict of them:
+      an HF model given no labels, its loss in ``loss_fn``); ``target`` (a
+      tensor or a tuple / list / dict of tensors) goes only to the loss.
 
     The leading dimension of the first tensor is the batch dimension and
     must equal ``batch_size`` (the planner splits batches into micro-batches
@@ -94,7 +95,7 @@ DEFAULT_BATCH_SIZE = 8
 
 _EXPECTED_BATCH = (
     "expected a dict of tensors (called as model(**batch)) or a pair "
-    "(inputs, target) with inputs a tensor or a tuple of tensors"
+    "(inputs, target) with inputs a tensor, a tuple of tensors or a dict of them"
 )
 
 _module_counter = itertools.count()
@@ -236,7 +237,12 @@ class ModelSpec:
                     f"{_EXPECTED_BATCH}"
                 )
             inputs, target = batch
-            if isinstance(inputs, (tuple, list)):
+            if isinstance(inputs, Mapping):
+                if not inputs or not all(isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in inputs.items()):
+                    raise ModelLoadError(
+                        f"{where} returned inputs as a dict that is not str keys to tensors; {_EXPECTED_BATCH}"
+                    )
+            elif isinstance(inputs, (tuple, list)):
                 if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
                     raise ModelLoadError(
                         f"{where} returned inputs of types "
@@ -296,11 +302,11 @@ class ModelSpec:
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         """The canonical training-step loss of ``model`` on ``batch``.
 
-        Dict batches: ``output = model(**batch)``; pairs: ``model(inputs)`` or
-        ``model(*inputs)``. The loss is ``loss_fn(output, target)`` when the
+        Dict batches: ``output = model(**batch)``; pairs: ``model(inputs)``,
+        ``model(*inputs)`` or ``model(**inputs)``. The loss is ``loss_fn(output, target)`` when the
         file defines ``loss_fn`` (``target`` is the batch for dict batches),
         otherwise the output itself where the model returns a 0-dim tensor (or
-        a tuple led by one), else ``output.loss``. The result must be a 0-dim tensor.
+        a tuple led by one, or holding exactly one floating one), else ``output.loss``. The result must be a 0-dim tensor.
 
         There is no Python control flow on tensor values here, so this is
         what :class:`LossModule` exports.
@@ -310,7 +316,9 @@ class ModelSpec:
             target = batch
         else:
             inputs, target = batch
-            if isinstance(inputs, (tuple, list)):
+            if isinstance(inputs, Mapping):
+                call = lambda: model(**inputs)  # noqa: E731
+            elif isinstance(inputs, (tuple, list)):
                 call = lambda: model(*inputs)  # noqa: E731
             else:
                 call = lambda: model(inputs)  # noqa: E731
@@ -395,10 +403,14 @@ def _safe_bs(batch: Any) -> str:
 
 def _output_loss(output: Any) -> Any:
     """The output itself where it is a 0-dim tensor (a model that returns its loss), its first item where
-    it is a tuple or list led by one (``(loss, logits, ...)``, HF's ``return_dict=False`` order),
-    ``output.loss`` (attribute) or ``output["loss"]`` (key), else None."""
-    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
-        output = output[0]
+    it is a tuple or list led by one (``(loss, logits, ...)``, HF's ``return_dict=False`` order), else its
+    one 0-dim floating-point item (nanoGPT's ``(logits, loss)``), ``output.loss`` (attribute) or
+    ``output["loss"]`` (key), else None."""
+    if isinstance(output, (tuple, list)) and output:
+        scalars = [t for t in output if isinstance(t, torch.Tensor) and t.dim() == 0 and t.is_floating_point()]
+        if isinstance(output[0], torch.Tensor) and output[0].dim() == 0:
+            return output[0]
+        return scalars[0] if len(scalars) == 1 else None
     if isinstance(output, torch.Tensor):
         return output if output.dim() == 0 else None
     if isinstance(output, Mapping) and "loss" in output:

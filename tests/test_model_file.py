@@ -261,12 +261,17 @@ def test_a_process_with_threads_still_guards_the_model_file(tmp_path):
         t.join()
 
 
-@pytest.mark.parametrize("form,ret", [("dict", "loss"), ("pair", "loss"), ("dict", "(loss, h)")])
+@pytest.mark.parametrize("form,ret", [("dict", "loss"), ("pair", "loss"), ("dict", "(loss, h)"), ("dict", "h, loss"),
+                                      ("dict", "[h, h.sum().long(), loss]"), ("dict-pair", "loss")])
 def test_a_model_that_returns_its_loss_needs_no_loss_fn(tmp_path, form, ret):
-    """A forward that returns a 0-dim tensor is the loss (most hand-written training modules); it
-    captures, and the captured step's loss is the eager one."""
-    batch = ('{"x": torch.randn(b, 3, generator=g), "y": torch.randn(b, 1, generator=g)}' if form == "dict"
-             else "((torch.randn(b, 3, generator=g), torch.randn(b, 1, generator=g)), torch.zeros(b))")
+    """A forward that returns a 0-dim tensor is the loss (most hand-written training modules), also as
+    the first item of a tuple (HF's order) or its one floating 0-dim item (nanoGPT's ``logits, loss``), its
+    inputs a dict, a tuple, or a dict beside a target (``model(**inputs)``); it captures, and the captured
+    step's loss is the eager one."""
+    batch = {"dict": '{"x": torch.randn(b, 3, generator=g), "y": torch.randn(b, 1, generator=g)}',
+             "pair": "((torch.randn(b, 3, generator=g), torch.randn(b, 1, generator=g)), torch.zeros(b))",
+             "dict-pair": '({"x": torch.randn(b, 3, generator=g), "y": torch.randn(b, 1, generator=g)}, torch.zeros(b))',
+             }[form]
     path = tmp_path / "own_loss.py"
     path.write_text(
         "import torch\nfrom torch import nn\n"
@@ -283,6 +288,20 @@ def test_a_model_that_returns_its_loss_needs_no_loss_fn(tmp_path, form, ret):
     _, prog, _, _ = capture_program(spec, 4, fake=False, seed=0)
     got = prog.run_step(flatten(spec.batch(4))[0])
     assert float(want.detach()) > 0 and float(got) == pytest.approx(float(want.detach()), rel=1e-6)
+
+
+def test_a_tuple_with_two_scalars_after_its_logits_is_no_loss(tmp_path):
+    """Which of two 0-dim items is the loss is not guessed: the one line asks for loss_fn."""
+    path = tmp_path / "two.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n"
+        "class Net(nn.Linear):\n"
+        "    def forward(self, x):\n        h = super().forward(x)\n        return h, h.mean(), h.std()\n"
+        "def build_model():\n    return Net(3, 5)\n"
+        "def example_batch(b):\n    return torch.ones(b, 3), torch.zeros(b, dtype=torch.long)\n"
+    )
+    with pytest.raises(ModelLoadError, match=r"output \(tuple\) is not a scalar loss.*define loss_fn"):
+        load_model_file(path).check(2)
 
 
 def test_a_tensor_output_that_is_not_a_scalar_says_so(tmp_path):

@@ -139,7 +139,10 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
         read = f"reads a tensor's value ({src})" if src else "reads a tensor's value"
         fix = _routed_fix(names.get(id(module), ""), module) if module is not None else ""
         fix = (f"an expert's tokens are picked by value: {fix}" if fix else
-               "use torch.cond, or compute it outside the model")
+               "use torch.cond, or compute it outside the model" if line else
+               # (library code: HF's models branch on the labels' values when they compute their own loss)
+               "compute it outside the model: where it is the library's own loss, return (inputs, labels) from "
+               "example_batch with the labels left out of the inputs dict, and define loss_fn(output, labels)")
         return (f"{where}: data-dependent control flow in {mod}{at}: Python code {read} to decide what to run; "
                 f"torch.export cannot capture it: {fix}")
     first = (str(e).strip().splitlines() or [""])[0][:300].rstrip(".")

@@ -8,8 +8,11 @@ freed memory (a segfault on the CPU, garbage on a GPU). Such a parameter is kept
 nodes read (:func:`memflow.executor.zero3.unit_params`, :func:`simulator.zero3.node_units`).
 
 Found statically from each node's graph: an output aliases an input where a chain of view ops (an op
-whose schema returns an alias of an argument: ``expand``, ``transpose``, ``split``'s items, ``view``)
-leads from that input to it; across nodes transitively (a view of a view handed on twice).
+whose schema returns an alias of an argument: ``expand``, ``transpose``, ``split``'s items, ``view``, an
+in-place op's result) leads from that input to it; across nodes transitively (a view of a view handed on
+twice), and through the graph modules a node calls (a ``no_grad`` region of the forward is one:
+``wrap_with_set_grad_enabled``). A parameter a node changes in place (a WGAN critic clipping its weights
+in ``forward``) is kept whole too: changed in a gathered copy, the change would be lost with it.
 """
 from __future__ import annotations
 
@@ -38,31 +41,82 @@ def _aliased_args(node: torch.fx.Node) -> list[Any]:
     return out
 
 
-def output_aliases(gm: torch.fx.GraphModule) -> dict[int, set[int]]:
-    """For each output position of ``gm`` (0 for a single output), the placeholder positions it may be a
-    view of; positions with none are left out."""
+def _submodule_call(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[Any, list]:
+    """``(graph module, its arguments)`` where ``node`` calls a graph module of ``gm`` (a higher-order op
+    such as ``wrap_with_set_grad_enabled(False, submod, *args)``: a ``no_grad`` region of the forward),
+    else ``(None, [])``."""
+    for i, a in enumerate(node.args):
+        if isinstance(a, torch.fx.Node) and a.op == "get_attr":
+            sub = getattr(gm, str(a.target), None)
+            if isinstance(sub, torch.fx.GraphModule):
+                return sub, list(node.args[i + 1:])
+    return None, []
+
+
+def _walk(gm: torch.fx.GraphModule) -> tuple[dict[int, set[int]], set[int]]:
+    """``(output_aliases, written)``: per output position the placeholder positions it may be a view of,
+    and the placeholder positions an op writes in place (``clamp_`` on a parameter), through the graph
+    modules it calls."""
     place: dict[torch.fx.Node, set[int]] = {}
     alias: dict[torch.fx.Node, set[int]] = {}
+    items: dict[torch.fx.Node, dict[int, set[int]]] = {}  # a called graph module's outputs, per position
+    written: set[int] = set()
     outs: list = []
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             place[n] = {len(place)}
             alias[n] = place[n]
         elif n.op == "call_function":
+            sub, args = _submodule_call(gm, n)
+            if sub is not None:
+                sub_out, sub_written = _walk(sub)
+                arg_alias = [alias.get(a, set()) if isinstance(a, torch.fx.Node) else set() for a in args]
+                for p in sub_written:
+                    if p < len(arg_alias):
+                        written |= arg_alias[p]
+                items[n] = {pos: set().union(*(arg_alias[p] for p in ps if p < len(arg_alias)))
+                            for pos, ps in sub_out.items()}
+                continue
+            if n.target is operator.getitem and n.args and n.args[0] in items:
+                s = items[n.args[0]].get(n.args[1], set()) if isinstance(n.args[1], int) else set()
+                if s:
+                    alias[n] = s
+                continue
             s: set[int] = set()
             for a in _aliased_args(n):
                 s |= alias.get(a, set())
             if s:
                 alias[n] = s
+            written |= set().union(*(alias.get(a, set()) for a in _written_args(n)))
         elif n.op == "output":
             o = n.args[0]
             outs = list(o) if isinstance(o, (tuple, list)) else [o]
-    return {i: alias[o] for i, o in enumerate(outs) if isinstance(o, torch.fx.Node) and o in alias}
+    return {i: alias[o] for i, o in enumerate(outs) if isinstance(o, torch.fx.Node) and o in alias}, written
+
+
+def _written_args(node: torch.fx.Node) -> list[Any]:
+    """The arguments ``node`` writes in place (a ``Tensor(a!)`` in its schema)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return []
+    out = []
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            v = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+            if isinstance(v, torch.fx.Node):
+                out.append(v)
+    return out
+
+
+def output_aliases(gm: torch.fx.GraphModule) -> dict[int, set[int]]:
+    """For each output position of ``gm`` (0 for a single output), the placeholder positions it may be a
+    view of; positions with none are left out."""
+    return _walk(gm)[0]
 
 
 def escaping_attrs(program: Any) -> set[str]:
     """The program's attribute values (``program.attrs`` names: parameters and buffers) of which a view
-    made by one node is read by another node."""
+    made by one node is read by another node, or which a node changes in place."""
     views: dict[str, set[str]] = {}  # value name -> attrs it may be a view of
     made_by: dict[str, int] = {}
     out: set[str] = set()
@@ -76,7 +130,11 @@ def escaping_attrs(program: Any) -> set[str]:
                 if views.get(a) and made_by.get(a, c.index) != c.index:
                     out |= views[a]
         names = c.out_items if c.out_items else {0: c.out_name}
-        for pos, ps in output_aliases(c.module).items():
+        aliased, written = _walk(c.module)
+        for p in written:  # changed in place by a node (a WGAN critic's clipping in forward): one tensor
+            if p < len(base):
+                out |= base[p]
+        for pos, ps in aliased.items():
             if pos in names:
                 s = set().union(*(base[p] for p in ps if p < len(base)))
                 if s:

@@ -150,6 +150,12 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
     inside = f" in {mod}" + (f" ({op})" if op else "") + at if module is not None or op else ""
     hint = ("; check the shapes example_batch returns against what the model expects"
             if op and isinstance(e, RuntimeError) else "")
+    if "fake tensor in the exported program constant" in first:  # (a tensor the trace did not make)
+        hint = ("; a tensor reached through .data (or made outside torch's ops) became a constant of the "
+                "graph: change a parameter in forward as `with torch.no_grad(): p.clamp_(...)`, not through "
+                "`p.data`")
+        first = "a fake tensor in the exported program's constants"
+        what = f"{type(e).__name__}: {first}"
     if packed:  # (an RNN over a PackedSequence sizes its work by the lengths' values)
         hint = ("; a packed sequence (pack_padded_sequence) sizes the RNN's work by its lengths' values, which "
                 "torch.export cannot read: run the RNN on the padded batch and pick each sequence's last output "

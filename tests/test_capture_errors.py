@@ -31,6 +31,8 @@ CASES = {
                           "run every expert on every token"],
     # a gradient whose size only the ids decide
     "sparse_embedding.py": ["module `emb` (Embedding)", "sparse=True", "build it with sparse=False"],
+    # a random draw deciding what runs: which draw, and the setting that removes it
+    "layerdrop.py": ["data-dependent control flow", "aten.rand", "LayerDrop", "set its probability to 0"],
 }
 # real tensors only (a plan from measured costs, and every run): under fake tensors the export keeps it
 REAL_ONLY = {

@@ -101,8 +101,10 @@ _CAUSED_BY = re.compile(r"Caused by: \(([^:()]+\.py):(\d+) in ")
 def _caused_at(e: BaseException) -> str:
     """``file.py:line`` of the code torch names as the cause of a data-dependent guard (library code too:
     HF's models compute their loss inside the model), or ""."""
-    m = _CAUSED_BY.search(str(e))
-    return f"{Path(m.group(1)).name}:{m.group(2)}" if m else ""
+    for m in _CAUSED_BY.finditer(str(e)):
+        if not (Path(_TORCH_DIR) / m.group(1)).exists():  # (torch's own code, named from its root: not where)
+            return f"{Path(m.group(1)).name}:{m.group(2)}"
+    return ""
 
 
 def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
@@ -137,12 +139,18 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
             at = f" at {_caused_at(e)}"
         src = _scalar_source(getattr(e, "partial_fx_graph", "") or "")
         read = f"reads a tensor's value ({src})" if src else "reads a tensor's value"
-        fix = _routed_fix(names.get(id(module), ""), module) if module is not None else ""
-        fix = (f"an expert's tokens are picked by value: {fix}" if fix else
-               "use torch.cond, or compute it outside the model" if line else
-               # (library code: HF's models branch on the labels' values when they compute their own loss)
-               "compute it outside the model: where it is the library's own loss, return (inputs, labels) from "
-               "example_batch with the labels left out of the inputs dict, and define loss_fn(output, labels)")
+        picked = src.startswith(("aten.nonzero", "aten.where", "the size of aten.nonzero", "the size of aten.where"))
+        fix = _routed_fix(names.get(id(module), ""), module) if module is not None and picked else ""
+        if fix:
+            fix = f"an expert's tokens are picked by value: {fix}"
+        elif src.startswith(("aten.rand", "aten.bernoulli", "aten.uniform", "aten.normal")):
+            fix = ("a random draw decides what runs (LayerDrop: `if torch.rand([]) < p` skips a layer): set its "
+                   "probability to 0 (HF: layerdrop, encoder_layerdrop, decoder_layerdrop)")
+        elif line or (module is not None and names.get(id(module))):
+            fix = "use torch.cond, or compute it outside the model"
+        else:  # (library code in the model's own forward: HF's models branch on the labels' values for their loss)
+            fix = ("compute it outside the model: where it is the library's own loss, return (inputs, labels) from "
+                   "example_batch with the labels left out of the inputs dict, and define loss_fn(output, labels)")
         return (f"{where}: data-dependent control flow in {mod}{at}: Python code {read} to decide what to run; "
                 f"torch.export cannot capture it: {fix}")
     first = (str(e).strip().splitlines() or [""])[0][:300].rstrip(".")

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATH = ROOT / "tests" / "models" / "segnet.py"
 
 
-@pytest.mark.parametrize("swap,m", [((1,), 2), ((0, 1, 3), 4)])
-def test_a_swapped_tensor_sent_on_is_counted_while_its_micro_batch_waits(swap, m):
+# (model, its node count, the first stage's node count, swapped nodes, the node that swaps the value sent on)
+@pytest.mark.parametrize("model,n,cut,swap,m,node", [("segnet", 12, 6, (1,), 2, "pool"),
+                                                    ("segnet", 12, 6, (0, 1, 3), 4, "pool"),
+                                                    ("inception", 11, 7, (6,), 2, "i4a.b1")])
+def test_a_swapped_tensor_sent_on_is_counted_while_its_micro_batch_waits(model, n, cut, swap, m, node):
     from memflow.cluster import Cluster
     from memflow.executor import RunConfig, plain_losses, run_plan
     from memflow.planner import GraphSource, resolve_spec
@@ -22,17 +24,19 @@ def test_a_swapped_tensor_sent_on_is_counted_while_its_micro_batch_waits(swap, m
     from memflow.strategy import Strategy
 
     cl = Cluster.load("cpu-2")
-    acts = ["swap" if i in swap else "keep" for i in range(12)]  # (node 1: the pool's first use)
-    st = Strategy(dp=1, pp=2, stage_of=[0] * 6 + [1] * 6, actions=acts, microbatches=m)
-    g = GraphSource(resolve_spec(str(PATH)), cl)(st.microbatch_size(8))
-    assert [nd.name for nd in g.nodes][1] == "pool" and g.nodes[1].saved_bytes > 0
+    path = ROOT / "tests" / "models" / f"{model}.py"
+    acts = ["swap" if i in swap else "keep" for i in range(n)]
+    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (n - cut), actions=acts, microbatches=m)
+    g = GraphSource(resolve_spec(str(path)), cl)(st.microbatch_size(8))
+    k = [nd.name for nd in g.nodes].index(node)
+    assert k in swap and g.nodes[k].saved_bytes > 0
     pred = Simulator(g, cl).evaluate(st, detail=True)
-    cfg = RunConfig(model_file=str(PATH), batch_size=8, strategy=st, steps=3, warmup=1, device="cpu",
+    cfg = RunConfig(model_file=str(path), batch_size=8, strategy=st, steps=3, warmup=1, device="cpu",
                     node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
                     predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
     rep = run_plan(cfg, nproc=2, timeout_s=300)
     for r in rep.ranks:
         assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.05 * r.measured_peak_bytes, (
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
-    want = plain_losses(str(PATH), 8, 3, seed=0, pieces=m)  # (batch norm: per micro-batch, as the run)
+    want = plain_losses(str(path), 8, 3, seed=0, pieces=m)  # (batch norm: per micro-batch, as the run)
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

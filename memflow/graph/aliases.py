@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["escaping_attrs", "escaping_params", "output_aliases"]
+__all__ = ["escaping_attrs", "escaping_params", "output_aliases", "written_attrs", "written_params"]
 
 
 def _aliased_args(node: torch.fx.Node) -> list[Any]:
@@ -114,12 +114,12 @@ def output_aliases(gm: torch.fx.GraphModule) -> dict[int, set[int]]:
     return _walk(gm)[0]
 
 
-def escaping_attrs(program: Any) -> set[str]:
-    """The program's attribute values (``program.attrs`` names: parameters and buffers) of which a view
-    made by one node is read by another node, or which a node changes in place."""
+def _scan(program: Any) -> tuple[set[str], set[str]]:
+    """``(escaping, written)``: see :func:`escaping_attrs` and :func:`written_attrs`."""
     views: dict[str, set[str]] = {}  # value name -> attrs it may be a view of
     made_by: dict[str, int] = {}
     out: set[str] = set()
+    changed: set[str] = set()
     for c in program.calls:
         base = []
         for a in c.arg_names:
@@ -133,16 +133,39 @@ def escaping_attrs(program: Any) -> set[str]:
         aliased, written = _walk(c.module)
         for p in written:  # changed in place by a node (a WGAN critic's clipping in forward): one tensor
             if p < len(base):
-                out |= base[p]
+                changed |= base[p]
         for pos, ps in aliased.items():
             if pos in names:
                 s = set().union(*(base[p] for p in ps if p < len(base)))
                 if s:
                     views[names[pos]] = s
                     made_by[names[pos]] = c.index
-    return out
+    return out | changed, changed
+
+
+def escaping_attrs(program: Any) -> set[str]:
+    """The program's attribute values (``program.attrs`` names: parameters and buffers) of which a view
+    made by one node is read by another node, or which a node changes in place."""
+    return _scan(program)[0]
+
+
+def written_attrs(program: Any) -> set[str]:
+    """The program's attribute values a node changes in place in the forward (a BatchNorm's running
+    statistics, a WGAN critic's clipped weights)."""
+    return _scan(program)[1]
 
 
 def escaping_params(program: Any) -> set[int]:
     """``id`` of each tensor :func:`escaping_attrs` names."""
     return {id(program.attr_value(a)) for a in escaping_attrs(program)}
+
+
+def written_params(program: Any) -> set[int]:
+    """``id`` of each trainable parameter :func:`written_attrs` names: two forwards before a backward
+    (micro-batches in flight) would find the first one's saved copy changed, as autograd then says."""
+    out = set()
+    for a in written_attrs(program):
+        t = program.attr_value(a)
+        if isinstance(t, torch.nn.Parameter) and t.requires_grad:
+            out.add(id(t))
+    return out

@@ -34,7 +34,7 @@ from ..graph.record import (
     carried_bytes,
 )
 from ..graph.actions import HostSwap, make_wrap
-from ..graph.aliases import escaping_params
+from ..graph.aliases import escaping_params, written_params
 from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
 from ..kinds import MIN_SWAP_BYTES, RECOMPUTE, SWAP
@@ -543,6 +543,8 @@ def trace_step(
         whole_params=sorted(names_by_id[i] for i in escaping_params(program) if i in names_by_id),
         bwd_send_copies=sends.bwd_list(),
     )
+    # trainable parameters changed in place in the forward: one micro-batch in flight at a time
+    graph.meta["written_params"] = sorted(names_by_id[i] for i in written_params(program) if i in names_by_id)
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes
     graph.meta["traced_peak_bytes"] = live.peak

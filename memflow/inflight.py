@@ -1,0 +1,45 @@
+"""A model that changes its trainable parameters in place in ``forward`` runs one micro-batch per step.
+
+A WGAN critic clipping its weights in ``forward`` (``with torch.no_grad(): p.clamp_(-c, c)``) changes
+tensors the same forward then saves for its backward. Two forwards before a backward (micro-batches
+in flight: GPipe's, 1F1B's warm-up, any pipeline stage but the last) find the first one's saved
+weights changed, and autograd stops the run ("... has been modified by an inplace operation"): plain
+PyTorch accumulating gradients over such a model fails the same way. The profile names those
+parameters (``TaskGraph.meta["written_params"]``, :func:`memflow.graph.aliases.written_params`); the
+search then keeps one micro-batch per step (``MeshLimits.max_microbatches = 1``), with one warning line,
+and a request for more is one clear error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["written_in_forward", "one_in_flight"]
+
+
+def written_in_forward(graphs: Any) -> list[str]:
+    """The trainable parameters any of ``graphs`` (TaskGraphs) records as changed in place in forward."""
+    return sorted({p for g in graphs for p in g.meta.get("written_params", [])})
+
+
+def one_in_flight(graphs: Any, limits: Any, name: str) -> Any:
+    """``limits`` (a MeshLimits) bounded to one micro-batch per step where the model changes parameters
+    in forward (warned once on stderr); a fixed micro-batch count above one is a ConfigError."""
+    written = written_in_forward(graphs)
+    if not written:
+        return limits
+    what = ", ".join(p.removeprefix("model.") for p in written[:3]) + (f" and {len(written) - 3} more"
+                                                                        if len(written) > 3 else "")
+    if limits.microbatches is not None and limits.microbatches > 1:
+        raise ConfigError(f"{name} changes parameters in place in forward ({what}): with {limits.microbatches} "
+                          "micro-batches a second forward would change what the first saved for its backward; "
+                          "use one micro-batch per step")
+    if limits.max_microbatches != 1:
+        print(f"memflow: warning: {name} changes parameters in place in forward ({what}): planned with one "
+              "micro-batch per step (a second forward before a backward would change what the first saved)",
+              file=sys.stderr, flush=True)
+        limits = dataclasses.replace(limits, max_microbatches=1)
+    return limits

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final, Literal, get_args
 
 __all__ = [
-    "Action", "KEEP", "RECOMPUTE", "SWAP", "SELECTIVE", "ACTIONS", "MIN_SWAP_BYTES", "PREFETCH_DEPTHS",
+    "Action", "KEEP", "RECOMPUTE", "SWAP", "SELECTIVE", "ACTIONS", "MIN_SWAP_BYTES", "PREFETCH_DEPTHS", "replay_safe",
     "Schedule", "ONE_F_ONE_B", "GPIPE", "SCHEDULES",
     "Sharding", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS", "SHARDINGS",
     "SEARCHABLE_SHARDINGS",
@@ -72,3 +72,10 @@ TRAIN_DTYPES: tuple[TrainDtype, ...] = get_args(TrainDtype)
 #: Dtypes a device spec may give a peak FLOP/s for, in fallback order.
 FlopDtype = Literal["fp32", "bf16", "fp16"]
 FLOP_DTYPES: tuple[FlopDtype, ...] = get_args(FlopDtype)
+
+
+def replay_safe(actions, unsafe) -> list:
+    """``actions`` with ``keep`` for a recomputed or selective node of ``unsafe`` (node indices whose replay
+    would compute other values than their forward, :func:`memflow.graph.aliases.replay_unsafe`): the
+    simulator prices, the planner writes and the executor runs them kept."""
+    return [KEEP if a in (RECOMPUTE, SELECTIVE) and k in unsafe else a for k, a in enumerate(actions)]

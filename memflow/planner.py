@@ -24,7 +24,7 @@ from .inflight import one_in_flight
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
 from .graph.tp import MEGATRON_SP, REPLICATED, SEQUENCE, uses_sequence
-from .kinds import SELECTIVE, SWAP
+from .kinds import SELECTIVE, SWAP, replay_safe
 from .model_file import DEFAULT_BATCH_SIZE, ModelSpec, load_model_file
 from .modelenv import applied, file_sha256, model_env
 from .planfile import Plan
@@ -506,6 +506,8 @@ def _plan_once(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
     if best is None:
         raise ConfigError("the search returned no strategy at all")
     graph = graphs[best.microbatch_size(B)]
+    if graph.meta.get("replay_unsafe"):  # (the search's recompute there was priced as keep: written as it runs)
+        best = best.copy(actions=replay_safe(best.actions, set(graph.meta["replay_unsafe"])))
     if run.tp > 1:
         best = best.copy(tp=run.tp, partitioning=[nd.partitioning for nd in graph.nodes])
     sim = Simulator(graph, usable).evaluate(best, detail=True)

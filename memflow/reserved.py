@@ -46,14 +46,14 @@ from .executor.optim import StageOptimizer
 from .executor.stage import owned_params, stage_state
 from .executor.zero3 import Zero3Sync, unit_params
 from .graph.actions import make_wrap
-from .graph.aliases import escaping_params
+from .graph.aliases import escaping_params, replay_unsafe_nodes
 from .graph.build import capture_program
 from .graph.casts import cast_only, low_reads, param_readers
 from .graph.gpu_autocast import CudaAutocast
 from .graph.training import casts, gpu_semantics, in_model_order, opt_params
 from .fakeswap import FakeGpuSwap
 from .gpumem import cublas_workspace_bytes
-from .kinds import SWAP
+from .kinds import SWAP, replay_safe
 from .memory import LiveBytes
 
 __all__ = ["step_events", "fake_reserved", "reduce_buffers", "attention_backward_buffers",
@@ -300,7 +300,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
         # (never swapped: the parameters, and ZeRO-3's gathered buffers, which the bf16 parameters alias)
         swapper = FakeGpuSwap(live, params + (z3.fulls() if z3 is not None else []), swap_leave or {}) \
             if SWAP in acts else None
-        wrap = make_wrap(acts, swapper, preserve_rng_state=False)
+        wrap = make_wrap(replay_safe(acts, set(replay_unsafe_nodes(program))), swapper, preserve_rng_state=False)
         if z3 is not None and any(pt.low for pt in z3.buckets):  # (inside the action: a replay re-reads)
             acted = wrap
             wrap = lambda k, fn: acted(k, z3.bind(k, fn))  # noqa: E731

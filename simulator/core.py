@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from memflow.graph.record import TaskGraph
 from memflow.schedule import inflight
-from memflow.kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
+from memflow.kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS, replay_safe
 from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.errors import StrategyError
 from memflow.units import format_bytes
@@ -173,6 +173,7 @@ class Simulator:
         self.graph = graph
         self.cluster = cluster
         self.n = graph.n
+        self._unsafe = frozenset(graph.meta.get("replay_unsafe", ()))  # (never recomputed: see replay_safe)
         self.bucket_bytes = int(bucket_bytes)
         # the host's optimizer step: the cluster's figures unless given
         self.host_mem_bandwidth = float(cluster.host_step.bandwidth if host_mem_bandwidth is None
@@ -488,6 +489,8 @@ class Simulator:
                 self.stats["stage_hits"] += 1
                 return ev
         a, b, acts, shard, ohost, dp, bw, comm, ph, pf = key
+        if self._unsafe:  # (nodes whose replay would differ from their forward run kept: so they are priced)
+            acts = tuple(replay_safe(acts, {k - a for k in self._unsafe if a <= k < b}))
         # (ZeRO-3 gathers autocast's cast-only parameters in bf16)
         sp = self.stage(a, b, low=self._low_view is not None and shard == SHARD_PARAMETERS)
         ev = sp.model.evaluate(acts, dp, shard, ohost, bw, detail, comm, ph, pf)

@@ -25,9 +25,9 @@ import torch.distributed as dist
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ..errors import ExecutionError
-from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
+from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS, replay_safe
 from ..graph.actions import HostSwap, make_wrap
-from ..graph.aliases import escaping_params
+from ..graph.aliases import escaping_params, replay_unsafe_nodes
 from ..graph.casts import low_reads, param_readers
 from ..graph.program import StepProgram
 from .comm import StageLink
@@ -211,7 +211,8 @@ class Stage:
 
         self.live = None
         self.swapper = HostSwap(None, set(), device)
-        self.wrap = make_wrap(actions, self.swapper)
+        # (a node whose replay would differ from its forward keeps, as the simulator priced it)
+        self.wrap = make_wrap(replay_safe(actions, set(replay_unsafe_nodes(program))), self.swapper)
         if self.z3 is not None and any(pt.low for pt in self.z3.buckets):  # (inside the action: a replay re-reads)
             acted = self.wrap
             self.wrap = lambda k, fn: acted(k, self.z3.bind(k - self.lo, fn))

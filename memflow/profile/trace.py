@@ -34,7 +34,7 @@ from ..graph.record import (
     carried_bytes,
 )
 from ..graph.actions import HostSwap, make_wrap
-from ..graph.aliases import escaping_params, written_params
+from ..graph.aliases import escaping_params, replay_unsafe_nodes, written_params
 from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
 from ..kinds import MIN_SWAP_BYTES, RECOMPUTE, SWAP
@@ -545,6 +545,8 @@ def trace_step(
     )
     # trainable parameters changed in place in the forward: one micro-batch in flight at a time
     graph.meta["written_params"] = sorted(names_by_id[i] for i in written_params(program) if i in names_by_id)
+    # nodes whose replay would differ from their forward (spectral norm's power iteration): kept, never recomputed
+    graph.meta["replay_unsafe"] = replay_unsafe_nodes(program)
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes
     graph.meta["traced_peak_bytes"] = live.peak

@@ -270,6 +270,7 @@ class Simulator:
         params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
         opt_trans, opt_grads = self._opt_trans(a, b)
         buckets = self._bucket_plan(L)
+        ddp = self._bucket_plan(L, L.ddp_grads)  # (the all-reduce's: without the gradless parameters)
         if self._node_units is None and self.graph.params:
             self._node_units = node_units(self.graph)
         z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names),
@@ -278,7 +279,7 @@ class Simulator:
         model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                            opt_grads=opt_grads, host_lat=self.host_link.latency,
                            prefetch_ahead=self.prefetch_ahead,
-                           sync_flats=[(x, nb) for x, nb, flat in buckets if flat],
+                           sync_flats=[(x, nb) for x, nb, flat in ddp if flat],
                            zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step(),
                            buckets=tuple((x, nb) for x, nb, _ in buckets),
                            zero_whole=self._zero_params(a, b, shared=True), z3=z3)

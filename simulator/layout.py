@@ -84,6 +84,9 @@ class StageLayout:
     # reads, in its order: what a data-parallel all-reduce syncs in buckets (memflow.buckets); a
     # parameter other stages read too is summed in place over a group of its own
     dp_grads: list
+    # ... less the parameters the step gives no gradient (an encoder's unread pooler): the all-reduce's
+    # buckets leave them out (memflow.executor.grads); ZeRO's flat layouts hold every one
+    ddp_grads: list
     x_bytes: list  # per local node: bytes its swap copies to host (every buffer it saves, made or read,
     # also one an earlier node's backward frees: each node's pack hook copies its own; of a buffer its
     # backward reads only views of, those views)
@@ -371,14 +374,17 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             swap_trans[x] -= swap_fdied[x]
         for p, v in at_send.items():
             swap_trans[p] = max(swap_trans[p], v)
-    dp_grads = []
+    dp_grads, ddp_grads = [], []
+    gradless = set(graph.meta.get("gradless_params", ()))  # (no gradient: the all-reduce's buckets leave them out)
     for nd in nodes:
         if graph.params:
             gb = graph.params
-            dp_grads.append(tuple(int(gb[k][1]) for k in nd.param_names if k in gb and gb[k][1] > 0
-                                  and all(a <= r < b for r in readers.get(k, ()))))
+            ks = [k for k in nd.param_names if k in gb and gb[k][1] > 0 and all(a <= r < b for r in readers.get(k, ()))]
+            dp_grads.append(tuple(int(gb[k][1]) for k in ks))
+            ddp_grads.append(tuple(int(gb[k][1]) for k in ks if k not in gradless))
         else:  # no parameter table (synthetic graphs): the node's gradients as one
             dp_grads.append((int(nd.grad_bytes),) if nd.grad_bytes > 0 else ())
+            ddp_grads.append(dp_grads[-1])
     keys = list(groups)
     # (the profile's held outputs are all of them: the same storages' bytes)
     sel_held = [o if 0 < nd.sel_held_out_bytes == o else 0 for o, nd in zip(out_bytes, nodes)]
@@ -418,6 +424,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         grad_bytes=[int(nd.grad_bytes) for nd in nodes],
         opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],
         dp_grads=dp_grads,
+        ddp_grads=ddp_grads,
         x_bytes=x_bytes,
         x_made=x_made,
         P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),

@@ -411,6 +411,8 @@ def trace_step(
         what = names[p] if p < n else f"{names[2 * n - 1 - p]} (backward)" if p < 2 * n else "the optimizer step"
         detail(f"tracing {what}, phase {p + 1}/{2 * n + 1}")
         if p == 2 * n:  # end of backward: mark parameter gradients
+            gradless.extend(names_by_id[id(prm)] for prm in params
+                            if prm.grad is None and prm.requires_grad and id(prm) in names_by_id)
             for prm in params:
                 if prm.grad is not None:
                     if grads is not None:
@@ -422,6 +424,7 @@ def trace_step(
         starts[p] = live.live
         cost.phase = p
 
+    gradless: list[str] = []  # trainable parameters the step gives no gradient (an unread pooler)
     saves: dict[int, int] = {}
     starts: dict[int, int] = {}  # per backward phase, the live bytes as it starts
     pre: dict[int, int] = {}  # ... and what it has made when it first unpacks a saved tensor
@@ -543,6 +546,8 @@ def trace_step(
         whole_params=sorted(names_by_id[i] for i in escaping_params(program) if i in names_by_id),
         bwd_send_copies=sends.bwd_list(),
     )
+    # trainable parameters the backward gives no gradient: no data-parallel bucket holds them
+    graph.meta["gradless_params"] = sorted(set(gradless))
     # trainable parameters changed in place in the forward: one micro-batch in flight at a time
     graph.meta["written_params"] = sorted(names_by_id[i] for i in written_params(program) if i in names_by_id)
     # nodes whose replay would differ from their forward (spectral norm's power iteration): kept, never recomputed

@@ -93,6 +93,9 @@ class StageLayout:
     x_made: list  # ... of which made in its forward (part of that phase's transient)
     P_sum: int  # sum(param_bytes)
     O_sum: int  # sum(opt_bytes)
+    # the state a flat ZeRO optimizer keeps for the stage's parameters the step gives no gradient (plain
+    # training keeps none: an encoder's unread pooler): ZeRO-2/3 step every parameter of their flat slices
+    O_gradless: int
     first: bool
     last: bool
     # per local phase, a swapped node's transient under the CPU executor's swap (traced: its saved
@@ -148,6 +151,15 @@ def _swapped_by(la: int, lf: int, uses: list, fusers: tuple, m: int, held: int) 
     hold = max([la, held] + [u for u in uses if u < m])
     holders = tuple(sorted({(2 * m - 1 - u, u) for u in uses if m <= u < 2 * m and u != lf}))
     return x, hold, holders
+
+
+def _gradless_state(graph, nodes, gradless: set) -> int:
+    """Optimizer state bytes for ``nodes``' own parameters of ``gradless``, at the state per parameter
+    byte the parameters with state have (AdamW's 2, momentum SGD's 1)."""
+    if not gradless or not graph.params:
+        return 0
+    rate = max((int(v[2]) // int(v[0]) for v in graph.params.values() if int(v[0]) and int(v[2])), default=0)
+    return sum(rate * int(graph.params[k][0]) for nd in nodes for k in nd.param_names if k in gradless)
 
 
 def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
@@ -429,6 +441,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         x_made=x_made,
         P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),
         O_sum=sum(int(nd.optimizer_bytes) for nd in nodes) + sum(replica_o),
+        O_gradless=_gradless_state(graph, nodes, gradless),
         first=a == 0,
         last=b == graph.n,
         swap_trans=swap_trans,

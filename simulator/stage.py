@@ -725,7 +725,7 @@ class StageModel:
                 temps = int((sum(t for _, _, t in self.zero_params) - wt) / dp + wt)
             else:  # (no parameter table: an even share of the step's bytes above the gradients)
                 temps = max(0, self.opt_trans - self.opt_grads) // dp
-            z = self._z2[dp] = (grads, -(-(self.layout.O_sum - wo) // dp) + wo, temps)
+            z = self._z2[dp] = (grads, -(-(self.layout.O_sum + self.layout.O_gradless - wo) // dp) + wo, temps)
         return z
 
     def zero3(self, dp: int, host: bool = False) -> tuple:
@@ -736,7 +736,7 @@ class StageModel:
         if z is None:
             L = self.layout
             K = self._keep or _KeepTables(L)
-            z = self._z3[(dp, host)] = state_terms(self.z3, dp, L.m, L.P_sum, L.O_sum, K.step[2 * L.m],
+            z = self._z3[(dp, host)] = state_terms(self.z3, dp, L.m, L.P_sum, L.O_sum + L.O_gradless, K.step[2 * L.m],
                                                    self.opt_grads, self.opt_trans, self.zero_params, self.zero_sum,
                                                    host)
         return z

@@ -88,14 +88,18 @@ def flat_grads(groups: list[tuple[list[torch.nn.Parameter], int]]) -> torch.Tens
     followed by the group's ``pad`` zeros, group after group (dtype and device of the parameters); the
     gradients are dropped (the copy is made beside them and then stands in their place: the sync
     point both ZeRO levels are priced at)."""
-    parts = []
-    for params, pad in groups:
-        parts += [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
-                  for p in params]
-        if pad > 0:
-            parts.append(torch.zeros(pad, dtype=params[0].dtype, device=params[0].device))
-    flat = torch.cat(parts)
-    del parts
+    p0 = groups[0][0][0]
+    flat = torch.empty(sum(sum(p.numel() for p in ps) + pad for ps, pad in groups), dtype=p0.dtype, device=p0.device)
+    off = 0
+    for params, pad in groups:  # (filled in place: a zero tensor per parameter without a gradient, an
+        # encoder's unread pooler, was memory beside the copy no plan counted)
+        for p in params + [None] * (pad > 0):
+            n = p.numel() if p is not None else pad
+            if p is not None and p.grad is not None:
+                flat[off:off + n].copy_(p.grad.reshape(-1))
+            else:
+                flat[off:off + n].zero_()
+            off += n
     for params, _ in groups:
         for p in params:
             p.grad = None

@@ -1,0 +1,40 @@
+"""A later pipeline stage's first node under ``selective`` is priced as a recompute's replay (simulator.stage
+``_selective_changes``): its inputs are received, held by its checkpoint until its backward, and the
+selective figures traced on one device (where that input is an earlier node's output) had its backward
+92 KiB short on a spatial transformer's classifier cut before its max-pool (22.6% under, and an outside
+bench run out of memory under a plan that said it fit). Priced at the larger of the two: GPT-2 tiny's second
+block first on its stage is 3 KiB under either way (0.12%; the recompute's figure alone 35 KiB), not located."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("model,cut,first", [("tests/models/stn.py", 10, "cls.1")])
+def test_a_selective_first_node_of_a_later_stage_is_priced_with_its_inputs(model, cut, first, monkeypatch):
+    from memflow.cluster import Cluster
+    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.simulator import Simulator
+    from memflow.strategy import Strategy
+
+    monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
+    path = str(ROOT / model)
+    cl = Cluster.load("cpu-2")
+    g = GraphSource(resolve_spec(path), cl)(4)
+    assert g.nodes[cut].name == first
+    acts = ["selective" if k == cut else "keep" for k in range(g.n)]
+    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut), actions=acts, microbatches=1)
+    pred = Simulator(g, cl).evaluate(st, detail=True)
+    cfg = RunConfig(model_file=path, batch_size=4, strategy=st, steps=3, warmup=1, device="cpu",
+                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
+                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
+    rep = run_plan(cfg, nproc=2, timeout_s=300)
+    for r in rep.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.05 * r.measured_peak_bytes, (
+            r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
+    want = plain_losses(path, 4, 3, seed=0)
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

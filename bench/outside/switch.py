@@ -1,7 +1,8 @@
-"""Switch Transformers (HF): encoder-decoder with top-1 routed experts. Its router casts its classifier
-module inside forward (``self.classifier.to(self.dtype)``), which torch.export cannot capture: kept here
-for the one-line capture error a user gets (the attention mask is passed: without it, HF's encoder
-indexes ``None`` while exporting)."""
+"""Switch Transformers (HF): encoder-decoder with top-1 routed experts. Its experts pick their tokens by value
+(``nonzero`` over the routing, a loop over the experts hit), which torch.export cannot capture: kept here for
+the one-line capture error a user gets (its router's cast of its classifier in forward, which failed the
+export first, is now seen through; the attention mask is passed: without it, HF's encoder indexes ``None``
+while exporting)."""
 import torch
 from transformers import SwitchTransformersConfig, SwitchTransformersForConditionalGeneration
 BATCH_SIZE = 4

@@ -33,3 +33,29 @@ def test_stages_tied_in_reverse_order_train_as_plain_and_as_predicted(pp, stage_
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
     want = plain_losses(str(PATH), 8, 3, seed=0)
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)
+
+
+def test_weights_handed_on_to_a_later_stage_are_counted_there():
+    """A WGAN critic's first node clips every weight in place and hands them on (its outputs are views of
+    them), so a later stage reads them as received values: each one and its gradient were on that stage
+    and in no plan (18% under). Priced as a replica held there (``Node.handed_params``): over, not under."""
+    from memflow.cluster import Cluster
+    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.simulator import Simulator
+    from memflow.strategy import Strategy
+
+    path = str(PATH.parent / "clipped_critic.py")
+    cl = Cluster.load("cpu-2")
+    g = GraphSource(resolve_spec(path), cl)(8)
+    assert len({p for nd in g.nodes[6:] for p in nd.handed_params}) == 10  # (every weight, through node 0)
+    st = Strategy(dp=1, pp=2, stage_of=[0] * 6 + [1] * 6, actions=["keep"] * g.n, microbatches=1)
+    pred = Simulator(g, cl).evaluate(st, detail=True)
+    cfg = RunConfig(model_file=path, batch_size=8, strategy=st, steps=3, warmup=1, device="cpu",
+                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
+                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
+    rep = run_plan(cfg, nproc=2, timeout_s=300)
+    for r in rep.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes, (r.rank, r.measured_peak_bytes, r.predicted_peak_bytes)
+    want = plain_losses(path, 8, 3, seed=0)
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

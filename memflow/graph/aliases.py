@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["escaping_attrs", "escaping_params", "output_aliases", "replay_unsafe", "replay_unsafe_nodes", "written_attrs",
+__all__ = ["alias_reads", "escaping_attrs", "escaping_params", "output_aliases", "replay_unsafe", "replay_unsafe_nodes", "written_attrs",
            "written_params"]
 
 
@@ -115,14 +115,16 @@ def output_aliases(gm: torch.fx.GraphModule) -> dict[int, set[int]]:
     return _walk(gm)[0]
 
 
-def _scan(program: Any) -> tuple[set[str], set[str]]:
-    """``(escaping, written)``: see :func:`escaping_attrs` and :func:`written_attrs`."""
+def _scan(program: Any, reads: list | None = None) -> tuple[set[str], set[str]]:
+    """``(escaping, written)``: see :func:`escaping_attrs` and :func:`written_attrs`; ``reads`` (a list)
+    receives per node the attrs it reads through views another node handed on (:func:`alias_reads`)."""
     views: dict[str, set[str]] = {}  # value name -> attrs it may be a view of
     made_by: dict[str, int] = {}
     out: set[str] = set()
     changed: set[str] = set()
     for c in program.calls:
         base = []
+        handed: set[str] = set()
         for a in c.arg_names:
             if a in program.attrs:
                 base.append({a})
@@ -130,6 +132,9 @@ def _scan(program: Any) -> tuple[set[str], set[str]]:
                 base.append(views.get(a, set()))
                 if views.get(a) and made_by.get(a, c.index) != c.index:
                     out |= views[a]
+                    handed |= views[a]
+        if reads is not None:
+            reads.append(handed)
         names = c.out_items if c.out_items else {0: c.out_name}
         aliased, written = _walk(c.module)
         for p in written:  # changed in place by a node (a WGAN critic's clipping in forward): one tensor
@@ -142,6 +147,15 @@ def _scan(program: Any) -> tuple[set[str], set[str]]:
                     views[names[pos]] = s
                     made_by[names[pos]] = c.index
     return out | changed, changed
+
+
+def alias_reads(program: Any) -> list[set[str]]:
+    """Per node of ``program``, the attrs (``program.attrs`` names) it reads through a view another node
+    handed on (a WGAN critic's clipped weights, its first node's outputs, read by every later node): on
+    a later pipeline stage they arrive as values, so that stage holds them as a reader of them does."""
+    reads: list[set[str]] = []
+    _scan(program, reads)
+    return reads
 
 
 def escaping_attrs(program: Any) -> set[str]:

@@ -63,6 +63,9 @@ class Node:
     op_count: int = 0
     param_names: list[str] = field(default_factory=list)  # parameters and buffers it owns
     read_params: list[str] = field(default_factory=list)  # every parameter/buffer it reads (owned or shared)
+    # ... and those it reads through views another node handed on (memflow.graph.aliases.alias_reads: a WGAN
+    # critic's clipped weights): on a later stage they arrive as values, held as a replica is
+    handed_params: list[str] = field(default_factory=list)
     read_inputs: list[str] = field(default_factory=list)  # the batch's inputs (placeholders) it reads
     param_count: int = 0
     param_bytes: int = 0

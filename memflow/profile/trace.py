@@ -34,7 +34,7 @@ from ..graph.record import (
     carried_bytes,
 )
 from ..graph.actions import HostSwap, make_wrap
-from ..graph.aliases import escaping_params, replay_unsafe_nodes, written_params
+from ..graph.aliases import alias_reads, escaping_params, replay_unsafe_nodes, written_params
 from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
 from ..kinds import MIN_SWAP_BYTES, RECOMPUTE, SWAP
@@ -82,6 +82,7 @@ def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None
     table: dict[str, list[int]] = {}
     names_by_id: dict[int, str] = {}
     out = []
+    handed = alias_reads(program)  # (parameters a node reads through views another node handed on)
     for k, mod in enumerate(program.modules()):
         call = program.calls[k]
         held = [(program.attrs[a], program.attr_value(a)) for a in call.arg_names if a in program.attrs]
@@ -113,6 +114,7 @@ def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None
             pbytes, gbytes, obytes = pbytes + nb, gbytes + g, obytes + o
             table[name] = [nb, g, o, k]
         out.append(dict(param_names=names, read_params=reads, param_bytes=pbytes, param_count=pcount,
+                        handed_params=sorted(program.attrs[a] for a in handed[k]),
                         grad_bytes=gbytes, optimizer_bytes=obytes))
     return out, table, names_by_id
 

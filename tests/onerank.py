@@ -1,4 +1,4 @@
-"""One planned run on one rank beside its prediction: the swap tests' shared step."""
+"""A planned run beside its prediction: the swap tests' one-rank step, and any strategy's run on its ranks."""
 from __future__ import annotations
 
 from memflow.cluster import Cluster
@@ -6,7 +6,7 @@ from memflow.executor import RunConfig, run_plan
 from memflow.strategy import Strategy
 from simulator.core import Simulator
 
-__all__ = ["predicted_run"]
+__all__ = ["predicted_run", "predicted_ranks"]
 
 
 def predicted_run(model_file, graph, strategy: Strategy, batch: int = 8, cluster: str = "cpu-1"):
@@ -18,3 +18,14 @@ def predicted_run(model_file, graph, strategy: Strategy, batch: int = 8, cluster
                     predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
     (r,) = run_plan(cfg, nproc=1, timeout_s=240).ranks
     return pred, r
+
+
+def predicted_ranks(model_file, graph, strategy: Strategy, batch: int = 8, cluster: str = "cpu-2", steps: int = 3,
+                    warmup: int = 1):
+    """``(prediction, the run's report)`` of ``strategy`` for ``model_file`` (profiled as ``graph``) on
+    ``cluster``, one process per device, uncapped; each rank reports its predicted peak beside its own."""
+    pred = Simulator(graph, Cluster.load(cluster)).evaluate(strategy, detail=True)
+    cfg = RunConfig(model_file=str(model_file), batch_size=batch, strategy=strategy, steps=steps, warmup=warmup,
+                    device="cpu", node_names=[nd.name for nd in graph.nodes], capacity_bytes=None,
+                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
+    return pred, run_plan(cfg, nproc=strategy.num_devices, timeout_s=300)

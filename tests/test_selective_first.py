@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.onerank import predicted_ranks
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("model,cut,first", [("tests/models/stn.py", 10, "cls.1")])
 def test_a_selective_first_node_of_a_later_stage_is_priced_with_its_inputs(model, cut, first, monkeypatch):
     from memflow.cluster import Cluster
-    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.executor import plain_losses
     from memflow.planner import GraphSource, resolve_spec
-    from memflow.simulator import Simulator
     from memflow.strategy import Strategy
 
     monkeypatch.setenv("MEMFLOW_EXAMPLE_SCALE", "tiny")
@@ -28,11 +29,7 @@ def test_a_selective_first_node_of_a_later_stage_is_priced_with_its_inputs(model
     assert g.nodes[cut].name == first
     acts = ["selective" if k == cut else "keep" for k in range(g.n)]
     st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut), actions=acts, microbatches=1)
-    pred = Simulator(g, cl).evaluate(st, detail=True)
-    cfg = RunConfig(model_file=path, batch_size=4, strategy=st, steps=3, warmup=1, device="cpu",
-                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
-                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
-    rep = run_plan(cfg, nproc=2, timeout_s=300)
+    _, rep = predicted_ranks(path, g, st, batch=4)
     for r in rep.ranks:
         assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.05 * r.measured_peak_bytes, (
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.onerank import predicted_ranks
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -18,9 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
                                                     ("inception", 11, 7, (6,), 2, "i4a.b1")])
 def test_a_swapped_tensor_sent_on_is_counted_while_its_micro_batch_waits(model, n, cut, swap, m, node):
     from memflow.cluster import Cluster
-    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.executor import plain_losses
     from memflow.planner import GraphSource, resolve_spec
-    from memflow.simulator import Simulator
     from memflow.strategy import Strategy
 
     cl = Cluster.load("cpu-2")
@@ -30,11 +31,7 @@ def test_a_swapped_tensor_sent_on_is_counted_while_its_micro_batch_waits(model, 
     g = GraphSource(resolve_spec(str(path)), cl)(st.microbatch_size(8))
     k = [nd.name for nd in g.nodes].index(node)
     assert k in swap and g.nodes[k].saved_bytes > 0
-    pred = Simulator(g, cl).evaluate(st, detail=True)
-    cfg = RunConfig(model_file=str(path), batch_size=8, strategy=st, steps=3, warmup=1, device="cpu",
-                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
-                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
-    rep = run_plan(cfg, nproc=2, timeout_s=300)
+    _, rep = predicted_ranks(str(path), g, st, batch=8)
     for r in rep.ranks:
         assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.05 * r.measured_peak_bytes, (
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)

@@ -8,26 +8,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.onerank import predicted_ranks
+
 PATH = Path(__file__).resolve().parent / "models" / "tied_ae.py"
 
 
 @pytest.mark.parametrize("pp,stage_of,m", [(2, [0, 0, 1], 1), (3, [0, 1, 2], 2)])
 def test_stages_tied_in_reverse_order_train_as_plain_and_as_predicted(pp, stage_of, m):
     from memflow.cluster import Cluster
-    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.executor import plain_losses
     from memflow.planner import GraphSource, resolve_spec
-    from memflow.simulator import Simulator
     from memflow.strategy import Strategy
 
     cl = Cluster.load(f"cpu-{pp}")
     st = Strategy(dp=1, pp=pp, stage_of=stage_of, actions=["keep"] * 3, microbatches=m)
     g = GraphSource(resolve_spec(str(PATH)), cl)(st.microbatch_size(8))
     assert g.n == 3  # (the decoder's ops go with the last node: it reads every encoder weight)
-    pred = Simulator(g, cl).evaluate(st, detail=True)
-    cfg = RunConfig(model_file=str(PATH), batch_size=8, strategy=st, steps=3, warmup=1, device="cpu",
-                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
-                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
-    rep = run_plan(cfg, nproc=pp, timeout_s=300)
+    _, rep = predicted_ranks(str(PATH), g, st, batch=8, cluster=f"cpu-{pp}")
     for r in rep.ranks:
         assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.05 * r.measured_peak_bytes, (
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
@@ -40,9 +37,8 @@ def test_weights_handed_on_to_a_later_stage_are_counted_there():
     them), so a later stage reads them as received values: each one and its gradient were on that stage
     and in no plan (18% under). Priced as a replica held there (``Node.handed_params``): over, not under."""
     from memflow.cluster import Cluster
-    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.executor import plain_losses
     from memflow.planner import GraphSource, resolve_spec
-    from memflow.simulator import Simulator
     from memflow.strategy import Strategy
 
     path = str(PATH.parent / "clipped_critic.py")
@@ -50,11 +46,7 @@ def test_weights_handed_on_to_a_later_stage_are_counted_there():
     g = GraphSource(resolve_spec(path), cl)(8)
     assert len({p for nd in g.nodes[6:] for p in nd.handed_params}) == 10  # (every weight, through node 0)
     st = Strategy(dp=1, pp=2, stage_of=[0] * 6 + [1] * 6, actions=["keep"] * g.n, microbatches=1)
-    pred = Simulator(g, cl).evaluate(st, detail=True)
-    cfg = RunConfig(model_file=path, batch_size=8, strategy=st, steps=3, warmup=1, device="cpu",
-                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None,
-                    predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
-    rep = run_plan(cfg, nproc=2, timeout_s=300)
+    _, rep = predicted_ranks(path, g, st, batch=8)
     for r in rep.ranks:
         assert r.measured_peak_bytes <= r.predicted_peak_bytes, (r.rank, r.measured_peak_bytes, r.predicted_peak_bytes)
     want = plain_losses(path, 8, 3, seed=0)

@@ -210,8 +210,8 @@ def value_sized(spec: Any, model: torch.nn.Module, gm: torch.fx.GraphModule, mod
 
     # an op torch tags as sized by values (a boolean index, nonzero) whose result here is: other ops give
     # such sizes in the export's meta (one_hot) yet run at fixed sizes, as integer indexing does
-    bad = next((n for n in gm.graph.nodes if n.op == "call_function" and value_shaped(n)
-                and torch.Tag.dynamic_output_shape in getattr(n.target, "tags", ())), None)
+    bad = next((n for n in gm.graph.nodes if n.op == "call_function"  # (the tag first: every export runs this)
+                and torch.Tag.dynamic_output_shape in getattr(n.target, "tags", ()) and value_shaped(n)), None)
     if bad is None:
         return ""
     seen, todo = {bad}, [bad]  # the first value-sized op it stems from names the cause (torch.where)

@@ -34,6 +34,12 @@ def _child(fn: Callable[[], Any], conn, parent: int) -> None:
     # nothing the child logs is the user's to read: where it fails the parent redoes the work and says
     # why itself (torch's fake tensors log a traceback per failed op, the parent's quiet capture aside)
     logging.disable(logging.CRITICAL)
+    # GNU OpenMP is not fork-safe: where the parent ran a parallel region before forking (a model built
+    # for real, a user's own training in the same process), the child's first one waits forever on the
+    # parent's thread pool. A child traces fake tensors; the few real ops it runs need no threads
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
     try:
         value = fn()
     except BaseException:  # noqa: BLE001 - the parent redoes the work and meets the error itself

@@ -148,3 +148,78 @@ def test_hf_convnext_plans_for_a_named_gpu(monkeypatch):
     p = memflow.plan(str(ROOT / "tests" / "models" / "convnext.py"), gpus=2, gpu_type="a100-80gb", iterations=20,
                      cache=False)
     assert p.predicted.fits
+
+
+_CONVERTED = '''
+import torch
+from torch import nn
+from torch.nn.utils import parametrizations as P
+BATCH_SIZE = 4
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.rec = {rec}
+        self.head = nn.Linear(8, 16, bias=False)
+        self.head.weight = self.emb.weight  # tied
+    def forward(self, x):
+        h = self.emb(x)
+        return self.head(torch.tanh(self.rec(h)))
+def build_model():
+    return M(){convert}
+def example_batch(b):
+    x = torch.randint(0, 16, (b, 6), generator=torch.Generator().manual_seed(0))
+    return x, x
+def loss_fn(out, y):
+    return nn.functional.cross_entropy(out.reshape(-1, 16).float(), y.reshape(-1))
+'''
+
+
+@pytest.mark.parametrize("rec,convert", [("nn.Linear(8, 8)", ".double()"), ("nn.Linear(8, 8)", ".to(torch.bfloat16)"),
+                                         ("P.orthogonal(nn.Linear(8, 8, bias=False))", "")],
+                         ids=["double", "bfloat16", "orthogonal"])
+def test_a_model_converted_or_parametrised_in_build_model_captures_in_fake_mode(tmp_path, rec, convert):
+    """``model.double()`` / ``.to(torch.bfloat16)`` in ``build_model`` failed every plan for a named GPU
+    ("build_model() raised RuntimeError: _apply(): Couldn't swap Linear.weight": a fake parameter cannot
+    be swapped for its converted copy); torch's orthogonal parametrization checks its matrix with
+    ``allclose`` (no values in fake mode nor on meta): built for real, once, then made fake. Each traced
+    with fake tensors as with real ones, the tied weight one parameter of the converted dtype."""
+    from memflow.graph.fakebuild import build_fake
+    from memflow.model_file import load_model_file
+    from memflow.profile.build import capture_graph
+
+    f = tmp_path / "converted.py"
+    f.write_text(_CONVERTED.format(rec=rec, convert=convert))
+    spec = load_model_file(f)
+    with pytest.raises(Exception, match="Couldn't swap|DataDependent|allclose"):
+        with FakeTensorMode(allow_non_fake_inputs=True), quiet_fake():
+            spec.build()  # (the plain fake build; if this stops raising, the fallback is not needed)
+    m = build_fake(spec, FakeTensorMode(allow_non_fake_inputs=True))
+    want = {".double()": torch.float64, ".to(torch.bfloat16)": torch.bfloat16}.get(convert, torch.float32)
+    assert m.head.weight is m.emb.weight and m.emb.weight.dtype == want
+    assert all(isinstance(t, FakeTensor) for t in m.parameters())
+    rows = lambda g: [(n.name, n.saved_bytes, n.param_bytes, n.out_bytes) for n in g.nodes]  # noqa: E731
+    assert rows(capture_graph(spec, 4)) == rows(capture_graph(spec, 4, measure=True, repeats=0))
+
+
+def test_a_child_forked_after_a_parallel_region_runs_its_parallel_ops():
+    """GNU OpenMP is not fork-safe: a parent that ran a parallel region (the orthogonal model built for
+    real above; a user's own training before ``memflow.plan``) forked tracing children that hung in their
+    first parallel op until the parent gave up on them (minutes per profile). Run in a fresh interpreter
+    with two threads: the forked job answers at once."""
+    import subprocess
+    import sys
+
+    code = '''
+import time, torch
+from memflow.forking import ForkedJobs
+torch.set_num_threads(2)
+x = torch.randn(2000, 2000)
+(x @ x).sum().item()  # a parallel region in the parent
+t = time.monotonic()
+got = ForkedJobs(lambda: float(torch.full((1 << 20,), 0.5).exp().sum())).result()
+print(got, time.monotonic() - t)
+'''
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
+    value, took = out.stdout.split()
+    assert value != "None" and abs(float(value) - (1 << 20) * 1.6487) < 50 and float(took) < 60

@@ -12,6 +12,14 @@ values, and torch's own initialisers (the truncated normal too) skip meta parame
 fake tensor of the same shape, strides and dtype (shared ones stay shared; a real buffer keeps its
 values as a fake tensor of them). Fake tensors' values are never read, so the two builds capture the
 same program.
+
+Two more constructors fail in fake mode: a dtype or device conversion in ``build_model`` (``.double()``,
+``.half()``, ``.to(torch.bfloat16)``; torch.ao's ``prepare_qat``) cannot swap a fake parameter for its
+converted copy ("_apply(): Couldn't swap Linear.weight": fake tensors carry weak references), and is
+built on the meta device as above. A constructor that reads values the meta device has none of either
+(``parametrizations.orthogonal`` checks its matrix with ``allclose``) is built once for real on the host,
+as a plan for this host's CPUs builds it, and its tensors made fake; where that fails too, the fake
+build's error is the one shown.
 """
 from __future__ import annotations
 
@@ -39,6 +47,19 @@ def _reads_values(e: BaseException) -> bool:
     return False
 
 
+def _converts(e: BaseException) -> bool:
+    """The build failed converting a fake parameter (``model.double()``, ``.to(dtype)``): torch could
+    not swap it for its converted copy."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if "Couldn't swap" in str(x):
+            return True
+        x = x.__cause__ or x.__context__
+    return False
+
+
 def build_fake(spec: Any, mode: FakeTensorMode) -> nn.Module:
     """``spec.build()`` with fake parameters and buffers of ``mode`` (see the module's text)."""
     try:
@@ -46,15 +67,19 @@ def build_fake(spec: Any, mode: FakeTensorMode) -> nn.Module:
             model = spec.build()
         _to_fake(model, mode, foreign_only=True)
         return model
-    except Exception as e:  # noqa: BLE001 - re-raised unless values were the trouble
-        if not _reads_values(e):
+    except Exception as e:  # noqa: BLE001 - re-raised unless values or a conversion were the trouble
+        if not (_reads_values(e) or _converts(e)):
             raise
         first = e
     try:
         with torch.device("meta"), quiet_fake():
             model = spec.build()
-    except Exception:  # noqa: BLE001 - the meta build fails too: the fake build's error is the one to show
-        raise first from None
+    except Exception:  # noqa: BLE001 - no values on meta either: built for real, once, on the host
+        try:
+            with quiet_fake():
+                model = spec.build()
+        except Exception:  # noqa: BLE001 - the fake build's error is the one to show
+            raise first from None
     _to_fake(model, mode)
     return model
 

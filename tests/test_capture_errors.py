@@ -33,6 +33,8 @@ CASES = {
     "sparse_embedding.py": ["module `emb` (Embedding)", "sparse=True", "build it with sparse=False"],
     # a random draw deciding what runs: which draw, and the setting that removes it
     "layerdrop.py": ["data-dependent control flow", "aten.rand", "LayerDrop", "set its probability to 0"],
+    # CTC over targets concatenated in 1-D: its memory follows the longest target, a value
+    "ctc_concat.py": ["aten.ctc_loss", "ctc_concat.py:15", "concatenated in one 1-D tensor", "padded to (batch, longest"],
 }
 # real tensors only (a plan from measured costs, and every run): under fake tensors the export keeps it
 REAL_ONLY = {

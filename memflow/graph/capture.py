@@ -33,6 +33,7 @@ from torch.fx.passes.split_module import split_module
 from ..errors import CaptureError, ModelLoadError
 from ..memory import storages
 from .autograd_fns import kept_functions
+from . import fake_kernels  # noqa: F401 - registers fake kernels torch lacks (F.ctc_loss)
 from .diagnose import explain, quiet_capture, sparse_gradients, value_sized
 from ..model_file import LossModule, flatten
 from .inplace import out_of_place

@@ -1,0 +1,11 @@
+"""ESPCN super-resolution: convolutions at low resolution, PixelShuffle(3) to the high resolution, an L1 loss against the target image (tuple batch and loss_fn)."""
+import torch, torch.nn as nn, torch.nn.functional as F
+BATCH_SIZE = 4
+def build_model():
+    return nn.Sequential(nn.Conv2d(3, 32, 5, padding=2), nn.Tanh(), nn.Conv2d(32, 16, 3, padding=1), nn.Tanh(),
+                         nn.Conv2d(16, 3 * 9, 3, padding=1), nn.PixelShuffle(3), nn.Sigmoid())
+def example_batch(b):
+    g = torch.Generator().manual_seed(0)
+    return torch.rand(b, 3, 12, 12, generator=g), torch.rand(b, 3, 36, 36, generator=g)
+def loss_fn(out, target):
+    return F.l1_loss(out, target)

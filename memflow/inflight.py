@@ -8,6 +8,13 @@ PyTorch accumulating gradients over such a model fails the same way. The profile
 parameters (``TaskGraph.meta["written_params"]``, :func:`memflow.graph.aliases.written_params`); the
 search then keeps one micro-batch per step (``MeshLimits.max_microbatches = 1``), with one warning line,
 and a request for more is one clear error.
+
+A forward that keeps tensors in plain attributes for its next call (a Transformer-XL memory, a stateful
+LSTM's ``self.hidden = (h.detach(), c.detach())``) is captured once: the planned step runs the program
+traced with the attributes as they stood then, and never sets them again (the capture puts them back,
+``TaskGraph.meta["carried_attrs"]``). Plain PyTorch's later steps read the last step's state: the
+losses part. That is one warning line (:func:`carried_state`), not an error: a forward that only keeps
+a value to look at (attention maps for a plot) trains the same.
 """
 from __future__ import annotations
 
@@ -17,7 +24,15 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["written_in_forward", "one_in_flight"]
+__all__ = ["written_in_forward", "one_in_flight", "carried_state"]
+
+_warned: set = set()  # (model name, warning): each printed once per process (a plan searches per tp degree)
+
+
+def _warn(name: str, text: str) -> None:
+    if (name, text) not in _warned:
+        _warned.add((name, text))
+        print(f"memflow: warning: {name} {text}", file=sys.stderr, flush=True)
 
 
 def written_in_forward(graphs: Any) -> list[str]:
@@ -38,8 +53,19 @@ def one_in_flight(graphs: Any, limits: Any, name: str) -> Any:
                           "micro-batches a second forward would change what the first saved for its backward; "
                           "use one micro-batch per step")
     if limits.max_microbatches != 1:
-        print(f"memflow: warning: {name} changes parameters in place in forward ({what}): planned with one "
-              "micro-batch per step (a second forward before a backward would change what the first saved)",
-              file=sys.stderr, flush=True)
+        _warn(name, f"changes parameters in place in forward ({what}): planned with one micro-batch per step "
+              "(a second forward before a backward would change what the first saved)")
         limits = dataclasses.replace(limits, max_microbatches=1)
     return limits
+
+
+def carried_state(graphs: Any, name: str) -> list[str]:
+    """The plain attributes any of ``graphs`` records as set to tensors in forward (module docstring),
+    warned once on stderr."""
+    carried = sorted({a for g in graphs for a in g.meta.get("carried_attrs", [])})
+    if carried:
+        what = ", ".join(carried[:3]) + (f" and {len(carried) - 3} more" if len(carried) > 3 else "")
+        _warn(name, f"keeps tensors for its next forward in plain attributes ({what}): a planned step runs "
+              "the forward as captured and never sets them, so where a later forward reads them its training "
+              "differs from plain PyTorch's (keep such state in a buffer updated in place, or pass it in the batch)")
+    return carried

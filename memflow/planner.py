@@ -20,7 +20,7 @@ from .devices import measure_cuda_host_link
 from .errors import ConfigError, ModelLoadError, PlanMismatchError
 from .gcfreeze import freeze, long_lived, paused_collection
 from .gpumem import CONTEXT_BYTES
-from .inflight import one_in_flight
+from .inflight import carried_state, one_in_flight
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
 from .graph.tp import MEGATRON_SP, REPLICATED, SEQUENCE, uses_sequence
@@ -356,6 +356,7 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
         limits = dataclasses.replace(limits, skip_sizes=frozenset(bad))
         sizes = [b for b in sizes if b not in bad]
     limits = one_in_flight(graphs.values(), limits, spec.name)  # (parameters changed in forward)
+    carried_state(graphs.values(), spec.name)  # (tensors kept in plain attributes for the next forward)
     if tp > 1:
         check_tp(graphs[sizes[0]], spec.name, tp)
     freeze()

@@ -22,7 +22,9 @@ profiler and the executor run.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +59,9 @@ class Captured:
     # the model's parameters and buffers the step never reads, (name, owner node, tensor): model state
     # all the same (see unread_state)
     unread: list = field(default_factory=list)
+    # plain attributes the forward set to tensors (``self.mem = h.detach()``), as ``path.attr``: state
+    # carried to the next call, which the captured step never updates (see carried_attrs)
+    carried: list = field(default_factory=list)
 
 
 _ASSERT_META = torch.ops.aten._assert_tensor_metadata.default
@@ -107,7 +112,8 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
         dim = torch.export.Dim("batch", min=2, max=2**31 - 2)
         dynamic = (tuple({0: dim} if b else None for b in batch_dims),)  # forward(*flat_tensors)
     try:
-        with quiet_capture(), _lean_fx(), kept_functions(), _casts_in_forward():
+        carried: set = set()
+        with quiet_capture(), _lean_fx(), kept_functions(), _casts_in_forward(), _assignments(model, carried):
             ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
             gm = ep.module()
             _strip_guards(gm)
@@ -115,10 +121,45 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
         raise CaptureError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - any export failure is a capture error
         raise CaptureError(explain(spec, model, e)) from None
+    gm.meta["memflow_carried"] = sorted(carried)
     why = value_sized(spec, model, gm, _module_path)
     if why:
         raise CaptureError(why)
     return gm, list(flat), treespec
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _holds_tensors(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) or (isinstance(v, (tuple, list)) and any(_holds_tensors(x) for x in v))
+
+
+@contextlib.contextmanager
+def _assignments(model: torch.nn.Module, out: set):
+    """Adds to ``out`` each plain attribute of ``model``'s modules that code sets to tensors (or a tuple /
+    list holding some) meanwhile, as ``path.attr``: state a forward keeps for its next call
+    (``self.hidden = (h.detach(), c.detach())``). Parameters, buffers, submodules and private names
+    (torch's own: an LSTM's ``_flat_weights``) aside, and what torch's own code sets (the old hook-based
+    ``weight_norm`` / ``spectral_norm`` set ``module.weight`` before every forward: made, not carried).
+    torch.export puts such attributes back after it and warns of tensors alone, not of a tuple set where
+    None stood."""
+    paths = {id(m): p for p, m in model.named_modules()}
+    plain = torch.nn.Module.__setattr__
+
+    def setattr_(self: torch.nn.Module, name: str, value: Any) -> None:
+        p = paths.get(id(self))
+        if (p is not None and not name.startswith("_") and _holds_tensors(value)
+                and name not in self._parameters and name not in self._buffers
+                and not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR)):
+            out.add(f"{p}.{name}" if p else name)
+        plain(self, name, value)
+
+    torch.nn.Module.__setattr__ = setattr_
+    try:
+        yield
+    finally:
+        torch.nn.Module.__setattr__ = plain
 
 
 @contextlib.contextmanager
@@ -373,6 +414,7 @@ def split_step(spec: Any, model: torch.nn.Module, batch: Any, granularity: str |
         treespec=treespec,
         symbolic_batch=symbolic,
         unread=unread_state(model, split, seg_units),
+        carried=list(gm.meta.get("memflow_carried", [])),
     )
 
 

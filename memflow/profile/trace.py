@@ -552,6 +552,8 @@ def trace_step(
     graph.meta["gradless_params"] = sorted(set(gradless))
     # trainable parameters changed in place in the forward: one micro-batch in flight at a time
     graph.meta["written_params"] = sorted(names_by_id[i] for i in written_params(program) if i in names_by_id)
+    # plain attributes the forward set to tensors (self.mem = h.detach()): the planned step never updates them
+    graph.meta["carried_attrs"] = list(program.carried)
     # nodes whose replay would differ from their forward (spectral norm's power iteration): kept, never recomputed
     graph.meta["replay_unsafe"] = replay_unsafe_nodes(program)
     # the record's state must be what the tracer counted, or the replay drifts

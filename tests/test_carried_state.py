@@ -1,0 +1,50 @@
+"""A forward that keeps tensors in plain attributes for its next call (a stateful LSTM's hidden state, a
+Transformer-XL memory) is captured once: the planned step never sets them again, and plain PyTorch's
+later steps read the last step's state. Nothing said so: the plan and the run succeeded, the losses
+parted from plain training's. Now the capture records them (torch.export's own check) and the plan
+says so in one warning line; a model that keeps nothing gets none."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PATH = ROOT / "tests" / "models" / "stateful_lstm.py"
+
+
+@pytest.mark.parametrize("carry", ["1", "0"])
+def test_state_kept_in_plain_attributes_is_recorded_and_warned(carry, monkeypatch, capfd):
+    import memflow
+    from memflow.planner import resolve_spec
+    from memflow.profile.build import capture_graph
+
+    monkeypatch.setenv("CARRY", carry)
+    spec = resolve_spec(str(PATH))
+    for measure in (False, True):  # fake tensors (a named GPU's prediction) and real ones (this host)
+        g = capture_graph(spec, 4, measure=measure, repeats=0)
+        assert g.meta["carried_attrs"] == (["hidden"] if carry == "1" else [])
+    model = spec.build()
+    capture_graph(spec, 4, measure=False, repeats=0)
+    assert model.hidden is None  # (a fresh model; the capture's own is put back as it was too)
+    capfd.readouterr()
+    memflow.plan(str(PATH), cluster="cpu-2", iterations=20, cache=False)
+    err = capfd.readouterr().err
+    warned = [ln for ln in err.splitlines() if "keeps tensors for its next forward" in ln]
+    if carry == "1":
+        assert len(warned) == 1 and "(hidden)" in warned[0] and warned[0].startswith("memflow: warning: ")
+    else:
+        assert not warned
+
+
+def test_the_planned_run_parts_from_plain_training_where_the_state_is_read():
+    """Why the warning: the run's second step reads no state (the program was captured with none),
+    plain PyTorch's reads the first step's; its first step is plain's."""
+    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.strategy import Strategy
+
+    st = Strategy(dp=1, pp=1, stage_of=[0] * 3, actions=["keep"] * 3)
+    rep = run_plan(RunConfig(model_file=str(PATH), batch_size=4, strategy=st, steps=2, warmup=0, device="cpu"),
+                   nproc=1, timeout_s=240)
+    want = plain_losses(str(PATH), 4, 2, seed=0)
+    assert abs(rep.losses[0] - want[0]) <= 1e-6 * abs(want[0]) and abs(rep.losses[1] - want[1]) > 1e-4 * abs(want[1])

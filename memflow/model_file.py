@@ -74,6 +74,7 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 from torch import nn
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from memflow.errors import ModelLoadError
 from memflow.gcfreeze import freeze, paused_collection
@@ -193,7 +194,31 @@ class ModelSpec:
                 f"{self.path}: build_model() returned {_type_name(model)}, "
                 "expected a torch.nn.Module"
             )
+        self._materialize(model)
         return model
+
+    def _materialize(self, model: nn.Module) -> None:
+        """Lazy modules (``nn.LazyLinear``, ``LazyConv2d``) get their shapes from a first forward: one on
+        a batch of two, in eval mode (no batch-norm statistics move) and without gradients, as torch
+        asks ("call forward with a dummy batch"). Every build does the same (the plan's capture in fake
+        mode, each rank's, plain training's), so their weights stay alike."""
+        lazy = [m for m in model.modules() if isinstance(m, LazyModuleMixin) and m.has_uninitialized_params()]
+        if not lazy:
+            return
+        modes = {m: m.training for m in model.modules()}
+        model.eval()
+        batch = self.batch(2)
+        if any(p.device.type == "meta" for p in model.parameters()):  # (built on meta: memflow.graph.fakebuild)
+            batch = torch.utils._pytree.tree_map(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
+        try:
+            with torch.no_grad():
+                self.loss(model, batch)
+        except Exception as exc:
+            raise ModelLoadError(f"{self.path}: the first forward that shapes its lazy modules "
+                                 f"({type(lazy[0]).__name__}) raised {_first_line(exc)}") from exc
+        finally:
+            for m, t in modes.items():
+                m.training = t
 
     def batch(self, batch_size: int | None = None) -> Any:
         """Calls ``example_batch(batch_size)`` and validates the batch's structure.

@@ -223,3 +223,29 @@ print(got, time.monotonic() - t)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
     value, took = out.stdout.split()
     assert value != "None" and abs(float(value) - (1 << 20) * 1.6487) < 50 and float(took) < 60
+
+
+def test_lazy_modules_are_shaped_by_a_first_forward_in_every_build():
+    """``nn.LazyLinear`` and friends failed every capture ("Attempted to use an uninitialized parameter")
+    and, in fake mode, the build itself (an ``UninitializedParameter`` cannot be made of a fake tensor).
+    ``ModelSpec.build`` shapes them with one forward on a batch of two, in eval mode (its batch norm's
+    statistics stay as built); the fake build does it on the meta device. Fake and real captures agree,
+    and a pipeline run trains as plain PyTorch does."""
+    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.model_file import load_model_file
+    from memflow.profile.build import capture_graph
+    from memflow.strategy import Strategy
+
+    path = ROOT / "tests" / "models" / "lazy_cnn.py"
+    spec = load_model_file(path)
+    m = spec.build()
+    assert isinstance(m[6], nn.Linear) and m[6].weight.shape == (10, 200) and int(m[1].num_batches_tracked) == 0
+    assert m[1].training  # (train mode back after the shaping forward)
+    rows = lambda g: [(n.name, n.saved_bytes, n.param_bytes, n.out_bytes) for n in g.nodes]  # noqa: E731
+    real = capture_graph(spec, 4, measure=True, repeats=0)
+    assert rows(capture_graph(spec, 4)) == rows(real) and len(real.nodes) == 7
+    st = Strategy(dp=1, pp=2, stage_of=[0] * 3 + [1] * 4, actions=["keep"] * 7, microbatches=1)
+    rep = run_plan(RunConfig(model_file=str(path), batch_size=8, strategy=st, steps=3, warmup=0, device="cpu"),
+                   nproc=2, timeout_s=240)
+    want = plain_losses(str(path), 8, 3, seed=0)
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

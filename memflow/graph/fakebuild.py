@@ -15,8 +15,9 @@ same program.
 
 Two more constructors fail in fake mode: a dtype or device conversion in ``build_model`` (``.double()``,
 ``.half()``, ``.to(torch.bfloat16)``; torch.ao's ``prepare_qat``) cannot swap a fake parameter for its
-converted copy ("_apply(): Couldn't swap Linear.weight": fake tensors carry weak references), and is
-built on the meta device as above. A constructor that reads values the meta device has none of either
+converted copy ("_apply(): Couldn't swap Linear.weight": fake tensors carry weak references), and a
+lazy module's ``UninitializedParameter`` cannot be made of a fake tensor: both are built on the meta
+device as above (a lazy module shaped there by its first forward on a meta batch, ``ModelSpec.build``). A constructor that reads values the meta device has none of either
 (``parametrizations.orthogonal`` checks its matrix with ``allclose``) is built once for real on the host,
 as a plan for this host's CPUs builds it, and its tensors made fake; where that fails too, the fake
 build's error is the one shown.
@@ -49,12 +50,12 @@ def _reads_values(e: BaseException) -> bool:
 
 def _converts(e: BaseException) -> bool:
     """The build failed converting a fake parameter (``model.double()``, ``.to(dtype)``): torch could
-    not swap it for its converted copy."""
+    not swap it for its converted copy; or making a lazy module's ``UninitializedParameter`` of one."""
     seen: set[int] = set()
     x: BaseException | None = e
     while x is not None and id(x) not in seen:
         seen.add(id(x))
-        if "Couldn't swap" in str(x):
+        if "Couldn't swap" in str(x) or "UninitializedParameter" in str(x):
             return True
         x = x.__cause__ or x.__context__
     return False

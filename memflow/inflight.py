@@ -10,7 +10,8 @@ search then keeps one micro-batch per step (``MeshLimits.max_microbatches = 1``)
 and a request for more is one clear error.
 
 A forward that keeps tensors in plain attributes for its next call (a Transformer-XL memory, a stateful
-LSTM's ``self.hidden = (h.detach(), c.detach())``) is captured once: the planned step runs the program
+LSTM's ``self.hidden = (h.detach(), c.detach())``), or sets a flag or counter (Glow's ActNorm initialising
+from the first batch: ``self.initialized = True``), is captured once: the planned step runs the program
 traced with the attributes as they stood then, and never sets them again (the capture puts them back,
 ``TaskGraph.meta["carried_attrs"]``). Plain PyTorch's later steps read the last step's state: the
 losses part. That is one warning line (:func:`carried_state`), not an error: a forward that only keeps
@@ -60,12 +61,13 @@ def one_in_flight(graphs: Any, limits: Any, name: str) -> Any:
 
 
 def carried_state(graphs: Any, name: str) -> list[str]:
-    """The plain attributes any of ``graphs`` records as set to tensors in forward (module docstring),
-    warned once on stderr."""
+    """The plain attributes any of ``graphs`` records as set in forward to tensors or to new numbers or
+    flags (module docstring), warned once on stderr."""
     carried = sorted({a for g in graphs for a in g.meta.get("carried_attrs", [])})
     if carried:
         what = ", ".join(carried[:3]) + (f" and {len(carried) - 3} more" if len(carried) > 3 else "")
-        _warn(name, f"keeps tensors for its next forward in plain attributes ({what}): a planned step runs "
-              "the forward as captured and never sets them, so where a later forward reads them its training "
-              "differs from plain PyTorch's (keep such state in a buffer updated in place, or pass it in the batch)")
+        _warn(name, f"keeps state for its next forward in plain attributes ({what}): a planned step runs "
+              "the forward as captured, with the values they had then, and never sets them, so where a later "
+              "forward reads them its training differs from plain PyTorch's (keep such state in a buffer updated "
+              "in place, or pass it in the batch; a one-time initialisation belongs in build_model)")
     return carried

@@ -30,7 +30,7 @@ def test_state_kept_in_plain_attributes_is_recorded_and_warned(carry, monkeypatc
     capfd.readouterr()
     memflow.plan(str(PATH), cluster="cpu-2", iterations=20, cache=False)
     err = capfd.readouterr().err
-    warned = [ln for ln in err.splitlines() if "keeps tensors for its next forward" in ln]
+    warned = [ln for ln in err.splitlines() if "keeps state for its next forward" in ln]
     if carry == "1":
         assert len(warned) == 1 and "(hidden)" in warned[0] and warned[0].startswith("memflow: warning: ")
     else:
@@ -48,3 +48,37 @@ def test_the_planned_run_parts_from_plain_training_where_the_state_is_read():
                    nproc=1, timeout_s=240)
     want = plain_losses(str(PATH), 4, 2, seed=0)
     assert abs(rep.losses[0] - want[0]) <= 1e-6 * abs(want[0]) and abs(rep.losses[1] - want[1]) > 1e-4 * abs(want[1])
+
+
+def test_a_flag_set_in_forward_is_carried_state():
+    """Glow's ActNorm initialises from the first batch and sets ``self.initialized = True``: the program
+    traced before the flag was set initialises every step. Recorded as carried (a flag set to a new
+    value), beside its in-place parameter writes."""
+    from memflow.planner import resolve_spec
+    from memflow.profile.build import capture_graph
+
+    g = capture_graph(resolve_spec(str(ROOT / "tests" / "models" / "glow_actnorm.py")), 4, measure=False, repeats=0)
+    assert g.meta["carried_attrs"] == [f"steps.{i}.0.initialized" for i in range(3)]
+    assert "model.steps.0.0.loc" in g.meta["written_params"]
+
+
+def test_torch_distributions_argument_checks_do_not_stop_the_capture():
+    """A VAE written with torch.distributions (``Normal(mu, sigma).rsample()``, ``kl_divergence``): the
+    distributions' argument check (``if not constraint.check(value).all(): raise``) was a branch on
+    values, and the capture refused every such model. It is off while exporting; a pipeline run's losses
+    are plain training's (the noise is drawn on the first stage, from plain's stream)."""
+    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.planner import resolve_spec
+    from memflow.profile.build import capture_graph
+    from memflow.strategy import Strategy
+    from torch.distributions import Distribution
+
+    path = ROOT / "tests" / "models" / "dist_vae.py"
+    before = Distribution._validate_args
+    g = capture_graph(resolve_spec(str(path)), 4, measure=False, repeats=0)
+    assert Distribution._validate_args == before and len(g.nodes) == 6
+    st = Strategy(dp=1, pp=2, stage_of=[0] * 3 + [1] * 3, actions=["keep"] * 6, microbatches=1)
+    rep = run_plan(RunConfig(model_file=str(path), batch_size=8, strategy=st, steps=3, warmup=0, device="cpu"),
+                   nproc=2, timeout_s=240)
+    want = plain_losses(str(path), 8, 3, seed=0)
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

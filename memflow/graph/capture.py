@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.distributions import Distribution
 from torch.fx.passes.split_module import split_module
 
 from ..errors import CaptureError, ModelLoadError
@@ -113,7 +114,8 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
         dynamic = (tuple({0: dim} if b else None for b in batch_dims),)  # forward(*flat_tensors)
     try:
         carried: set = set()
-        with quiet_capture(), _lean_fx(), kept_functions(), _casts_in_forward(), _assignments(model, carried):
+        with quiet_capture(), _lean_fx(), kept_functions(), _casts_in_forward(), _assignments(model, carried), \
+                _unchecked_distributions():
             ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
             gm = ep.module()
             _strip_guards(gm)
@@ -131,6 +133,13 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
+def _changes_scalar(mod: torch.nn.Module, name: str, value: Any) -> bool:
+    """A number or flag set to a new value (``self.initialized = True``, ``self.calls += 1``): the program
+    is traced with the value it had, and bakes it in."""
+    return (isinstance(value, (bool, int, float)) and name != "training"
+            and (name not in mod.__dict__ or mod.__dict__[name] != value))
+
+
 def _holds_tensors(v: Any) -> bool:
     return isinstance(v, torch.Tensor) or (isinstance(v, (tuple, list)) and any(_holds_tensors(x) for x in v))
 
@@ -138,8 +147,9 @@ def _holds_tensors(v: Any) -> bool:
 @contextlib.contextmanager
 def _assignments(model: torch.nn.Module, out: set):
     """Adds to ``out`` each plain attribute of ``model``'s modules that code sets to tensors (or a tuple /
-    list holding some) meanwhile, as ``path.attr``: state a forward keeps for its next call
-    (``self.hidden = (h.detach(), c.detach())``). Parameters, buffers, submodules and private names
+    list holding some), or to a new number or flag, meanwhile, as ``path.attr``: state a forward keeps for
+    its next call (``self.hidden = (h.detach(), c.detach())``; Glow's ActNorm initialising itself from the
+    first batch, ``self.initialized = True``: the program traced before the flag was set initialises every step). Parameters, buffers, submodules and private names
     (torch's own: an LSTM's ``_flat_weights``) aside, and what torch's own code sets (the old hook-based
     ``weight_norm`` / ``spectral_norm`` set ``module.weight`` before every forward: made, not carried).
     torch.export puts such attributes back after it and warns of tensors alone, not of a tuple set where
@@ -149,8 +159,8 @@ def _assignments(model: torch.nn.Module, out: set):
 
     def setattr_(self: torch.nn.Module, name: str, value: Any) -> None:
         p = paths.get(id(self))
-        if (p is not None and not name.startswith("_") and _holds_tensors(value)
-                and name not in self._parameters and name not in self._buffers
+        if (p is not None and not name.startswith("_") and name not in self._parameters and name not in self._buffers
+                and (_holds_tensors(value) or _changes_scalar(self, name, value))
                 and not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR)):
             out.add(f"{p}.{name}" if p else name)
         plain(self, name, value)
@@ -160,6 +170,21 @@ def _assignments(model: torch.nn.Module, out: set):
         yield
     finally:
         torch.nn.Module.__setattr__ = plain
+
+
+@contextlib.contextmanager
+def _unchecked_distributions():
+    """torch.distributions checks its arguments by default (``Normal(mu, sigma)``: ``if not
+    constraint.check(sigma).all(): raise``), a branch on values torch.export cannot capture: every VAE
+    written with ``rsample`` / ``kl_divergence`` was refused. The check changes no result; while a step
+    is exported it is off (as ``Distribution.set_default_validate_args(False)``), and a non-finite loss
+    still stops the run. A distribution built with ``validate_args=True`` keeps its check (and its line)."""
+    before = Distribution._validate_args
+    Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        Distribution.set_default_validate_args(before)
 
 
 @contextlib.contextmanager

@@ -25,12 +25,13 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["written_in_forward", "one_in_flight", "carried_state"]
+__all__ = ["written_in_forward", "one_in_flight", "carried_state", "warn_once"]
 
 _warned: set = set()  # (model name, warning): each printed once per process (a plan searches per tp degree)
 
 
-def _warn(name: str, text: str) -> None:
+def warn_once(name: str, text: str) -> None:
+    """``memflow: warning: {name} {text}`` on stderr, once per process."""
     if (name, text) not in _warned:
         _warned.add((name, text))
         print(f"memflow: warning: {name} {text}", file=sys.stderr, flush=True)
@@ -54,7 +55,7 @@ def one_in_flight(graphs: Any, limits: Any, name: str) -> Any:
                           "micro-batches a second forward would change what the first saved for its backward; "
                           "use one micro-batch per step")
     if limits.max_microbatches != 1:
-        _warn(name, f"changes parameters in place in forward ({what}): planned with one micro-batch per step "
+        warn_once(name, f"changes parameters in place in forward ({what}): planned with one micro-batch per step "
               "(a second forward before a backward would change what the first saved)")
         limits = dataclasses.replace(limits, max_microbatches=1)
     return limits
@@ -66,7 +67,7 @@ def carried_state(graphs: Any, name: str) -> list[str]:
     carried = sorted({a for g in graphs for a in g.meta.get("carried_attrs", [])})
     if carried:
         what = ", ".join(carried[:3]) + (f" and {len(carried) - 3} more" if len(carried) > 3 else "")
-        _warn(name, f"keeps state for its next forward in plain attributes ({what}): a planned step runs "
+        warn_once(name, f"keeps state for its next forward in plain attributes ({what}): a planned step runs "
               "the forward as captured, with the values they had then, and never sets them, so where a later "
               "forward reads them its training differs from plain PyTorch's (keep such state in a buffer updated "
               "in place, or pass it in the batch; a one-time initialisation belongs in build_model)")

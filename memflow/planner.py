@@ -20,6 +20,7 @@ from .devices import measure_cuda_host_link
 from .errors import ConfigError, ModelLoadError, PlanMismatchError
 from .gcfreeze import freeze, long_lived, paused_collection
 from .gpumem import CONTEXT_BYTES
+from .batchrows import whole_batch
 from .inflight import carried_state, one_in_flight
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
@@ -258,7 +259,7 @@ def search_problem(model: Any, example_batch: Callable | None = None, loss_fn: C
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, cache=req.cache,
                          measure=req.measure or None, tp=req.tp or 1)
     usable = usable.grouped(req.tp or 1)
-    return source.all(micro_batch_sizes(B, usable.num_devices, request_limits(req))), B, usable
+    return source.all(micro_batch_sizes(B, usable.num_devices, whole_batch(spec, B, request_limits(req)))), B, usable
 
 
 def plan(model: Any, example_batch: Callable | None = None, loss_fn: Callable | None = None, *,
@@ -316,6 +317,7 @@ class _TPRun:
     graphs: dict
     result: Any
     sequence: bool = True  # (tp > 1) the graphs split the ops between Megatron's pairs by tokens
+    limits: Any = None  # the mesh limits it searched within (the request's, bounded by what the model allows)
 
     @property
     def tokens_split(self) -> bool:
@@ -333,7 +335,7 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
     divisible by the degree)."""
     source = GraphSource(spec, cl, dtype=req.dtype, granularity=req.granularity, progress=progress,
                          cache=req.cache, measure=req.measure or None, tp=tp, sequence=sequence)
-    limits = request_limits(req)
+    limits = whole_batch(spec, B, request_limits(req))  # (a graph batch: inputs not split by rows)
     try:
         grouped = usable.grouped(tp)  # (tp > 1: a device per tensor-parallel group; ConfigError if it cannot)
         sizes = micro_batch_sizes(B, grouped.num_devices, limits)
@@ -372,7 +374,7 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
     best_s = f"best {res.best_eval.step_time_s * 1e3:,.1f} ms" if res.fits else "nothing fits"
     progress.note(f"searched {res.iterations:,} iterations in {res.seconds:.1f} s ({len(res.chains)} chains{tps}): "
                   f"{best_s}")
-    return _TPRun(tp, grouped, graphs, res, sequence)
+    return _TPRun(tp, grouped, graphs, res, sequence, limits)
 
 
 TP_BASELINES = ("megatron", "tp+fsdp")  # the baselines a tp > 1 search adds beside the tp 1 search's
@@ -495,7 +497,7 @@ def _plan_once(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
     runs = tp_runs(spec, cl, usable, B, req, progress)
     fitting = [r for r in runs if r.result.fits]
     run = min(fitting, key=lambda r: r.result.best_eval.step_time_s) if fitting else runs[0]
-    res, graphs, limits = run.result, run.graphs, request_limits(req)
+    res, graphs, limits = run.result, run.graphs, run.limits or request_limits(req)
     best: Strategy | None = res.best
     proof = None
     if best is None:

@@ -134,10 +134,13 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 def _changes_scalar(mod: torch.nn.Module, name: str, value: Any) -> bool:
-    """A number or flag set to a new value (``self.initialized = True``, ``self.calls += 1``): the program
-    is traced with the value it had, and bakes it in."""
-    return (isinstance(value, (bool, int, float)) and name != "training"
-            and (name not in mod.__dict__ or mod.__dict__[name] != value))
+    """A flag flipped or a counter advanced (``self.initialized = True``, ``self.calls += 1``): the
+    program is traced with the value it had, and bakes it in. Not any number set anew: HF's Swin sets
+    ``shift_size`` from the input's size before it reads it, the same each call."""
+    old = mod.__dict__.get(name)
+    if name == "training" or type(old) is not type(value):
+        return False
+    return (isinstance(value, bool) and value != old) or (type(value) is int and value == old + 1)
 
 
 def _holds_tensors(v: Any) -> bool:
@@ -147,7 +150,7 @@ def _holds_tensors(v: Any) -> bool:
 @contextlib.contextmanager
 def _assignments(model: torch.nn.Module, out: set):
     """Adds to ``out`` each plain attribute of ``model``'s modules that code sets to tensors (or a tuple /
-    list holding some), or to a new number or flag, meanwhile, as ``path.attr``: state a forward keeps for
+    list holding some), or flips a flag or advances a counter, meanwhile, as ``path.attr``: state a forward keeps for
     its next call (``self.hidden = (h.detach(), c.detach())``; Glow's ActNorm initialising itself from the
     first batch, ``self.initialized = True``: the program traced before the flag was set initialises every step). Parameters, buffers, submodules and private names
     (torch's own: an LSTM's ``_flat_weights``) aside, and what torch's own code sets (the old hook-based

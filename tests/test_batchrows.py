@@ -1,0 +1,48 @@
+"""A batch that does not split by rows (a graph batch: ``edges`` ``(2, E)`` numbering the whole batch's
+nodes, a node-to-graph map of ``N·B`` entries) trains whole. Split by rows, each micro-batch read the whole
+batch's edges against its own nodes: a GNN's planned run stopped on "IndexError: index out of range in
+self" (the outside4 bench, a plan with micro-batches). The planner now bounds such a model to dp 1 and
+one micro-batch, says so once, and refuses a request for more in one line."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memflow.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+GNN = str(ROOT / "tests" / "models" / "gnn_graphs.py")
+
+
+def test_inputs_that_grow_with_the_batch_but_not_by_rows_are_found():
+    from memflow.batchrows import unsplit_inputs
+    from memflow.planner import resolve_spec
+
+    bad = unsplit_inputs(resolve_spec(GNN), 8)
+    assert [b.split(" ")[0] for b in bad] == ["'edges'", "'graph_of'"]
+    assert "(2, 192) at batch 8, (2, 96) at 4" in bad[0]
+    for ok in ("gru.py", "tied.py", "dist_vae.py", "ctc_asr.py"):  # rows, and inputs read whole
+        assert unsplit_inputs(resolve_spec(str(ROOT / "tests" / "models" / ok)), 8) == []
+
+
+def test_a_graph_batch_is_planned_whole_and_runs(capfd):
+    """Where memory is tight (micro-batches or data parallelism would be the search's way) the plan has
+    dp 1 and one micro-batch, warned once; it runs, with plain training's losses; dp 2 asked for is one
+    clear error."""
+    from memflow.cluster import Cluster
+    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.planner import plan
+
+    cl = Cluster.load("cpu-2")
+    cl = cl.with_memory(cl.device.memory_bytes // 8192)
+    p = plan(GNN, cluster=cl, batch_size=8, time_budget_s=0.5, seed=0)
+    assert p.strategy.dp == 1 and p.strategy.microbatches == 1
+    err = capfd.readouterr().err
+    assert err.count("grow with the batch but not by rows") == 1
+    rep = run_plan(RunConfig(model_file=GNN, batch_size=8, strategy=p.strategy, steps=2, warmup=0, device="cpu",
+                             node_names=list(p.node_names)), nproc=p.strategy.num_devices, timeout_s=240)
+    want = plain_losses(GNN, 8, 2, seed=0)
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)
+    with pytest.raises(ConfigError, match="cannot be split among data-parallel ranks or micro-batches; plan it with dp 1"):
+        plan(GNN, cluster="cpu-2", batch_size=8, time_budget_s=0.5, dp=2)

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["alias_reads", "escaping_attrs", "escaping_params", "output_aliases", "replay_unsafe", "replay_unsafe_nodes", "written_attrs",
-           "written_params"]
+__all__ = ["alias_reads", "escaping_attrs", "escaping_params", "input_view_reads", "output_aliases", "replay_unsafe",
+           "replay_unsafe_nodes", "written_attrs", "written_params"]
 
 
 def _aliased_args(node: torch.fx.Node) -> list[Any]:
@@ -122,11 +122,12 @@ def _scan(program: Any, reads: list | None = None) -> tuple[set[str], set[str]]:
     made_by: dict[str, int] = {}
     out: set[str] = set()
     changed: set[str] = set()
+    inputs = set(program.placeholders)
     for c in program.calls:
         base = []
         handed: set[str] = set()
         for a in c.arg_names:
-            if a in program.attrs:
+            if a in program.attrs or a in inputs:
                 base.append({a})
             else:
                 base.append(views.get(a, set()))
@@ -146,7 +147,7 @@ def _scan(program: Any, reads: list | None = None) -> tuple[set[str], set[str]]:
                 if s:
                     views[names[pos]] = s
                     made_by[names[pos]] = c.index
-    return out | changed, changed
+    return (out | changed) - inputs, changed - inputs
 
 
 def alias_reads(program: Any) -> list[set[str]]:
@@ -155,7 +156,16 @@ def alias_reads(program: Any) -> list[set[str]]:
     a later pipeline stage they arrive as values, so that stage holds them as a reader of them does."""
     reads: list[set[str]] = []
     _scan(program, reads)
-    return reads
+    return [r - set(program.placeholders) for r in reads]
+
+
+def input_view_reads(program: Any) -> list[set[str]]:
+    """Per node of ``program``, the batch inputs (``program.placeholders`` names) it reads through a view
+    another node made (a GNN's ``src, dst = edges[0], edges[1]`` before its layers' loop, read by every
+    layer): a later pipeline stage receives those views and holds them as a reader of the input does."""
+    reads: list[set[str]] = []
+    _scan(program, reads)
+    return [r & set(program.placeholders) for r in reads]
 
 
 def escaping_attrs(program: Any) -> set[str]:

@@ -34,7 +34,7 @@ from ..graph.record import (
     carried_bytes,
 )
 from ..graph.actions import HostSwap, make_wrap
-from ..graph.aliases import alias_reads, escaping_params, replay_unsafe_nodes, written_params
+from ..graph.aliases import alias_reads, escaping_params, input_view_reads, replay_unsafe_nodes, written_params
 from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
 from ..kinds import MIN_SWAP_BYTES, RECOMPUTE, SWAP
@@ -522,6 +522,7 @@ def trace_step(
     input_bytes = sum(st.nbytes() for st in {id(s): s for t in inputs for s in storages(t)}.values())
     input_of = {name: sum(s.nbytes() for s in storages(t)) for name, t in zip(program.placeholders, inputs)
                 if isinstance(t, torch.Tensor)}
+    viewed = input_view_reads(program)  # (inputs a node reads through views another node made: received)
     nodes = []
     for k in range(n):
         fp, bp = k, 2 * n - 1 - k
@@ -538,7 +539,7 @@ def trace_step(
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             held_bwd_transient_bytes=max(held[bp], transient[bp]),
-            read_inputs=_data_reads(program.calls[k], input_of),
+            read_inputs=sorted(set(_data_reads(program.calls[k], input_of)) | viewed[k]),
             **states[k], **sel[k], **lows[k],
         ))
     graph = TaskGraph(

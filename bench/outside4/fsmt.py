@@ -9,4 +9,4 @@ def build_model():
                                                    langs=["en", "de"], use_cache=False, tie_word_embeddings=False))
 def example_batch(b):
     g = torch.Generator().manual_seed(0)
-    return {"input_ids": torch.randint(4, 96, (b, 12), generator=g), "labels": torch.randint(4, 80, (b, 10), generator=g)}
+    return {"input_ids": torch.randint(4, 80, (b, 12), generator=g), "labels": torch.randint(4, 80, (b, 10), generator=g)}

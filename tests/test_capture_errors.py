@@ -33,6 +33,9 @@ CASES = {
     "sparse_embedding.py": ["module `emb` (Embedding)", "sparse=True", "build it with sparse=False"],
     # a random draw deciding what runs: which draw, and the setting that removes it
     "layerdrop.py": ["data-dependent control flow", "aten.rand", "LayerDrop", "set its probability to 0"],
+    # a branch inside a library model's own code (FSMT's padding mask): the library's line, no torch.cond advice
+    "hf_library_branch.py": ["data-dependent control flow in module `model` (FSMTModel)", "modeling_fsmt.py:",
+                             "the library's code branches on the batch's values"],
     # CTC over targets concatenated in 1-D: its memory follows the longest target, a value
     "ctc_concat.py": ["aten.ctc_loss", "ctc_concat.py:15", "concatenated in one 1-D tensor", "padded to (batch, longest"],
 }

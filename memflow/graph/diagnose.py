@@ -15,6 +15,7 @@ import io
 import logging
 import operator
 import re
+import sys
 import warnings
 from pathlib import Path
 from types import TracebackType
@@ -71,6 +72,12 @@ def _frames(e: BaseException) -> list[tuple[Any, int]]:
     return out
 
 
+def _library(module: Any) -> bool:
+    """``module``'s class comes from an installed library (transformers, timm), not the user's files."""
+    src = getattr(sys.modules.get(type(module).__module__), "__file__", "") or ""
+    return "site-packages" in src and not src.startswith(_TORCH_DIR)
+
+
 def _user_code(path: str) -> bool:
     return not (path.startswith(_TORCH_DIR) or path.startswith(_MEMFLOW_DIR) or "site-packages" in path
                 or path.startswith("<"))
@@ -112,7 +119,7 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
     the user's line, what went wrong and, where it is known, what to change."""
     where = getattr(spec, "path", "model")
     names = {id(m): name for name, m in model.named_modules()}
-    module = op = line = None
+    module = op = line = lib = None
     packed = False
     for frame, lineno in _frames(e):
         loc = frame.f_locals
@@ -126,6 +133,8 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
         path = frame.f_code.co_filename
         if _user_code(path):
             line = f"{Path(path).name}:{lineno}"
+        elif "site-packages" in path and not path.startswith(_TORCH_DIR):
+            lib = f"{Path(path).name}:{lineno}"  # (the last library frame: where a library's model branched)
     if module is None:
         mod = "the model"
     elif names[id(module)]:
@@ -135,8 +144,8 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
     at = f" at {line}" if line else ""
     # (by name: importing torch's symbolic-shapes module takes sympy, ~0.5 s a plan that needs neither)
     if any(c.__name__ == "GuardOnDataDependentSymNode" for c in type(e).__mro__):
-        if not line and _caused_at(e):
-            at = f" at {_caused_at(e)}"
+        if not line and (_caused_at(e) or lib):
+            at = f" at {_caused_at(e) or lib}"
         src = _scalar_source(getattr(e, "partial_fx_graph", "") or "")
         read = f"reads a tensor's value ({src})" if src else "reads a tensor's value"
         picked = src.startswith(("aten.nonzero", "aten.where", "the size of aten.nonzero", "the size of aten.where"))
@@ -146,8 +155,11 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
         elif src.startswith(("aten.rand", "aten.bernoulli", "aten.uniform", "aten.normal")):
             fix = ("a random draw decides what runs (LayerDrop: `if torch.rand([]) < p` skips a layer): set its "
                    "probability to 0 (HF: layerdrop, encoder_layerdrop, decoder_layerdrop)")
-        elif line or (module is not None and names.get(id(module))):
+        elif line or (module is not None and names.get(id(module)) and not _library(module)):
             fix = "use torch.cond, or compute it outside the model"
+        elif module is not None and names.get(id(module)):  # (inside a library's model: FSMT's padding mask)
+            fix = ("the library's code branches on the batch's values there: pass what it derives from them where "
+                   "it takes them as inputs (an attention mask, decoder inputs), or the model cannot be captured")
         else:  # (library code in the model's own forward: HF's models branch on the labels' values for their loss)
             fix = ("compute it outside the model: where it is the library's own loss, return (inputs, labels) from "
                    "example_batch with the labels left out of the inputs dict, and define loss_fn(output, labels)")

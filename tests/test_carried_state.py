@@ -82,3 +82,37 @@ def test_torch_distributions_argument_checks_do_not_stop_the_capture():
                    nproc=2, timeout_s=240)
     want = plain_losses(str(path), 8, 3, seed=0)
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)
+
+
+_COUNTERS = '''
+import torch
+from torch import nn
+BATCH_SIZE = 4
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.calls = 0
+        self.mult = None
+        self.window = 3
+    def forward(self, x):
+        self.calls += 1  # carried: a counter advanced from call to call
+        self.mult = 1  # the call's own work: set first, then doubled (HF's Funnel)
+        self.mult *= 2
+        self.window = min(self.window, x.shape[1] - 6)  # set from the input, the same each call (HF's Swin)
+        return self.lin(x).pow(2).mean() * self.mult
+def build_model():
+    return M()
+def example_batch(b):
+    return {"x": torch.randn(b, 8, generator=torch.Generator().manual_seed(0))}
+'''
+
+
+def test_a_counter_is_carried_and_a_calls_own_work_is_not(tmp_path):
+    from memflow.planner import resolve_spec
+    from memflow.profile.build import capture_graph
+
+    f = tmp_path / "counters.py"
+    f.write_text(_COUNTERS)
+    g = capture_graph(resolve_spec(str(f)), 4, measure=False, repeats=0)
+    assert g.meta["carried_attrs"] == ["calls"]

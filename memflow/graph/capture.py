@@ -135,8 +135,9 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 def _changes_scalar(mod: torch.nn.Module, name: str, value: Any) -> bool:
     """A flag flipped or a counter advanced (``self.initialized = True``, ``self.calls += 1``): the
-    program is traced with the value it had, and bakes it in. Not any number set anew: HF's Swin sets
-    ``shift_size`` from the input's size before it reads it, the same each call."""
+    program is traced with the value it had, and bakes it in. Only a call's first set of it counts (HF's
+    Funnel sets ``pooling_mult = 1`` at the start of every forward, then doubles it: the call's own work),
+    and not any number set anew (HF's Swin sets ``shift_size`` from the input's size, the same each call)."""
     old = mod.__dict__.get(name)
     if name == "training" or type(old) is not type(value):
         return False
@@ -159,13 +160,16 @@ def _assignments(model: torch.nn.Module, out: set):
     None stood."""
     paths = {id(m): p for p, m in model.named_modules()}
     plain = torch.nn.Module.__setattr__
+    seen: set = set()  # (module, attribute) set already in this capture: later sets are the call's own work
 
     def setattr_(self: torch.nn.Module, name: str, value: Any) -> None:
         p = paths.get(id(self))
-        if (p is not None and not name.startswith("_") and name not in self._parameters and name not in self._buffers
-                and (_holds_tensors(value) or _changes_scalar(self, name, value))
-                and not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR)):
-            out.add(f"{p}.{name}" if p else name)
+        if p is not None and not name.startswith("_") and name not in self._parameters and name not in self._buffers:
+            first = (id(self), name) not in seen
+            seen.add((id(self), name))
+            if ((_holds_tensors(value) or (first and _changes_scalar(self, name, value)))
+                    and not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR)):
+                out.add(f"{p}.{name}" if p else name)
         plain(self, name, value)
 
     torch.nn.Module.__setattr__ = setattr_

@@ -55,8 +55,8 @@ def one_in_flight(graphs: Any, limits: Any, name: str) -> Any:
                           "micro-batches a second forward would change what the first saved for its backward; "
                           "use one micro-batch per step")
     if limits.max_microbatches != 1:
-        warn_once(name, f"changes parameters in place in forward ({what}): planned with one micro-batch per step "
-              "(a second forward before a backward would change what the first saved)")
+        warn_once(name, f"changes parameters in place in forward ({what}): planned with one micro-batch per "
+                        "step (a second forward before a backward would change what the first saved)")
         limits = dataclasses.replace(limits, max_microbatches=1)
     return limits
 
@@ -68,7 +68,8 @@ def carried_state(graphs: Any, name: str) -> list[str]:
     if carried:
         what = ", ".join(carried[:3]) + (f" and {len(carried) - 3} more" if len(carried) > 3 else "")
         warn_once(name, f"keeps state for its next forward in plain attributes ({what}): a planned step runs "
-              "the forward as captured, with the values they had then, and never sets them, so where a later "
-              "forward reads them its training differs from plain PyTorch's (keep such state in a buffer updated "
-              "in place, or pass it in the batch; a one-time initialisation belongs in build_model)")
+                        "the forward as captured, with the values they had then, and never sets them, so where a "
+                        "later forward reads them its training differs from plain PyTorch's (keep such state in a "
+                        "buffer updated in place, or pass it in the batch; a one-time initialisation belongs in "
+                        "build_model)")
     return carried

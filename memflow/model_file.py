@@ -209,13 +209,14 @@ class ModelSpec:
         model.eval()
         batch = self.batch(2)
         if any(p.device.type == "meta" for p in model.parameters()):  # (built on meta: memflow.graph.fakebuild)
-            batch = torch.utils._pytree.tree_map(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
+            batch = pytree.tree_map(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, batch)
         try:
             with torch.no_grad():
                 self.loss(model, batch)
         except Exception as exc:
+            cause = exc.__cause__ if isinstance(exc, ModelLoadError) and exc.__cause__ else exc  # (the model's own)
             raise ModelLoadError(f"{self.path}: the first forward that shapes its lazy modules "
-                                 f"({type(lazy[0]).__name__}) raised {_first_line(exc)}") from exc
+                                 f"({type(lazy[0]).__name__}) raised {_first_line(cause)}") from exc
         finally:
             for m, t in modes.items():
                 m.training = t

@@ -46,3 +46,14 @@ def test_a_graph_batch_is_planned_whole_and_runs(capfd):
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)
     with pytest.raises(ConfigError, match="cannot be split among data-parallel ranks or micro-batches; plan it with dp 1"):
         plan(GNN, cluster="cpu-2", batch_size=8, time_budget_s=0.5, dp=2)
+
+
+def test_dp_asked_for_on_the_cli_is_one_line_and_exit_2(tmp_path, capfd, monkeypatch):
+    from memflow.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    rc = main(["plan", GNN, "--cluster", "cpu-2", "--dp", "2", "--batch-size", "8"])
+    err = capfd.readouterr().err.strip().split("\n")
+    assert rc == 2 and err[-1].startswith("memflow: error: ") and "Traceback" not in "\n".join(err)
+    assert "'edges' (2, 192) at batch 8" in err[-1] and "plan it with dp 1 and one micro-batch" in err[-1]

@@ -60,6 +60,7 @@ BAD_CASES = {
                              "define loss_fn(output, target) in"]),
     "loss_not_scalar.py": ("check", ["loss_fn(output, target) is a tensor of shape (2,)", "scalar"]),
     "bad_batch_shape.py": ("check", ["does not run through the model: RuntimeError: "]),
+    "lazy_forward_fails.py": ("check", ["the first forward that shapes its lazy modules (LazyLinear) raised RuntimeError"]),
     # runs eagerly; fails only where the step is captured (tests/test_capture_errors.py)
     "data_dependent_branch.py": ("capture", []),
     "hf_loss_branch.py": ("capture", []),

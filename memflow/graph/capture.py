@@ -60,8 +60,9 @@ class Captured:
     # the model's parameters and buffers the step never reads, (name, owner node, tensor): model state
     # all the same (see unread_state)
     unread: list = field(default_factory=list)
-    # plain attributes the forward set to tensors (``self.mem = h.detach()``), as ``path.attr``: state
-    # carried to the next call, which the captured step never updates (see carried_attrs)
+    # plain attributes the forward set to tensors (``self.mem = h.detach()``) or whose flag or counter it
+    # changed, as ``path.attr``: state carried to the next call, which the captured step never updates
+    # (see _assignments)
     carried: list = field(default_factory=list)
 
 
@@ -151,13 +152,13 @@ def _holds_tensors(v: Any) -> bool:
 @contextlib.contextmanager
 def _assignments(model: torch.nn.Module, out: set):
     """Adds to ``out`` each plain attribute of ``model``'s modules that code sets to tensors (or a tuple /
-    list holding some), or flips a flag or advances a counter, meanwhile, as ``path.attr``: state a forward keeps for
-    its next call (``self.hidden = (h.detach(), c.detach())``; Glow's ActNorm initialising itself from the
-    first batch, ``self.initialized = True``: the program traced before the flag was set initialises every step). Parameters, buffers, submodules and private names
-    (torch's own: an LSTM's ``_flat_weights``) aside, and what torch's own code sets (the old hook-based
-    ``weight_norm`` / ``spectral_norm`` set ``module.weight`` before every forward: made, not carried).
-    torch.export puts such attributes back after it and warns of tensors alone, not of a tuple set where
-    None stood."""
+    list holding some), or whose flag it flips or counter it advances, meanwhile, as ``path.attr``: state
+    a forward keeps for its next call (``self.hidden = (h.detach(), c.detach())``; Glow's ActNorm
+    initialising itself from the first batch, ``self.initialized = True``: the program traced before the
+    flag was set initialises every step). Parameters, buffers, submodules and private names (torch's own:
+    an LSTM's ``_flat_weights``) aside, and what torch's own code sets (the old hook-based ``weight_norm``
+    / ``spectral_norm`` set ``module.weight`` before every forward: made, not carried). torch.export puts
+    such attributes back after it and warns of tensors alone, not of a tuple set where None stood."""
     paths = {id(m): p for p, m in model.named_modules()}
     plain = torch.nn.Module.__setattr__
     seen: set = set()  # (module, attribute) set already in this capture: later sets are the call's own work

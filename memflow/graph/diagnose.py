@@ -133,7 +133,7 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
         path = frame.f_code.co_filename
         if _user_code(path):
             line = f"{Path(path).name}:{lineno}"
-        elif "site-packages" in path and not path.startswith(_TORCH_DIR):
+        elif "site-packages" in path and not path.startswith((_TORCH_DIR, _MEMFLOW_DIR)):
             lib = f"{Path(path).name}:{lineno}"  # (the last library frame: where a library's model branched)
     if module is None:
         mod = "the model"

@@ -17,10 +17,10 @@ Two more constructors fail in fake mode: a dtype or device conversion in ``build
 ``.half()``, ``.to(torch.bfloat16)``; torch.ao's ``prepare_qat``) cannot swap a fake parameter for its
 converted copy ("_apply(): Couldn't swap Linear.weight": fake tensors carry weak references), and a
 lazy module's ``UninitializedParameter`` cannot be made of a fake tensor: both are built on the meta
-device as above (a lazy module shaped there by its first forward on a meta batch, ``ModelSpec.build``). A constructor that reads values the meta device has none of either
-(``parametrizations.orthogonal`` checks its matrix with ``allclose``) is built once for real on the host,
-as a plan for this host's CPUs builds it, and its tensors made fake; where that fails too, the fake
-build's error is the one shown.
+device as above (a lazy module shaped there by its first forward on a meta batch, ``ModelSpec.build``).
+A constructor that reads values the meta device has none of either (``parametrizations.orthogonal``
+checks its matrix with ``allclose``) is built once for real on the host, as a plan for this host's CPUs
+builds it, and its tensors made fake; where that fails too, the fake build's error is the one shown.
 """
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ class StepProgram:
         self.split = split
         # model state no node reads, (name, owner node, tensor) (Captured.unread): held all the same
         self.unread = list(unread)
-        # plain attributes the forward set to tensors (Captured.carried): state the program never updates
+        # plain attributes the forward keeps state in (Captured.carried): state the program never updates
         self.carried = list(carried)
         # tensor parallelism (memflow.graph.tp.apply_tp): the group's collectives and each node's
         # partitioning; None / empty: the program is the whole step

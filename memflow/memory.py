@@ -145,6 +145,13 @@ def cast_source(func, args, kwargs, keys: dict) -> Any:
     return None
 
 
+def _accumulating() -> bool:
+    """Whether the op running is autograd's accumulation of a parameter's gradient (its copy of a
+    gradient not laid out as the parameter: a later micro-batch adds into the one there instead)."""
+    node = torch._C._current_autograd_node()
+    return node is not None and node.name() == "torch::autograd::AccumulateGrad"
+
+
 class LiveBytes(TorchDispatchMode):
     """Count live tensor storage bytes; optionally record per-phase events and enforce a cap.
 
@@ -203,6 +210,11 @@ class LiveBytes(TorchDispatchMode):
         self._held = 0
         self._held_cast = 0
         self._held_min = 0
+        # per phase, the peak less the parameter gradients made in it so far (the profiler's, :meth:`follow_grads`;
+        # None: not followed): a later micro-batch's backward, where each gradient is there already and the
+        # new one, made beside it, is added into it and let go
+        self.phase_peak_steady: dict[int, int] | None = None
+        self._made = 0
 
     # --------------------------------------------------------------- control
     def set_phase(self, phase: int) -> None:
@@ -213,6 +225,24 @@ class LiveBytes(TorchDispatchMode):
         if self.phase_peak_held is not None:
             self._held = self._held_cast = 0
             self._hp()
+        if self.phase_peak_steady is not None:
+            self._made = 0
+            self._st()
+
+    def follow_grads(self) -> None:
+        """Follow, per phase, its peak less the parameter gradients made in it so far
+        (``phase_peak_steady``; the caller tells each one made: :meth:`grad_made`)."""
+        self.phase_peak_steady = {}
+        self._made = 0
+
+    def grad_made(self, nbytes: int) -> None:
+        """A parameter's gradient of ``nbytes`` has just been made in this phase."""
+        self._made += nbytes
+
+    def _st(self) -> None:
+        v = self.live - self._made
+        if v > self.phase_peak_steady.get(self.phase, -1):
+            self.phase_peak_steady[self.phase] = v
 
     def hold_saved(self, min_bytes: int = 0) -> None:
         """Follow, per phase, what its peak would be were the saved tensors of at least ``min_bytes`` it
@@ -377,6 +407,8 @@ class LiveBytes(TorchDispatchMode):
             self._nc()
         if self.phase_peak_held is not None:
             self._hp()
+        if self.phase_peak_steady is not None and not _accumulating():
+            self._st()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

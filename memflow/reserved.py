@@ -310,8 +310,9 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
             with live:
                 opt.zero_grad()
                 for _m in range(microbatches):
-                    # each micro-batch's data copied to the device as its forward starts, dropped after its
-                    # backward (the executor's _to_device)
+                    # each micro-batch's data copied to the device as its forward starts and held by the step
+                    # alone (the executor's _to_device): an input dies with its last reader's forward, or with
+                    # the backward of a node that saved it
                     data = [t.clone() if isinstance(t, torch.Tensor) and r else (t if not r else None)
                             for t, r in zip(captured.flat_inputs, reads)]
                     live.backward = False
@@ -319,6 +320,7 @@ def step_events(spec: Any, microbatch: int, actions: list[str] | str, *, microba
                         swapper.batch_inputs(data)
                     with (torch.autocast("cpu", dtype=torch.bfloat16) if low else contextlib.nullcontext()):
                         env = program.initial_env(data)
+                        data = None
                         states = []
                         for k in range(n):
                             if swapper is not None:

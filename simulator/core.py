@@ -122,6 +122,7 @@ def _breakdown(ev: StageEval, k: int, m: int, ms: int, inp: int, rank: tuple | N
     ``ev.ranks``, or None), by kind; the parts sum to its :func:`stage_peak`."""
     _, which = stage_peak(ev, k, m, rank)
     opt = ev.optimizer if rank is None else rank[1]
+    cut = 0
     if which == "OPT":
         ph, others, stepv = 2 * ms, 0, ev.step[2 * ms]
     elif which == "F0":
@@ -138,9 +139,10 @@ def _breakdown(ev: StageEval, k: int, m: int, ms: int, inp: int, rank: tuple | N
         if ph == 2 * ms:  # after the backward: the gradients and the copy
             return {"params": ev.params, "grads": stepv, "optimizer": opt, "activations": 0,
                     "inflight_microbatches": 0, "swap_buffers": 0, "transient": flat, "phase": which}
-    else:
-        ph, others, stepv = ev.argB, (k - 1 if m > k else k - 2), ev.S_after
-    trans = ev.trans[ph]
+    else:  # (a later micro-batch's backward: the gradients its phase makes are there already, in S_after)
+        ph, others, stepv = ev.argB if ev.maxBs < 0 else ev.argBs, (k - 1 if m > k else k - 2), ev.S_after
+        cut = 0 if ev.maxBs < 0 else ev.cutBs
+    trans = ev.trans[ph] - cut
     if which == "SYNC":
         trans += flat
     elif which == "OPT" and rank is not None:
@@ -836,7 +838,7 @@ class Simulator:
                     prev = t0
                     for x in range(ms - 1, -1, -1):
                         p = 2 * ms - 1 - x
-                        sv = ev.step[p] if j == 0 else ev.S_after
+                        sv = ev.step[p] if j == 0 else ev.S_after - ev.bcut[p]
                         pts.append((prev, ev.base + others * ev.R + ev.carried[p] + ev.trans[p] + sv))
                         prev = t0 + ev.bwd_node_end[x]
                     b0_done = True

@@ -124,6 +124,12 @@ class StageLayout:
     # (a swapped node whose copies to the host are still running on a GPU: held_bwd_transient_bytes over
     # bwd_transient_bytes; 0 where untraced; empty where none adds anything)
     held_extra: list = ()
+    # per batch input the executor lets go before the stage's last backward phase: (bytes, the local phase
+    # it is held through with every node kept, its local readers) (TaskGraph.input_deaths)
+    input_deaths: tuple = ()
+    # per local node: of its backward's transient, the gradients it makes that a later micro-batch's
+    # backward finds there already (counted in the step buffers then; the new one is added into it)
+    bcut: list = ()
 
 
 def _loc(p: int, n: int, a: int, b: int, m: int):
@@ -383,6 +389,14 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         at_send[2 * m - 1] = bcopy + sum(v for k, v in groups.items() if k[0] == 2 * m - 1 and k[1] > 2 * m - 1)
     for p, v in at_send.items():
         trans[p] = max(trans[p], v)
+    # per local node, what its backward's transient counts of the gradients it makes that a later
+    # micro-batch's finds made already (traced: Node.steady_bwd_transient_bytes; the stage's step buffers)
+    bcut = [0] * m
+    for x, nd in enumerate(nodes):
+        v = nd.steady_bwd_transient_bytes
+        if 0 <= v < nd.bwd_transient_bytes:
+            p = 2 * m - 1 - x
+            bcut[x] = trans[p] - max(int(v), sent_fwd if p == m else 0, at_send.get(p, 0))
     swap_trans = None
     if all(nd.cpu_swap_fwd_transient_bytes >= 0 and nd.cpu_swap_bwd_transient_bytes >= 0 for nd in nodes):
         swap_trans = list(trans)
@@ -415,7 +429,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     held_extra = [max(0, int(nd.held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
                   if nd.held_bwd_transient_bytes >= 0 else 0 for nd in nodes]
     return StageLayout(
-        a=a, b=b, m=m,
+        a=a, b=b, m=m, input_deaths=graph.input_deaths(a, b), bcut=bcut,
         g_bytes=[groups[k] for k in keys],
         g_alloc=[k[0] for k in keys],
         g_free=[k[1] for k in keys],

@@ -98,6 +98,13 @@ class StageEval:
     comm_stall_s: float = 0.0
     comm_s: float = 0.0
     comm_ops: list = ()  # detail only: its collectives, (half, x, kind, start, seconds) (simulator.zero3.timeline)
+    # a later micro-batch's B half (every gradient made already, in S_after; the new one added into it):
+    # its most bytes without the per-step buffers, the phase, and what was cut there from that phase's
+    # maxB figure (-1: as maxB); detail only, per local phase, the cut (StageLayout.bcut)
+    maxBs: int = -1
+    argBs: int = 0
+    cutBs: int = 0
+    bcut: list = ()
 
 
 def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | None = None) -> tuple[int, str]:
@@ -123,7 +130,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
         if w > v:
             v, which = w, "Fsteady"
     if m >= 2:
-        w = ((k - 1) if m > k else (k - 2)) * R + ev.maxB + ev.S_after
+        w = ((k - 1) if m > k else (k - 2)) * R + (ev.maxB if ev.maxBs < 0 else ev.maxBs) + ev.S_after
         if w > v:
             v, which = w, "Bj"
         if ev.syncN > v:
@@ -353,7 +360,7 @@ def _consumed_inputs(L: StageLayout) -> list:
     return out
 
 
-def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list, list]:
+def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list, list, list]:
     """Per node x, what its action does to its own phases' transient bytes (all-keep ``trans_keep``):
     ``(rec, cpu_f, cpu_b)`` — recomputed, B_x's grows to hold its forward's transient run again there
     (beside what B_x starts with and frees: :func:`_replay_beside`, and what B_x made before its first
@@ -361,15 +368,20 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     again there, inside that traced forward's transient, the original having died with its readers'
     backwards: no second copy is counted); swapped on the CPU (packed to host as saved, back on demand), F_x's
     and B_x's become the traced ones, or, untraced, F_x's loses the bytes x made; ``rec_f``: recomputed,
-    F_x's becomes its traced forward under the checkpoint (what it would save dies inside it)."""
+    F_x's becomes its traced forward under the checkpoint (what it would save dies inside it);
+    ``rec_cut``: recomputed, what a later micro-batch's B_x holds less (:attr:`StageLayout.bcut`: its
+    gradients there already), where the kept backward's peak is above the replay's."""
     m = L.m
     rec = [0] * m
+    rec_cut = [0] * m
     beside = _replay_beside(L)
     consumed = _consumed_inputs(L)
     for x in range(m):
         j = 2 * m - 1 - x
         replay = beside[x] + L.pre_replay[x] + L.fwd_trans[x] - consumed[x] + (trans_keep[j] - L.trans[j])
         rec[x] = max(trans_keep[j], replay) - trans_keep[j]
+        if L.bcut and replay < trans_keep[j]:
+            rec_cut[x] = min(L.bcut[x], trans_keep[j] - replay)
     st = L.swap_trans
     if st is not None:
         cpu_f = [st[x] - L.trans[x] for x in range(m)]
@@ -378,7 +390,7 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
         cpu_f = [max(0, trans_keep[x] - L.x_made[x]) - trans_keep[x] for x in range(m)]
         cpu_b = [0] * m
     rec_f = [min(0, L.ck_trans[x] - L.trans[x]) for x in range(m)]
-    return rec, cpu_f, cpu_b, rec_f
+    return rec, cpu_f, cpu_b, rec_f, rec_cut
 
 
 def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
@@ -511,6 +523,43 @@ def _running(base: list, d: list, n: int) -> list:
     return out
 
 
+def _input_extensions(deaths: tuple, actions: tuple, m: int, dc: list) -> int:
+    """The batch inputs let go early (:attr:`StageLayout.input_deaths`) under ``actions``: a reader
+    recomputed or selective holds what it reads (its checkpoint) to its own backward, so such an
+    input is carried on to that phase (added to the carried changes ``dc``). Returns the bytes of
+    them gone by the end of the F half (not held by an in-flight micro-batch)."""
+    gone = 0
+    for nb, d0, readers in deaths:
+        d = d0
+        for x in readers:
+            if actions[x] in _CHECKPOINTED and 2 * m - 1 - x > d:
+                d = 2 * m - 1 - x
+        if d > d0:
+            dc[d0 + 1] += nb
+            dc[d + 1] -= nb
+        if d < m:
+            gone += nb
+    return gone
+
+
+def _steady_B(m: int, kv: list, d: list, cut: list) -> tuple:
+    """``(maxBs, argBs, cut there)``: the B half's most bytes (without the per-step buffers) as a later
+    micro-batch's backward holds them — the all-keep figures ``kv`` plus the running sum of the changes
+    ``d``, less, per node x, ``cut[x]``: what of the gradients its backward makes are there already then
+    (:attr:`StageLayout.bcut` kept, ``rec_bcut`` recomputed; none swapped or selective, taken as made anew)."""
+    acc = 0
+    for p in range(m):
+        acc += d[p]
+    mx, arg, c = -1, m, 0
+    for p in range(m, 2 * m):
+        acc += d[p]
+        cx = cut[2 * m - 1 - p]
+        v = kv[p] + acc - cx
+        if v > mx:
+            mx, arg, c = v, p, cx
+    return mx, arg, c
+
+
 class _KeepTables:
     """A layout's figures with every node kept (the model evaluated once, cached on its
     :class:`StageModel`), and per node the groups its action touches."""
@@ -519,7 +568,7 @@ class _KeepTables:
                  "rec_fdtrans", "sel_fdtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel", "sel_fheld",
-                 "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound")
+                 "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound", "inputs_gone", "keep_Bs", "rec_bcut")
 
     def __init__(self, L: StageLayout):
         m = L.m
@@ -563,6 +612,12 @@ class _KeepTables:
                 og[la].append(i)
             for u in L.g_fusers[i]:
                 fg[u].append(i)
+        self.inputs_gone = 0
+        for nb, d, _ in L.input_deaths:  # (a batch input let go early: out of the carried bytes after its phase)
+            dc[d + 1] -= nb
+            dc[2 * m] += nb
+            if d < m:
+                self.inputs_gone += nb
         self.carried = _running([0] * (2 * m), dc, 2 * m)
         self.trans = _running(L.trans, dt, 2 * m + 1)
         self.step = _running([0] * (2 * m + 1), dst, 2 * m + 1)
@@ -589,7 +644,7 @@ class _KeepTables:
         # selective, with its policy holding all its outputs (L.sel_held): also those outputs, whoever frees them
         # (a group listed twice is corrected once: selective evaluations deduplicate what they touch)
         self.touch_sel = [self.touch_rec[x] + tuple(og[x]) if L.sel_held[x] else self.touch_rec[x] for x in range(m)]
-        self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans = _transient_changes(
+        self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans, self.rec_bcut = _transient_changes(
             L, self.trans)
         ft, bt = L.fwd_time, L.bwd_time
         self.end_f = list(accumulate(ft, initial=0.0))[1:]
@@ -619,6 +674,7 @@ class _KeepTables:
         self.bt_sel = [bt[x] + L.sel_time[x] for x in range(m)]
         self.fwd_s, self.bwd_s = sum(ft), sum(bt)
         self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))[:8]
+        self.keep_Bs = _steady_B(m, self.kv, [0] * (2 * m), L.bcut) if any(L.bcut) else None
         self.keep_node_end = _suffix_sums(self.bt_keep)
 
 
@@ -763,6 +819,7 @@ class StageModel:
         K = self._keep
         if K is None:
             K = self._keep = _KeepTables(L)
+        inp_gone = K.inputs_gone  # (batch inputs let go in the F half; a checkpointed reader's: set below)
         m = L.m
         twom = 2 * m
         fwd_s, bwd_s = K.fwd_s, K.bwd_s
@@ -782,6 +839,7 @@ class StageModel:
         if not (has_swap or has_rec or detail or z3):
             R = K.R
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB = K.keep_peaks
+            steady = K.keep_Bs
             node_end = list(K.keep_node_end)
             if sync:
                 sk = self._sync_keep.get(dp if z2 else 0)
@@ -956,6 +1014,8 @@ class StageModel:
                 node_end = _suffix_sums(btn)
             # ---- memory: the touched groups' all-keep share out, their actual one in
             R = K.R + sel_R
+            if has_rec and L.input_deaths:
+                inp_gone = _input_extensions(L.input_deaths, actions, m, dc)
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd, cpu and L.swap_trans is not None,
                        dfr, L.sel_btrans, L.sel_held_some)
@@ -982,6 +1042,11 @@ class StageModel:
                                                 list(accumulate(d[:twom])), input_bytes, bound)
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
+            steady = None
+            if K.keep_Bs is not None and not z3:
+                bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else 0
+                        for x, a in enumerate(actions)]
+                steady = _steady_B(m, kv, d, bcut)
             if detail and sync:
                 pts = _sync_points(copies, m, kv, kv0, list(accumulate(d)), S_after, input_bytes)
                 sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
@@ -1050,10 +1115,12 @@ class StageModel:
         opt_mem -= input_bytes  # (ZeRO-1's per-rank figures: taken out where they are cached, above)
         ev = StageEval(  # (positional, in field order: the search makes many)
             fwd_s, bwd_s + stall + zb, bwd_s, stall, node_end, host_s, swap_bytes, base, params, opt,
-            R + input_bytes,  # every in-flight micro-batch holds its own inputs (one copy is in base)
+            R + input_bytes - inp_gone,  # every in-flight micro-batch holds its own inputs (one copy is in base)
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
             K.S_fwd, S_after, opt_mem, sync1, syncN, ranks,
         )
+        if steady is not None and not z2 and steady[0] < maxB:  # (gradients sharded: each one made anew)
+            ev.maxBs, ev.argBs, ev.cutBs = steady
         if z3:
             ev.comm_stall_s, ev.comm_s = zstall, zcomm
             if detail and comm is not None:
@@ -1069,6 +1136,10 @@ class StageModel:
             ev.step[twom] = step_opt - input_bytes
             ev.trans[twom] = opt_mem + input_bytes - step_opt
             ev.swap_live = _running([0] * (twom + 1), dsw, twom + 1)
+            ev.bcut = [0] * twom
+            if ev.maxBs >= 0:
+                for x in range(m):
+                    ev.bcut[twom - 1 - x] = bcut[x]
             ev.copy_out = copy_out
             ev.prefetch = prefetch
             ev.swap_leave = tuple((x, g[0]) for x, g in sorted(gap.items())) if gap else ()

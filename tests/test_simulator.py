@@ -420,9 +420,52 @@ def test_pipeline_stage_holds_only_the_inputs_its_nodes_read():
     g = toy(2, input_bytes=64)
     g.inputs = {"x": 40, "y": 24}
     g.nodes[0].read_inputs, g.nodes[1].read_inputs = ["x"], ["y"]
+    g.nodes[0].saved_inputs, g.nodes[1].saved_inputs = ["x"], ["y"]  # (held to each reader's backward)
     assert g.stage_input_bytes(0, 2) == 64 and g.stage_input_bytes(0, 1) == 40 and g.stage_input_bytes(1, 2) == 24
     st = Strategy.from_boundaries(2, [1], dp=1, microbatches=4, schedule=GPIPE)
     base = toy(2)
     r, r0 = simulate(g, st, make_cluster(2)), simulate(base, st, make_cluster(2))
     # GPipe: all 4 micro-batches in flight, each holding its own inputs until its backward
     assert [p - q for p, q in zip(r.peak_bytes, r0.peak_bytes)] == [4 * 40, 4 * 24]
+
+
+def test_an_input_no_backward_needs_is_let_go_with_its_last_readers_forward():
+    """By hand on the toy chain (peak B2): ``y``, read by node 2 and saved by none, is gone by B2 — unless
+    node 2 is recomputed (its checkpoint holds what it reads to its backward); in a pipeline no
+    micro-batch in flight holds it."""
+    def graph(saved):
+        g = toy(3, input_bytes=64)
+        g.inputs = {"x": 40, "y": 24}
+        g.nodes[0].read_inputs = g.nodes[0].saved_inputs = ["x"]
+        g.nodes[2].read_inputs, g.nodes[2].saved_inputs = ["y"], (["y"] if saved else [])
+        return g
+
+    held, let_go = graph(True), graph(False)
+    # (saved: held through B2, phase 3, its saver's backward; x, saved by node 0, to the end)
+    assert held.input_deaths(0, 3) == ((24, 3, (2,)),) and let_go.input_deaths(0, 3) == ((24, 2, (2,)),)
+    one = Strategy.single(3)
+    peak = simulate(held, one, make_cluster()).peak_bytes[0]
+    assert peak == 9 * P + 64 + 4 * A + 3 * S + P == replay(held, executor=True).peak_bytes == replay(held).peak_bytes
+    assert simulate(let_go, one, make_cluster()).peak_bytes[0] == peak - 24 == replay(let_go, executor=True).peak_bytes
+    rec = Strategy(1, 1, [0] * 3, [KEEP, KEEP, RECOMPUTE])
+    assert simulate(let_go, rec, make_cluster()).peak_bytes[0] == simulate(held, rec, make_cluster()).peak_bytes[0]
+    # GPipe, 4 micro-batches in flight on the last stage: each held y to its backward; now none does
+    st = Strategy.from_boundaries(3, [2], dp=1, microbatches=4, schedule=GPIPE)
+    a, b, c = (simulate(g, st, make_cluster(2)).peak_bytes[1] for g in (held, let_go, toy(3)))
+    assert (a - c, b - c) == (4 * 24, 0)
+
+
+def test_a_later_micro_batchs_backward_finds_its_gradients_made():
+    """By hand on the toy chain: B2's transient (3A + S + P) holds node 2's gradient, made before the
+    phase's peak. A later micro-batch's B2 finds it there already (a step buffer, in S_after: 3P) and
+    adds the new one into it: its peak is P under the first's figure plus S_after. Swapped, the node's
+    own figure is left whole (an over-count at worst)."""
+    g, h = toy(3), toy(3)
+    h.nodes[2].steady_bwd_transient_bytes = h.nodes[2].bwd_transient_bytes - P
+    st = Strategy(1, 1, [0] * 3, [KEEP] * 3, microbatches=2)
+    a, b = (simulate(x, st, make_cluster()).peak_bytes[0] for x in (g, h))
+    state, kept_b2 = 9 * P, 4 * A + 3 * S  # (B2 with every node kept, less its gradient: carried + transient)
+    assert a == state + kept_b2 + P + 3 * P  # (B2's own gradient in its transient, and again in S_after)
+    assert b == a - P
+    st = Strategy(1, 1, [0] * 3, [KEEP, KEEP, SWAP], microbatches=2)
+    assert simulate(g, st, make_cluster()).peak_bytes[0] == simulate(h, st, make_cluster()).peak_bytes[0]

@@ -78,7 +78,7 @@ def test_long_search_shows_progress_and_keeps_its_budget(tmp_path, capsys, monke
     # the degrees, the chains and the memory-unaware search share it: 2.9 s alone on a 2-core host (at this
     # commit and at 19eafbc alike), 3.5-3.7 s beside the suite's other worker; a search that ignored the
     # budget would take many times it
-    assert secs < 2.5 * 1.6
+    assert secs < 2.5 * 2  # (4.0 s once beside the suite and a planned run on this host)
 
 
 def test_same_inputs_and_seed_same_plan(tmp_path):

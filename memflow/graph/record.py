@@ -67,6 +67,9 @@ class Node:
     # critic's clipped weights): on a later stage they arrive as values, held as a replica is
     handed_params: list[str] = field(default_factory=list)
     read_inputs: list[str] = field(default_factory=list)  # the batch's inputs (placeholders) it reads
+    # ... and those its forward's autograd saved (or a view of): held until its backward, where a reader
+    # that saves none lets the executor's copy go once the last reader's forward ends (an L1 loss's target)
+    saved_inputs: list[str] = field(default_factory=list)
     param_count: int = 0
     param_bytes: int = 0
     grad_bytes: int = 0
@@ -106,6 +109,10 @@ class Node:
     # pack hook holds each device tensor until its copy ends). -1: not traced (bwd_transient_bytes)
     held_bwd_transient_bytes: int = -1
     low_held_bwd_transient_bytes: int = -1  # ... without the casts a ZeRO-3 unit gathers in bf16 (low_*)
+    # its backward's in-phase peak above the carried bytes less the parameter gradients it has made so far:
+    # a later micro-batch's backward, where each gradient is there already (a step buffer) and the new one
+    # is added into it and let go (-1: not traced; bwd_transient_bytes, which counts them twice there)
+    steady_bwd_transient_bytes: int = -1
     fwd_time_s: float = 0.0  # on the graph's device (measured or predicted)
     bwd_time_s: float = 0.0
     # measured on the CPU: its forward/backward time when swapped as the CPU executor swaps (the
@@ -342,6 +349,25 @@ class TaskGraph:
         names = {x for nd in self.nodes[a:b] for x in nd.read_inputs}
         return sum(self.inputs.get(x, 0) for x in names)
 
+    def input_deaths(self, a: int, b: int) -> tuple:
+        """Per batch input nodes ``a .. b-1`` read that the executor's copy of lets go before the
+        stage's last backward phase with every node kept: ``(bytes, local phase, local readers)`` —
+        it is held through that local phase (its last reader's forward, or the backward of the
+        latest node whose forward saved it) and gone after it; a reader recomputed (its checkpoint
+        holds what it reads) holds it to its own backward. An input another stage reads too
+        (directly or through views sent on) is left held to the end, as before."""
+        m = b - a
+        out = []
+        for name, nb in self.inputs.items():
+            readers = [k - a for k in range(a, b) if name in self.nodes[k].read_inputs]
+            if not readers or nb <= 0 or any(name in nd.read_inputs for nd in self.nodes[:a] + self.nodes[b:]):
+                continue
+            death = max([readers[-1]] + [2 * m - 1 - (k - a) for k in range(a, b)
+                                         if name in self.nodes[k].saved_inputs])
+            if death < 2 * m - 1:
+                out.append((nb, death, tuple(readers)))
+        return tuple(out)
+
     def content_hash(self) -> str:
         blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
@@ -375,10 +401,16 @@ def carried_bytes(num_phases: int, nbytes: np.ndarray, alloc: np.ndarray, free: 
     return np.cumsum(diff)[:num_phases]
 
 
-def replay(graph: TaskGraph) -> Replay:
-    """The graph's own liveness replay of one plain single-device training step."""
+def replay(graph: TaskGraph, executor: bool = False) -> Replay:
+    """The graph's own liveness replay of one plain single-device training step (the traced one: a
+    training loop holding its batch to the end). ``executor``: as the executor runs it, where each
+    micro-batch's inputs are held by the step alone, and one no node's backward needs is let go once
+    its last reader's forward ends (:meth:`TaskGraph.input_deaths`): the simulator's single stage."""
     arr = graph.buffer_arrays()
     carried = carried_bytes(graph.num_phases, arr["nbytes"], arr["alloc"], arr["free"])
+    if executor:
+        for nb, d, _ in graph.input_deaths(0, graph.n):
+            carried[d + 1:2 * graph.n] -= nb
     state = graph.state_bytes
     phase = state + carried + graph.transient_array()
     return Replay(phase_bytes=phase, carried_bytes=carried, state_bytes=state)

@@ -402,6 +402,7 @@ def trace_step(
     live = LiveBytes(record=True, after=cost.count, call=warm_call)  # one dispatch mode counts both
     live.track(state_tensors(program, optimizer) + list(inputs), kind="state")
     live.hold_saved(MIN_SWAP_BYTES)  # (each backward's peak with the saved tensors it frees held to its end too)
+    live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
     state_bytes = live.live
     grad_events = []
     _, _, names_by_id = node_state(program, optimizer)
@@ -437,6 +438,11 @@ def trace_step(
             pre[p] = max(0, live.live - starts.get(p, live.live))
         return t
 
+    # the batch inputs by storage: a node whose forward saves one (or a view of one) holds it to its backward
+    input_st = {id(s): name for name, t in zip(program.placeholders, inputs) if isinstance(t, torch.Tensor)
+                for s in storages(t)}
+    saved_inputs: dict[int, set] = {}
+
     def saved(t):  # a tensor autograd saves in a forward: a recompute's replay runs up to the last one
         if live.phase < n:
             live.mark()
@@ -445,13 +451,29 @@ def trace_step(
                 ev = live.event_of(t)
                 if ev is not None:
                     ev.packed = True
+                for s in storages(t):
+                    name = input_st.get(id(s))
+                    if name is not None:
+                        saved_inputs.setdefault(live.phase, set()).add(name)
         return t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
     sends = SendCopies(program, live, watch)  # (what a cut's sends copy: memory no traced phase holds)
-    with live, torch.autograd.graph.saved_tensors_hooks(saved, unpacked):
-        step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=sends)
-        live.set_phase(2 * n + 1)
+    made: set = set()
+
+    def grad_made(prm):  # a parameter's gradient set (made, the first time in the step): a later micro-batch adds into it
+        if n <= live.phase < 2 * n and id(prm) not in made and prm.grad is not None:
+            made.add(id(prm))
+            live.grad_made(sum(st.nbytes() for st in storages(prm.grad)))
+
+    hooks = [prm.register_post_accumulate_grad_hook(grad_made) for prm in params if prm.requires_grad]
+    try:
+        with live, torch.autograd.graph.saved_tensors_hooks(saved, unpacked):
+            step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=sends)
+            live.set_phase(2 * n + 1)
+    finally:
+        for h in hooks:
+            h.remove()
     grad_param = {}
     for ev, pname in grad_events:
         ev.kind = KIND_GRAD
@@ -487,6 +509,7 @@ def trace_step(
     transient = _transients(live, state_bytes, n, *carried)
     replayed = _transients(live, state_bytes, n, *carried, peaks=live.phase_mark)
     held = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held)
+    steady = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)
     low = dict(low_fwd_transient_bytes=-1, low_bwd_transient_bytes=-1, low_rec_fwd_transient_bytes=-1,
                low_held_bwd_transient_bytes=-1)
     lows = [low] * n
@@ -539,7 +562,9 @@ def trace_step(
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             held_bwd_transient_bytes=max(held[bp], transient[bp]),
+            steady_bwd_transient_bytes=min(steady[bp], transient[bp]),
             read_inputs=sorted(set(_data_reads(program.calls[k], input_of)) | viewed[k]),
+            saved_inputs=sorted(saved_inputs.get(fp, ())),
             **states[k], **sel[k], **lows[k],
         ))
     graph = TaskGraph(

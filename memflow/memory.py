@@ -215,6 +215,8 @@ class LiveBytes(TorchDispatchMode):
         # new one, made beside it, is added into it and let go
         self.phase_peak_steady: dict[int, int] | None = None
         self._made = 0
+        self._kept: set = set()  # (track_kept)
+        self.freed_at: dict[int, int] = {}
 
     # --------------------------------------------------------------- control
     def set_phase(self, phase: int) -> None:
@@ -348,9 +350,25 @@ class LiveBytes(TorchDispatchMode):
         return None
 
     # ------------------------------------------------------------- counting
+    def track_kept(self, tensors: Iterable[torch.Tensor]) -> list[int]:
+        """Count existing tensors that stay counted once let go, noting the phase each is let go in
+        (``freed_at``, by the keys returned): a traced step's batch inputs, held by the step alone as the
+        executor holds them, while the trace's figures count them to its end."""
+        keys = []
+        for t in tensors:
+            for st in storages(t):
+                self._add(st, "state", check=False, record=False)
+                self._kept.add(id(st))
+                keys.append(id(st))
+        return keys
+
     def _on_free(self, key: int, _ref=None) -> None:
         entry = self._refs.pop(key, None)
         if entry is None:
+            return
+        if key in self._kept:
+            self._kept.discard(key)
+            self.freed_at[key] = self.phase
             return
         _, nbytes, ev, on_host = entry
         if on_host:

@@ -420,7 +420,7 @@ def test_pipeline_stage_holds_only_the_inputs_its_nodes_read():
     g = toy(2, input_bytes=64)
     g.inputs = {"x": 40, "y": 24}
     g.nodes[0].read_inputs, g.nodes[1].read_inputs = ["x"], ["y"]
-    g.nodes[0].saved_inputs, g.nodes[1].saved_inputs = ["x"], ["y"]  # (held to each reader's backward)
+    g.input_free = {"y": 2}  # (each held to its reader's backward: y let go in B1, its stage's last phase)
     assert g.stage_input_bytes(0, 2) == 64 and g.stage_input_bytes(0, 1) == 40 and g.stage_input_bytes(1, 2) == 24
     st = Strategy.from_boundaries(2, [1], dp=1, microbatches=4, schedule=GPIPE)
     base = toy(2)
@@ -436,8 +436,8 @@ def test_an_input_no_backward_needs_is_let_go_with_its_last_readers_forward():
     def graph(saved):
         g = toy(3, input_bytes=64)
         g.inputs = {"x": 40, "y": 24}
-        g.nodes[0].read_inputs = g.nodes[0].saved_inputs = ["x"]
-        g.nodes[2].read_inputs, g.nodes[2].saved_inputs = ["y"], (["y"] if saved else [])
+        g.nodes[0].read_inputs, g.nodes[2].read_inputs = ["x"], ["y"]
+        g.input_free = {"y": 3 if saved else 2}  # (x to the end; y with B2, or with F2 where no backward needs it)
         return g
 
     held, let_go = graph(True), graph(False)

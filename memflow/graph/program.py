@@ -243,7 +243,7 @@ class StepProgram:
 
     # ------------------------------------------------------------- whole step
     def run_step(self, inputs: list[torch.Tensor], on_phase: Callable[[int], None] | None = None,
-                 wrap: Callable | None = None, watch: Any = None) -> torch.Tensor:
+                 wrap: Callable | None = None, watch: Any = None, consume: bool = False) -> torch.Tensor:
         """Forward + backward of the whole step, node by node; returns the (detached) loss.
 
         ``on_phase(p)`` is called as each phase starts (phase numbering of
@@ -251,6 +251,8 @@ class StepProgram:
         ``watch``: an object whose ``forward(k, env)`` is called right before node k's forward
         (``env``: the values by name) and ``backward(k, state, grads)`` right before its backward
         (its :class:`ForwardState` and the gradients by value name); it must keep no tensor.
+        ``consume``: empty ``inputs`` once read, so that, as the executor's, the step alone holds them
+        (each let go with its last reader's forward, or when autograd lets it go).
         """
         n = self.n
         # under autocast, as a training loop's `with autocast(): loss = ...` runs it: the forward
@@ -258,6 +260,8 @@ class StepProgram:
         # when it ends unless the backward saved them
         torch.clear_autocast_cache()
         env = self.initial_env(inputs)
+        if consume:
+            inputs.clear()
         states = []
         for k in range(n):
             if on_phase:

@@ -67,9 +67,6 @@ class Node:
     # critic's clipped weights): on a later stage they arrive as values, held as a replica is
     handed_params: list[str] = field(default_factory=list)
     read_inputs: list[str] = field(default_factory=list)  # the batch's inputs (placeholders) it reads
-    # ... and those its forward's autograd saved (or a view of): held until its backward, where a reader
-    # that saves none lets the executor's copy go once the last reader's forward ends (an L1 loss's target)
-    saved_inputs: list[str] = field(default_factory=list)
     param_count: int = 0
     param_bytes: int = 0
     grad_bytes: int = 0
@@ -214,6 +211,10 @@ class TaskGraph:
     opt_time_s: float = 0.0
     input_bytes: int = 0  # bytes of the batch itself (lives the whole step)
     inputs: dict[str, int] = field(default_factory=dict)  # the batch's placeholders -> bytes
+    # ... and the phase in which the executor's copy of each is let go, where that is before the backward
+    # ends: its last reader's forward (an L1 loss's target), or the backward of a node whose autograd held
+    # it (saved, or kept on a custom op's ctx); traced, the step holding its copy alone
+    input_free: dict[str, int] = field(default_factory=dict)
     fingerprint: str = ""
     # parameter/buffer name -> [bytes, grad bytes, optimizer-state bytes, owner node]
     params: dict[str, list[int]] = field(default_factory=dict)
@@ -351,21 +352,24 @@ class TaskGraph:
 
     def input_deaths(self, a: int, b: int) -> tuple:
         """Per batch input nodes ``a .. b-1`` read that the executor's copy of lets go before the
-        stage's last backward phase with every node kept: ``(bytes, local phase, local readers)`` —
-        it is held through that local phase (its last reader's forward, or the backward of the
-        latest node whose forward saved it) and gone after it; a reader recomputed (its checkpoint
-        holds what it reads) holds it to its own backward. An input another stage reads too
-        (directly or through views sent on) is left held to the end, as before."""
-        m = b - a
+        stage's last backward phase with every node kept (:attr:`input_free`): ``(bytes, local
+        phase, local readers)`` — held through that local phase and gone after it; a reader
+        recomputed (its checkpoint holds what it reads) holds it to its own backward. An input
+        another stage reads too (directly or through views sent on), or let go in another stage's
+        phase, is left held to the end, as before."""
+        m, n = b - a, self.n
         out = []
         for name, nb in self.inputs.items():
+            p = self.input_free.get(name)
             readers = [k - a for k in range(a, b) if name in self.nodes[k].read_inputs]
-            if not readers or nb <= 0 or any(name in nd.read_inputs for nd in self.nodes[:a] + self.nodes[b:]):
+            if (p is None or not readers or nb <= 0
+                    or any(name in nd.read_inputs for nd in self.nodes[:a] + self.nodes[b:])):
                 continue
-            death = max([readers[-1]] + [2 * m - 1 - (k - a) for k in range(a, b)
-                                         if name in self.nodes[k].saved_inputs])
-            if death < 2 * m - 1:
-                out.append((nb, death, tuple(readers)))
+            k = p if p < n else 2 * n - 1 - p
+            if a <= k < b:
+                local = k - a if p < n else 2 * m - 1 - (k - a)
+                if local < 2 * m - 1:
+                    out.append((nb, local, tuple(readers)))
         return tuple(out)
 
     def content_hash(self) -> str:

@@ -160,7 +160,12 @@ def _checkpointed_fwd_transients(program: StepProgram, inputs: list[torch.Tensor
     there is a fraction of the kept one's). Forward only: its values are dropped after it."""
     n = program.n
     live = LiveBytes(record=True, call=warm_call)
-    live.track(state_tensors(program, optimizer) + list(inputs), kind="state")
+    live.track(state_tensors(program, optimizer), kind="state")
+    # the traced step reads a copy of the batch held by the step alone, as the executor's (counted to the
+    # end all the same): when each input is let go is what the executor's copy does
+    batch = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+    batch_keys = {key: name for name, t in zip(program.placeholders, batch) if isinstance(t, torch.Tensor)
+                  for key in live.track_kept([t])}
     state_bytes = live.live
     wrap = make_wrap([RECOMPUTE] * n, None, preserve_rng_state=False)
     with live:
@@ -387,8 +392,8 @@ def trace_step(
     n = program.n
     params = unique_params(program.split)
 
-    def step(on_phase=None, optimize=True, around_opt=None, watch=None):
-        program.run_step(inputs, on_phase=on_phase, watch=watch)
+    def step(on_phase=None, optimize=True, around_opt=None, watch=None, batch=None):
+        program.run_step(inputs if batch is None else batch, on_phase=on_phase, watch=watch, consume=batch is not None)
         if on_phase:
             on_phase(2 * n)
         with around_opt() if around_opt else contextlib.nullcontext():
@@ -400,7 +405,12 @@ def trace_step(
         step(optimize=not state_ready)  # warm-up: creates the optimizer state
     cost = OpCost()
     live = LiveBytes(record=True, after=cost.count, call=warm_call)  # one dispatch mode counts both
-    live.track(state_tensors(program, optimizer) + list(inputs), kind="state")
+    live.track(state_tensors(program, optimizer), kind="state")
+    # the traced step reads a copy of the batch held by the step alone, as the executor's (counted to the
+    # end all the same): when each input is let go is what the executor's copy does
+    batch = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+    batch_keys = {key: name for name, t in zip(program.placeholders, batch) if isinstance(t, torch.Tensor)
+                  for key in live.track_kept([t])}
     live.hold_saved(MIN_SWAP_BYTES)  # (each backward's peak with the saved tensors it frees held to its end too)
     live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
     state_bytes = live.live
@@ -438,11 +448,6 @@ def trace_step(
             pre[p] = max(0, live.live - starts.get(p, live.live))
         return t
 
-    # the batch inputs by storage: a node whose forward saves one (or a view of one) holds it to its backward
-    input_st = {id(s): name for name, t in zip(program.placeholders, inputs) if isinstance(t, torch.Tensor)
-                for s in storages(t)}
-    saved_inputs: dict[int, set] = {}
-
     def saved(t):  # a tensor autograd saves in a forward: a recompute's replay runs up to the last one
         if live.phase < n:
             live.mark()
@@ -451,10 +456,6 @@ def trace_step(
                 ev = live.event_of(t)
                 if ev is not None:
                     ev.packed = True
-                for s in storages(t):
-                    name = input_st.get(id(s))
-                    if name is not None:
-                        saved_inputs.setdefault(live.phase, set()).add(name)
         return t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
@@ -469,7 +470,7 @@ def trace_step(
     hooks = [prm.register_post_accumulate_grad_hook(grad_made) for prm in params if prm.requires_grad]
     try:
         with live, torch.autograd.graph.saved_tensors_hooks(saved, unpacked):
-            step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=sends)
+            step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=sends, batch=batch)
             live.set_phase(2 * n + 1)
     finally:
         for h in hooks:
@@ -564,13 +565,13 @@ def trace_step(
             held_bwd_transient_bytes=max(held[bp], transient[bp]),
             steady_bwd_transient_bytes=min(steady[bp], transient[bp]),
             read_inputs=sorted(set(_data_reads(program.calls[k], input_of)) | viewed[k]),
-            saved_inputs=sorted(saved_inputs.get(fp, ())),
             **states[k], **sel[k], **lows[k],
         ))
     graph = TaskGraph(
         model_name=model_name, batch_size=batch_size, dtype=dtype, nodes=nodes, buffers=buffers,
         optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
         inputs=input_of, params=param_table, cast_params=sorted(cast_names),
+        input_free={batch_keys[k]: p for k, p in live.freed_at.items() if k in batch_keys and p < 2 * n},
         whole_params=sorted(names_by_id[i] for i in escaping_params(program) if i in names_by_id),
         bwd_send_copies=sends.bwd_list(),
     )

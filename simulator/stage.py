@@ -615,7 +615,6 @@ class _KeepTables:
         self.inputs_gone = 0
         for nb, d, _ in L.input_deaths:  # (a batch input let go early: out of the carried bytes after its phase)
             dc[d + 1] -= nb
-            dc[2 * m] += nb
             if d < m:
                 self.inputs_gone += nb
         self.carried = _running([0] * (2 * m), dc, 2 * m)
@@ -1043,7 +1042,7 @@ class StageModel:
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             steady = None
-            if K.keep_Bs is not None and not z3:
+            if K.keep_Bs is not None and not (z3 or z2):  # (gradients sharded: each one made anew)
                 bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else 0
                         for x, a in enumerate(actions)]
                 steady = _steady_B(m, kv, d, bcut)
@@ -1119,7 +1118,7 @@ class StageModel:
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
             K.S_fwd, S_after, opt_mem, sync1, syncN, ranks,
         )
-        if steady is not None and not z2 and steady[0] < maxB:  # (gradients sharded: each one made anew)
+        if steady is not None and not z2 and steady[0] < maxB:
             ev.maxBs, ev.argBs, ev.cutBs = steady
         if z3:
             ev.comm_stall_s, ev.comm_s = zstall, zcomm

@@ -160,12 +160,7 @@ def _checkpointed_fwd_transients(program: StepProgram, inputs: list[torch.Tensor
     there is a fraction of the kept one's). Forward only: its values are dropped after it."""
     n = program.n
     live = LiveBytes(record=True, call=warm_call)
-    live.track(state_tensors(program, optimizer), kind="state")
-    # the traced step reads a copy of the batch held by the step alone, as the executor's (counted to the
-    # end all the same): when each input is let go is what the executor's copy does
-    batch = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
-    batch_keys = {key: name for name, t in zip(program.placeholders, batch) if isinstance(t, torch.Tensor)
-                  for key in live.track_kept([t])}
+    live.track(state_tensors(program, optimizer) + list(inputs), kind="state")
     state_bytes = live.live
     wrap = make_wrap([RECOMPUTE] * n, None, preserve_rng_state=False)
     with live:

@@ -277,7 +277,8 @@ class Simulator:
             self._node_units = node_units(self.graph)
         z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names),
                          self._node_units)
-        z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params, tuple(self._bucket_plan(L, list(z3.rest_grads))), low)
+        z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params, tuple(self._bucket_plan(L, list(z3.rest_grads))), low,
+                      z3.made)
         model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                            opt_grads=opt_grads, host_lat=self.host_link.latency,
                            prefetch_ahead=self.prefetch_ahead,

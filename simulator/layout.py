@@ -159,12 +159,18 @@ def _swapped_by(la: int, lf: int, uses: list, fusers: tuple, m: int, held: int) 
     return x, hold, holders
 
 
+def state_rate(graph) -> int:
+    """The optimizer state bytes per parameter byte of ``graph``'s parameters with state (AdamW's 2,
+    momentum SGD's 1; 0: none): what a sharded step gives a gradless parameter, which plain training's
+    traced step gave none."""
+    return max((int(v[2]) // int(v[0]) for v in graph.params.values() if int(v[0]) and int(v[2])), default=0)
+
+
 def _gradless_state(graph, nodes, gradless: set) -> int:
-    """Optimizer state bytes for ``nodes``' own parameters of ``gradless``, at the state per parameter
-    byte the parameters with state have (AdamW's 2, momentum SGD's 1)."""
+    """Optimizer state bytes for ``nodes``' own parameters of ``gradless``, at :func:`state_rate`."""
     if not gradless or not graph.params:
         return 0
-    rate = max((int(v[2]) // int(v[0]) for v in graph.params.values() if int(v[0]) and int(v[2])), default=0)
+    rate = state_rate(graph)
     return sum(rate * int(graph.params[k][0]) for nd in nodes for k in nd.param_names if k in gradless)
 
 

@@ -1037,7 +1037,7 @@ class StageModel:
                     bound = [c + K.freed[p] + dfr[p] for p, c in enumerate(_running(K.carried, dc, twom))]
                 else:
                     bound = K.bound
-                kv, kv0, S_after = phase_values(self.zero3(dp, ph)[0], self.z3.units, m, K.kv, K.kv0, K.S_after,
+                kv, kv0, S_after = phase_values(self.zero3(dp, ph)[0], m, K.kv, K.kv0, K.S_after,
                                                 list(accumulate(d[:twom])), input_bytes, bound)
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)

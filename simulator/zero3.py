@@ -52,6 +52,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .layout import state_rate
+
 __all__ = ["Zero3Facts", "zero3_facts", "node_units", "unit_split", "parts_split", "phase_terms", "state_terms", "phase_values", "comm_times",
            "host_times", "host_bytes", "timeline"]
 
@@ -73,6 +75,9 @@ class Zero3Facts:
     # per local node, the fp32 bytes of its unit's parameters gathered in bf16 (memflow.graph.casts: a part
     # of their own, padded on its own; empty: none)
     low: tuple = ()
+    # per local node, the gradient bytes of its unit the step makes (less its gradless parameters': the
+    # trace never held those, the flat copy's zeros stand in for them; empty: every unit's whole gradient)
+    made: tuple = ()
 
     @property
     def any(self) -> bool:
@@ -90,25 +95,31 @@ def zero3_facts(graph, a: int, b: int, dp_grads: list, zero_params, per_node: tu
         units = tuple((int(nd.param_bytes), int(nd.grad_bytes), int(nd.optimizer_bytes)) if nd.grad_bytes > 0
                       else (0, 0, 0) for nd in graph.nodes[a:b])
         return Zero3Facts(units, tuple(() for _ in range(m)), ())
-    unit_of, rest_of = per_node if per_node is not None else node_units(graph)
+    unit_of, rest_of, made_of = per_node if per_node is not None else node_units(graph)
     rest_names = [k for x in range(a, b) for k, _, _, _ in rest_of[x]]
     rest_grads = tuple(tuple(gb for _, gb, lo, hi in rest_of[x] if a <= lo and hi < b) for x in range(a, b))
-    return Zero3Facts(tuple(unit_of[a:b]), rest_grads, tuple(zero_params(set(rest_names))))
+    return Zero3Facts(tuple(unit_of[a:b]), rest_grads, tuple(zero_params(set(rest_names))), made=tuple(made_of[a:b]))
 
 
-def node_units(graph) -> tuple[list, list]:
+def node_units(graph) -> tuple[list, list, list]:
     """Per node of ``graph`` (with a parameter table), what does not depend on the stage: its ZeRO-3
     unit ``(parameter, gradient, optimizer-state bytes)`` of the trainable parameters it owns and only
-    it reads, and its other trainable parameters ``(name, gradient bytes, first reader, last reader)``
-    (kept whole; their gradients are a stage's to all-reduce where every reader is on it)."""
+    it reads, its other trainable parameters ``(name, gradient bytes, first reader, last reader)``
+    (kept whole; their gradients are a stage's to all-reduce where every reader is on it), and the
+    gradient bytes of its unit the step makes (its gradless parameters' left out). A gradless parameter's
+    optimizer state is the sharded step's (:func:`simulator.layout.state_rate`: it steps the unit's flat
+    slice, zeros and all), which the traced step never made."""
+    gradless = set(graph.meta.get("gradless_params", ()))
+    rate = state_rate(graph) if gradless else 0
     readers: dict[str, set] = {}
     for nd in graph.nodes:
         for k in nd.read_params:
             readers.setdefault(k, set()).add(nd.index)
     whole = set(getattr(graph, "whole_params", ()) or ())  # (handed on as views: never sharded)
-    unit_of, rest_of = [], []
+    unit_of, rest_of, made_of = [], [], []
     for nd in graph.nodes:
         u = [0, 0, 0]
+        made = 0
         rest = []
         for k in nd.param_names:
             v = graph.params.get(k)
@@ -118,13 +129,15 @@ def node_units(graph) -> tuple[list, list]:
             if rd <= {nd.index} and k not in whole:
                 u[0] += int(v[0])
                 u[1] += int(v[1])
-                u[2] += int(v[2])
+                u[2] += int(v[2]) if k not in gradless else rate * int(v[0])
+                made += 0 if k in gradless else int(v[1])
             else:
                 # (no reader: every reader is on any stage, as the empty all() held before)
                 rest.append((k, int(v[1]), min(rd) if rd else graph.n, max(rd) if rd else -1))
         unit_of.append(tuple(u))
         rest_of.append(tuple(rest))
-    return unit_of, rest_of
+        made_of.append(made)
+    return unit_of, rest_of, made_of
 
 
 def unit_split(nbytes: int, dp: int) -> tuple[int, int]:
@@ -145,14 +158,16 @@ def parts_split(nbytes: int, low: int, dp: int) -> tuple[int, int, int]:
     return fl // 2 + fr, fl + fr, sl + sr
 
 
-def phase_terms(units: tuple, dp: int, m: int, host: bool = False, low: tuple = ()) -> tuple:
+def phase_terms(units: tuple, dp: int, m: int, host: bool = False, low: tuple = (), made: tuple = ()) -> tuple:
     """ZeRO-3's memory terms of one stage's phases ``0 .. 2m-1`` (see the module's docstring):
     ``(add, step, syncs, shed, full, gfull, gshard)``. ``add[p]``: bytes alive in phase p beside its
     traced figures (gathered parameters, reduce-scatters' flat copies in flight); ``step[p]``: the
     change of the per-step buffers (whole gradients out from after their backward, sharded ones in
     from their first reduce-scatter's wait); ``syncs``: per unit ``(y, gathered, flat_before,
     slice_before)`` for the sync point after B_y: the prefetched gather beside it, and the flat
-    copy and the slice of the reduce-scatter waited for there (the unit after y's; 0, 0: none);
+    copy and the slice of the reduce-scatter waited for there (the unit after y's; 0, 0: none) and y's
+    gradient the step made (``made[y]``: less its gradless parameters', which only the flat copy's
+    zeros stand for; empty: the unit's whole gradient);
     ``shed``: what the per-step buffers lose in all (whole gradients less their slices); per local
     node its unit's padded ``full`` bytes of parameters and ``full`` and ``shard`` of gradients.
     ``host``: the parameters on the host (the gradients' slices go there: no ``shard`` on the device);
@@ -183,13 +198,13 @@ def phase_terms(units: tuple, dp: int, m: int, host: bool = False, low: tuple = 
         if 2 * m - y < end:
             add[2 * m - y] += gfull[y]
             add[end] -= gfull[y]
-        # per-step buffers: the whole gradient out after B_y, its slice in after the wait
-        g = units[y][1]
+        # per-step buffers: the whole gradient out after B_y (as made), its slice in after the wait
+        g = made[y] if made else units[y][1]
         step[2 * m - y] -= g
         step[end] += gshard[y]
         shed += g - gshard[y]
         syncs.append((y, full[q] if q is not None else 0, gfull[r] if r is not None else 0,
-                      gshard[r] if r is not None else 0))
+                      gshard[r] if r is not None else 0, g))
     return _run(add, 2 * m), _run(step, 2 * m), syncs, shed, full, gfull, gshard
 
 
@@ -206,7 +221,7 @@ def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step
     shards and gradients' slices on the host (not in ``params`` / the step's gradients)."""
     units = facts.units
     low = facts.low
-    terms = phase_terms(units, dp, m, host, low)
+    terms = phase_terms(units, dp, m, host, low, facts.made)
     shards = [parts_split(pb, low[x] if low else 0, dp)[2] for x, (pb, _, _) in enumerate(units) if pb > 0]
     params = P_sum - sum(pb for pb, _, _ in units) + (0 if host else sum(shards))
     grads = step_opt + opt_grads - terms[3]
@@ -224,7 +239,7 @@ def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step
     return terms, params, grads, state, temps
 
 
-def phase_values(terms: tuple, units: tuple, m: int, kv: list, kv0: list, S_after: int, run: list,
+def phase_values(terms: tuple, m: int, kv: list, kv0: list, S_after: int, run: list,
                  inp: int, bound: list | None = None) -> tuple:
     """The per-phase bytes (without, with the per-step buffers) of a stage under ZeRO-3 and its
     per-step buffers after a backward: the all-keep figures ``kv`` / ``kv0`` / ``S_after`` with the
@@ -239,8 +254,7 @@ def phase_values(terms: tuple, units: tuple, m: int, kv: list, kv0: list, S_afte
     v = [kv[p] + run[p] + add[p] for p in range(2 * m)]
     v0 = [kv0[p] + run[p] + add[p] + step[p] for p in range(2 * m)]
     S_after = S_after - shed
-    for y, gathered, flat_r, slice_r in syncs:
-        g = units[y][1]
+    for y, gathered, flat_r, slice_r, g in syncs:
         flat = max(flat_r, gfull[y])  # (the one waited for dies before y's is made)
         if y > 0:
             j = 2 * m - 1 - y

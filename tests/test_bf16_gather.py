@@ -183,9 +183,9 @@ def test_the_sync_point_between_two_backwards_by_hand():
     units = ((100, 100, 200), (100, 100, 200))
     terms = phase_terms(units, 2, 2)
     kv, kv0 = [10, 10, 1000, 50], [10, 10, 1500, 750]
-    v, v0, _ = phase_values(terms, units, 2, kv, kv0, 0, [0] * 4, 0, [0, 0, 0, 5])
+    v, v0, _ = phase_values(terms, 2, kv, kv0, 0, [0] * 4, 0, [0, 0, 0, 5])
     assert v[3] == 105 + 208 and v0[3] == 5 + 700 - 100 + 100 + 208
-    v, v0, _ = phase_values(terms, units, 2, kv, kv0, 0, [0] * 4, 0, None)  # (the phases' peaks alone)
+    v, v0, _ = phase_values(terms, 2, kv, kv0, 0, [0] * 4, 0, None)  # (the phases' peaks alone)
     assert v[3] == 150 + 208 and v0[3] == 750 - 100 + 100 + 208
 
 

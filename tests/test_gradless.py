@@ -5,7 +5,12 @@ at dp 2) and an update plain training never makes. The profile names such parame
 buckets leave them out too (``TaskGraph.meta["gradless_params"]``). ZeRO-2 and ZeRO-3 step every parameter of
 their flat slices, so their state holds such a parameter's share where plain training's holds none: priced
 now (the simulator's ``O_gradless``), and the flat gradient copy is filled in place, without a zero tensor
-per such parameter beside it (ZeRO-2 was 6.7% under, ZeRO-3 7.8%, before)."""
+per such parameter beside it (ZeRO-2 was 6.7% under, ZeRO-3 7.8%, before).
+
+ZeRO-3 with the parameters on the host: the per-step buffers lost each unit's whole gradient after its
+backward, which the trace never held for a gradless unit (its flat copy is zeros), and the sync point
+held it too: 6.9% under with one micro-batch, 9.5% with two (``Zero3Facts.made``). Without the host the
+under-count was hidden by the gradless unit's optimizer state counted whole, not as the rank's slice."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,9 +22,10 @@ from tests.onerank import predicted_ranks
 PATH = str(Path(__file__).resolve().parent / "models" / "unused_pooler.py")
 
 
-@pytest.mark.parametrize("m,sharding", [(1, "none"), (2, "none"), (1, "gradients"), (2, "gradients"),
-                                        (1, "parameters")])
-def test_a_gradless_parameter_is_not_all_reduced(m, sharding):
+@pytest.mark.parametrize("m,sharding,host", [(1, "none", False), (2, "none", False), (1, "gradients", False),
+                                             (2, "gradients", False), (1, "parameters", False),
+                                             (1, "parameters", True), (2, "parameters", True)])
+def test_a_gradless_parameter_is_not_all_reduced(m, sharding, host):
     from memflow.cluster import Cluster
     from memflow.executor import plain_losses
     from memflow.planner import GraphSource, resolve_spec
@@ -28,10 +34,11 @@ def test_a_gradless_parameter_is_not_all_reduced(m, sharding):
     cl = Cluster.load("cpu-2")
     g = GraphSource(resolve_spec(PATH), cl)(8 // (2 * m))
     assert g.meta["gradless_params"] == ["model.pooler.bias", "model.pooler.weight"]
-    st = Strategy(dp=2, pp=1, stage_of=[0] * g.n, actions=["keep"] * g.n, microbatches=m, sharding=[sharding])
+    st = Strategy(dp=2, pp=1, stage_of=[0] * g.n, actions=["keep"] * g.n, microbatches=m, sharding=[sharding],
+                  optimizer_on_host=[host], params_on_host=[host])
     _, rep = predicted_ranks(PATH, g, st, batch=8)
-    for r in rep.ranks:  # (over by the pooler's gradient, which the simulator's stage still counts: 4 KiB)
-        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.05 * r.measured_peak_bytes, (
+    for r in rep.ranks:  # (over by about the pooler's unread output: 512 bytes, 0.2-1%)
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.02 * r.measured_peak_bytes, (
             r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
     want = plain_losses(PATH, 8, 3, seed=0)
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

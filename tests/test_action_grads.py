@@ -201,7 +201,13 @@ def test_every_action_computes_plain_gradients(kind, action, dtype):
     x = data()
     ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if dtype == "bf16" else contextlib.nullcontext
     with ctx():
-        want, got = _grads(make, x, None), _grads(make, x, action)
+        try:
+            want = _grads(make, x, None)
+        except RuntimeError as e:  # (oneDNN's bf16 LSTM is missing on some CPUs: AVX2 alone has none)
+            if dtype == "bf16" and "primitive descriptor" in str(e):
+                pytest.skip(f"plain {kind} under bf16 autocast does not run on this CPU: {e}"[:200])
+            raise
+        got = _grads(make, x, action)
     assert want.keys() == got.keys()
     for name in want:
         assert want[name] is not None, (kind, action, name)

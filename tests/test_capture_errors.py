@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memflow.cli.main import main
+from memflow.profile.build import trace_failed
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ROOT / "tests" / "bad_models"
@@ -101,3 +102,13 @@ def test_transformer_encoder_profiles_without_fake_tensor_warnings(tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "FakeTensor" not in r.stderr and "Warning" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_bf16_kernel_this_cpu_lacks_is_named_with_the_way_out():
+    """oneDNN has no bf16 LSTM on some CPUs (AVX2 alone): plain training fails too, and the error says so."""
+    e = RuntimeError("could not create a primitive descriptor for the LSTM forward propagation primitive. "
+                     "Run workload with environment variable ONEDNN_VERBOSE=all to get additional diagnostic")
+    msg = str(trace_failed("m.py", e, "bf16"))
+    assert "\n" not in msg and "LSTM forward propagation primitive (" in msg and "--dtype fp32" in msg
+    assert "ONEDNN_VERBOSE" not in msg
+    assert "--dtype fp32" not in str(trace_failed("m.py", e, "fp32"))

@@ -73,8 +73,7 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     except MemflowError:
         raise
     except Exception as e:  # noqa: BLE001
-        first = (str(e).strip().splitlines() or [""])[0]
-        raise CaptureError(f"{spec.path}: tracing the training step failed: {type(e).__name__}: {first[:300]}") from None
+        raise trace_failed(spec.path, e, dtype) from None
     record_tp(graph, program)
     graph.fingerprint = fingerprint(model, captured, batch_size, dtype, granularity, spec.tp)
     graph.meta["model_signature"] = model_signature(model)
@@ -82,6 +81,17 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
     graph.meta["memory_source"] = "measured" if measure else "fake"
     graph.meta["accounted_times"] = bool(measure and accounted)
     return graph
+
+
+def trace_failed(path: Any, e: Exception, dtype: str) -> CaptureError:
+    """The one-line error for a training step that raised while traced; under bf16, a CPU kernel that
+    oneDNN lacks on this machine (bf16 LSTMs with AVX2 alone) is named as such: plain training fails too."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    hint = ""
+    if dtype == "bf16" and "primitive descriptor" in first:
+        hint = " (this CPU has no bf16 kernel for an op of the model, so plain training fails too: use --dtype fp32)"
+        first = first.split(". ")[0]
+    return CaptureError(f"{path}: tracing the training step failed: {type(e).__name__}: {first[:300]}{hint}")
 
 
 def _batch_dims(batches: dict[int, list]) -> list[bool] | None:
@@ -339,9 +349,7 @@ class SharedCapture:
             except Exception as e:  # noqa: BLE001
                 if not fixed:
                     return None, None
-                first = (str(e).strip().splitlines() or [""])[0]
-                raise CaptureError(f"{self.spec.path}: tracing the training step failed: {type(e).__name__}: "
-                                   f"{first[:300]}") from None
+                raise trace_failed(self.spec.path, e, self.dtype) from None
             state = opt.state
             graphs[b] = graph
         return graphs, state

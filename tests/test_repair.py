@@ -92,10 +92,13 @@ def test_search_finds_what_it_missed(kind, n, ndev, frac, gseed, shared, seed):
     cl = tight_cluster(g, ndev, frac)
     if shared:
         cl = dataclasses.replace(cl, host_link_shared=True)
-    ex = solve_exact(g, GB, cl)
     r = search(g, GB, cl, seed=seed, baselines=False)
-    assert ex.best is not None and r.best is not None
-    assert r.best_eval.step_time_s <= ex.best_eval.step_time_s * 1.02
+    assert r.best is not None and r.best_eval.fits
+    # within 2% of the optimum: nothing that fits is faster than the search's answer / 1.02 (the exact
+    # solver bounded there: the same question, its branch and bound pruning from the start)
+    ex = solve_exact(g, GB, cl, upper_bound=r.best_eval.step_time_s / 1.02)
+    assert ex.complete and ex.best is None, (ex.complete, ex.best_eval and ex.best_eval.step_time_s,
+                                             r.best_eval.step_time_s)
 
 
 def _shared_saved_graph() -> TaskGraph:

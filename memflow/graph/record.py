@@ -215,6 +215,10 @@ class TaskGraph:
     # ends: its last reader's forward (an L1 loss's target), or the backward of a node whose autograd held
     # it (saved, or kept on a custom op's ctx); traced, the step holding its copy alone
     input_free: dict[str, int] = field(default_factory=dict)
+    # ... and per batch input the nodes whose forward saved it (a saved-tensor hook saw it), where no node
+    # reads it through views another made: the stage a reader is on lets its own copy go by these, an input
+    # other stages read too (an autoencoder's image, its own target), where they agree with input_free
+    input_holders: dict[str, list[int]] = field(default_factory=dict)
     fingerprint: str = ""
     # parameter/buffer name -> [bytes, grad bytes, optimizer-state bytes, owner node]
     params: dict[str, list[int]] = field(default_factory=dict)
@@ -355,22 +359,37 @@ class TaskGraph:
         stage's last backward phase with every node kept (:attr:`input_free`): ``(bytes, local
         phase, local readers)`` — held through that local phase and gone after it; a reader
         recomputed (its checkpoint holds what it reads) holds it to its own backward. An input
-        another stage reads too (directly or through views sent on), or let go in another stage's
-        phase, is left held to the end, as before."""
+        another stage reads too, or let go in another stage's phase, is let go by what this stage's
+        readers save (:attr:`input_holders`), a reader that saved none of it held to its backward but
+        where the whole step let it go before; one read through views sent on is held to the end."""
         m, n = b - a, self.n
         out = []
         for name, nb in self.inputs.items():
             p = self.input_free.get(name)
             readers = [k - a for k in range(a, b) if name in self.nodes[k].read_inputs]
-            if (p is None or not readers or nb <= 0
-                    or any(name in nd.read_inputs for nd in self.nodes[:a] + self.nodes[b:])):
+            if p is None or not readers or nb <= 0:
                 continue
             k = p if p < n else 2 * n - 1 - p
-            if a <= k < b:
+            if a <= k < b and not any(name in nd.read_inputs for nd in self.nodes[:a] + self.nodes[b:]):
                 local = k - a if p < n else 2 * m - 1 - (k - a)
-                if local < 2 * m - 1:
-                    out.append((nb, local, tuple(readers)))
+            else:
+                local = self._held_by_savers(name, p, a, b)
+            if local is not None and local < 2 * m - 1:
+                out.append((nb, local, tuple(readers)))
         return tuple(out)
+
+    def _held_by_savers(self, name: str, p: int, a: int, b: int) -> int | None:
+        """The local phase the copy of input ``name`` on the stage of nodes ``a .. b-1`` is let go in,
+        by its readers there: one whose forward saved it holds it to its backward; one that did not, to
+        its forward's end where the whole step let it go (the traced phase ``p``) before that reader's
+        backward, else to its backward too (something no saved-tensor hook sees may hold it: a custom
+        op's ctx). None where no holders were recorded (an input read through views sent on)."""
+        holders = self.input_holders.get(name)
+        if holders is None:
+            return None
+        n, m, held = self.n, b - a, set(holders)
+        return max(2 * m - 1 - (k - a) if (k in held or p >= 2 * n - 1 - k) else k - a
+                   for k in range(a, b) if name in self.nodes[k].read_inputs)
 
     def content_hash(self) -> str:
         blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()

@@ -434,6 +434,7 @@ def trace_step(
 
     gradless: list[str] = []  # trainable parameters the step gives no gradient (an unread pooler)
     saves: dict[int, int] = {}
+    saved_inputs: dict[str, set[int]] = {}  # batch input -> the nodes whose forward saved it
     starts: dict[int, int] = {}  # per backward phase, the live bytes as it starts
     pre: dict[int, int] = {}  # ... and what it has made when it first unpacks a saved tensor
 
@@ -451,6 +452,9 @@ def trace_step(
                 ev = live.event_of(t)
                 if ev is not None:
                     ev.packed = True
+                for st in storages(t):  # (a batch input the node's autograd holds to its backward)
+                    if id(st) in batch_keys:
+                        saved_inputs.setdefault(batch_keys[id(st)], set()).add(live.phase)
         return t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
@@ -567,6 +571,8 @@ def trace_step(
         optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
         inputs=input_of, params=param_table, cast_params=sorted(cast_names),
         input_free={batch_keys[k]: p for k, p in live.freed_at.items() if k in batch_keys and p < 2 * n},
+        input_holders={name: sorted(saved_inputs.get(name, ())) for name in input_of
+                       if not any(name in v for v in viewed)},
         whole_params=sorted(names_by_id[i] for i in escaping_params(program) if i in names_by_id),
         bwd_send_copies=sends.bwd_list(),
     )

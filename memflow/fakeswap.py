@@ -82,7 +82,7 @@ class FakeGpuSwap:
     def pack(self, t: torch.Tensor) -> Any:
         k = _key(t)
         if k is None or k in self.param_keys or k in self._batch or t.untyped_storage().nbytes() < MIN_SWAP_BYTES:
-            return t
+            return t.detach()  # (detached: as HostSwap's, no cycle through a saved output's grad_fn)
         ident, anchor, seen = packed_before(self._packed, t, k)
         if seen is not None:
             return seen

@@ -142,11 +142,14 @@ class HostSwap:
             st = t.untyped_storage()
             ptr = st.data_ptr()
         except (RuntimeError, NotImplementedError):
-            return t
+            return t.detach()
         # (the storage's bytes, as the simulator's layout counts a buffer: a small view of a large storage
-        # is moved, so the storage can leave the device; a broadcast of a small one stays)
+        # is moved, so the storage can leave the device; a broadcast of a small one stays). Kept, it is kept
+        # detached: autograd hands the hook a saved output with its own grad_fn, which holding as is would
+        # make a cycle that outlives the step where no backward runs through it (a dead branch: RWKV's
+        # final recurrent state, kept to the next garbage collection)
         if ptr in self.param_ptrs or st.nbytes() < MIN_SWAP_BYTES or self._in_batch(ptr):
-            return t
+            return t.detach()
         ident, anchor, seen = packed_before(self._packed, t, ptr)
         if seen is not None:
             return seen

@@ -455,7 +455,10 @@ def trace_step(
                 for st in storages(t):  # (a batch input the node's autograd holds to its backward)
                     if id(st) in batch_keys:
                         saved_inputs.setdefault(batch_keys[id(st)], set()).add(live.phase)
-        return t
+        # (detached: autograd hands the hook a saved output with its own grad_fn; held as is, it makes a cycle
+        # that keeps a dead branch's saved tensors to the next garbage collection, RWKV's final recurrent
+        # state to the step's end, where the executor's kept nodes, with no hook, let them go at once)
+        return t.detach() if isinstance(t, torch.Tensor) else t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
     sends = SendCopies(program, live, watch)  # (what a cut's sends copy: memory no traced phase holds)

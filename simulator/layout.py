@@ -166,12 +166,20 @@ def state_rate(graph) -> int:
     return max((int(v[2]) // int(v[0]) for v in graph.params.values() if int(v[0]) and int(v[2])), default=0)
 
 
+def state_counter(graph) -> int:
+    """The optimizer state bytes per parameter above :func:`state_rate`'s share (AdamW's step count, 4;
+    0: none): a sharded step keeps one per flat slice it steps."""
+    rate = state_rate(graph)
+    return max((int(v[2]) - rate * int(v[0]) for v in graph.params.values() if int(v[0]) and int(v[2])), default=0)
+
+
 def _gradless_state(graph, nodes, gradless: set) -> int:
-    """Optimizer state bytes for ``nodes``' own parameters of ``gradless``, at :func:`state_rate`."""
+    """Optimizer state bytes for ``nodes``' own parameters of ``gradless``, at :func:`state_rate`, with
+    :func:`state_counter`'s per-parameter part."""
     if not gradless or not graph.params:
         return 0
-    rate = state_rate(graph)
-    return sum(rate * int(graph.params[k][0]) for nd in nodes for k in nd.param_names if k in gradless)
+    rate, counter = state_rate(graph), state_counter(graph)
+    return sum(rate * int(graph.params[k][0]) + counter for nd in nodes for k in nd.param_names if k in gradless)
 
 
 def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:

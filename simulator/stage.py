@@ -29,7 +29,7 @@ from itertools import accumulate
 from memflow.kinds import KEEP, RECOMPUTE, SELECTIVE, SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS, SWAP
 
 from .layout import StageLayout
-from .zero3 import Zero3Facts, comm_times, host_times, phase_values, state_terms, timeline
+from .zero3 import ELEMENT, Zero3Facts, comm_times, host_times, phase_values, state_terms, timeline
 
 __all__ = ["StageModel", "StageEval", "stage_peak", "PEAK_PHASES"]
 
@@ -677,6 +677,12 @@ class _KeepTables:
         self.keep_node_end = _suffix_sums(self.bt_keep)
 
 
+def _piece(nbytes: int, dp: int) -> int:
+    """A rank's slice of a ZeRO-2 bucket of ``nbytes``: the bucket padded to a multiple of ``dp``
+    elements (:mod:`memflow.executor.zero`), ``1/dp`` of it."""
+    return -(-nbytes // (dp * ELEMENT)) * ELEMENT
+
+
 class StageModel:
     """The memory and time model of one stage (see the module's docstring): its layout, the batch
     inputs its nodes read per micro-batch (``input_bytes``), the bytes above its state in its
@@ -755,8 +761,9 @@ class StageModel:
         if c is None:
             net, shed = [], 0
             for x, nb in self.buckets:
-                net.append((x, nb - shed))
-                shed += nb - -(-nb // dp)
+                piece = _piece(nb, dp)
+                net.append((x, piece * dp - shed))
+                shed += piece * dp - piece
             c = self._syncs[dp] = _sync_copies(net, self.layout.m)
         return c
 
@@ -772,7 +779,7 @@ class StageModel:
             K = self._keep or _KeepTables(self.layout)
             m = self.layout.m
             whole = sum(nb for _, nb in self.buckets)
-            pieces = [-(-nb // dp) for _, nb in self.buckets]
+            pieces = [_piece(nb, dp) for _, nb in self.buckets]
             grads = K.step[2 * m] + self.opt_grads - whole + sum(pieces)
             wo = sum(ob for _, ob, _ in self.zero_whole)  # (replicas of parameters other stages read: whole)
             if self.zero_params and not self.zero_sum:

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .layout import state_rate
+from .layout import state_counter, state_rate
 
 __all__ = ["Zero3Facts", "zero3_facts", "node_units", "unit_split", "parts_split", "phase_terms", "state_terms", "phase_values", "comm_times",
            "host_times", "host_bytes", "timeline"]
@@ -111,6 +111,7 @@ def node_units(graph) -> tuple[list, list, list]:
     slice, zeros and all), which the traced step never made."""
     gradless = set(graph.meta.get("gradless_params", ()))
     rate = state_rate(graph) if gradless else 0
+    counter = state_counter(graph) if gradless else 0
     readers: dict[str, set] = {}
     for nd in graph.nodes:
         for k in nd.read_params:
@@ -129,7 +130,7 @@ def node_units(graph) -> tuple[list, list, list]:
             if rd <= {nd.index} and k not in whole:
                 u[0] += int(v[0])
                 u[1] += int(v[1])
-                u[2] += int(v[2]) if k not in gradless else rate * int(v[0])
+                u[2] += int(v[2]) if k not in gradless else rate * int(v[0]) + counter
                 made += 0 if k in gradless else int(v[1])
             else:
                 # (no reader: every reader is on any stage, as the empty all() held before)
@@ -225,7 +226,9 @@ def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step
     shards = [parts_split(pb, low[x] if low else 0, dp)[2] for x, (pb, _, _) in enumerate(units) if pb > 0]
     params = P_sum - sum(pb for pb, _, _ in units) + (0 if host else sum(shards))
     grads = step_opt + opt_grads - terms[3]
-    state = O_sum - sum(ob for _, _, ob in units) + sum(-(-ob * sh // pb) for (pb, _, ob), sh in
+    # (a unit's state: its share of the per-byte state, and the per-parameter part (AdamW's step count)
+    # whole, of which the step over its flat slice keeps one)
+    state = O_sum - sum(ob for _, _, ob in units) + sum(ob // pb * sh + ob % pb for (pb, _, ob), sh in
                                                         zip([u for u in units if u[0] > 0], shards))
     rest = facts.rest_params
     if zero_params and not zero_sum:

@@ -10,7 +10,12 @@ per such parameter beside it (ZeRO-2 was 6.7% under, ZeRO-3 7.8%, before).
 ZeRO-3 with the parameters on the host: the per-step buffers lost each unit's whole gradient after its
 backward, which the trace never held for a gradless unit (its flat copy is zeros), and the sync point
 held it too: 6.9% under with one micro-batch, 9.5% with two (``Zero3Facts.made``). Without the host the
-under-count was hidden by the gradless unit's optimizer state counted whole, not as the rank's slice."""
+under-count was hidden by the gradless unit's optimizer state counted whole, not as the rank's slice.
+
+The pooler's unread output (a dead branch: tanh saved it) was held by the trace's saved-tensor hook to the
+step's end (tests/test_dead_branch.py): 512 bytes over in every mode, which hid a few bytes under where a
+ZeRO-2 bucket or a ZeRO-3 unit is padded to whole elements per rank and the flat step keeps one step count
+per unit (2-5 bytes under, now 0-0.02% over)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,8 +42,8 @@ def test_a_gradless_parameter_is_not_all_reduced(m, sharding, host):
     st = Strategy(dp=2, pp=1, stage_of=[0] * g.n, actions=["keep"] * g.n, microbatches=m, sharding=[sharding],
                   optimizer_on_host=[host], params_on_host=[host])
     _, rep = predicted_ranks(PATH, g, st, batch=8)
-    for r in rep.ranks:  # (over by about the pooler's unread output: 512 bytes, 0.2-1%)
-        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.02 * r.measured_peak_bytes, (
+    for r in rep.ranks:  # (0-0.02% over: the step counts of a unit's state, one per parameter, kept whole)
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.001 * r.measured_peak_bytes, (
             r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
     want = plain_losses(PATH, 8, 3, seed=0)
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

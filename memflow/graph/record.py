@@ -216,8 +216,8 @@ class TaskGraph:
     # it (saved, or kept on a custom op's ctx); traced, the step holding its copy alone
     input_free: dict[str, int] = field(default_factory=dict)
     # ... and per batch input the nodes whose forward saved it (a saved-tensor hook saw it), where no node
-    # reads it through views another made: the stage a reader is on lets its own copy go by these, an input
-    # other stages read too (an autoencoder's image, its own target), where they agree with input_free
+    # reads it through views another made: the stage a reader is on lets its own copy of an input other
+    # stages read too (an autoencoder's image, its own target) go by these (:meth:`input_deaths`)
     input_holders: dict[str, list[int]] = field(default_factory=dict)
     fingerprint: str = ""
     # parameter/buffer name -> [bytes, grad bytes, optimizer-state bytes, owner node]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from memflow.cli.main import main
 from memflow.profile.build import trace_failed
@@ -112,3 +113,47 @@ def test_a_bf16_kernel_this_cpu_lacks_is_named_with_the_way_out():
     assert "\n" not in msg and "LSTM forward propagation primitive (" in msg and "--dtype fp32" in msg
     assert "ONEDNN_VERBOSE" not in msg
     assert "--dtype fp32" not in str(trace_failed("m.py", e, "fp32"))
+
+
+BF16_LSTM = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 8, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0].float().pow(2).mean()
+
+
+def build_model():
+    return Net()
+
+
+def example_batch(batch_size):
+    return {"x": torch.randn(batch_size, 5, 8)}
+'''
+
+
+def _cpu_runs_bf16_lstm() -> bool:
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.nn.LSTM(8, 8)(torch.randn(5, 2, 8))
+    except RuntimeError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_cpu_runs_bf16_lstm(), reason="this CPU has oneDNN's bf16 LSTM: nothing fails")
+def test_a_bf16_kernel_this_cpu_lacks_is_one_line_in_the_cli(tmp_path, capfd, monkeypatch):
+    """On a CPU with AVX2 alone (CI's): a bf16 LSTM's step fails as plain training's does, in one line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "m.py").write_text(BF16_LSTM)
+    rc = main(["plan", "m.py", "--cluster", "cpu-1", "--dtype", "bf16", "--batch-size", "4"])
+    err = capfd.readouterr().err.strip().split("\n")
+    assert rc == 2 and err[-1].startswith("memflow: error: ") and "Traceback" not in "\n".join(err)
+    assert "LSTM forward propagation primitive (" in err[-1] and "--dtype fp32" in err[-1], err[-1]

@@ -136,8 +136,9 @@ def exit_text(rc: int) -> str:
     return f"signal {-rc}, {name}"
 
 
-def last_line(text: str, limit: int = 300) -> str:
-    """The last non-blank line of a process's output (what it said last), at most ``limit`` characters."""
+def last_line(text: str, limit: int | None = 300) -> str:
+    """The last non-blank line of a process's output (what it said last), at most ``limit`` characters
+    (None: whole)."""
     lines = [x.strip() for x in text.splitlines() if x.strip()]
     return lines[-1][:limit] if lines else ""
 

@@ -89,13 +89,14 @@ def _child(job: dict, rank: int) -> None:
 
 def _why(rank: int, rc: int, err_file: Path) -> str:
     """One line on why timing process ``rank`` ended with return code ``rc``: its error, or how it died."""
-    words = last_line(err_file.read_text(errors="replace")) if rc > 0 and err_file.exists() else ""
+    words = last_line(err_file.read_text(errors="replace"), limit=None) if rc > 0 and err_file.exists() else ""
     # one of MemFlow's own one-line errors about the model says it all, raised in the process (its traceback's
-    # last line) or where the fork server started it
+    # last line) or where the fork server started it: whole, its hint at its end; anything else cut short
     own = re.match(r"(?:memflow forkserver: rank failed to start: )?(?:memflow\.errors\.)?(\w+): (.+)", words)
     if own and isinstance(getattr(errors, own.group(1), None), type) and \
             issubclass(getattr(errors, own.group(1)), errors.MemflowError):
         return own.group(2)
+    words = words[:300]
     return f"profiling process {rank} failed: {words}" if words else f"profiling process {rank} {ended_text(rc)}"
 
 

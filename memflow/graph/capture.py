@@ -116,7 +116,7 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
     try:
         carried: set = set()
         with quiet_capture(), _lean_fx(), kept_functions(), _casts_in_forward(), _assignments(model, carried), \
-                _unchecked_distributions():
+                _unchecked_distributions(), _no_grad_in_forward(spec):
             ep = torch.export.export(wrapper, tuple(flat), dynamic_shapes=dynamic, strict=False)
             gm = ep.module()
             _strip_guards(gm)
@@ -193,6 +193,33 @@ def _unchecked_distributions():
         yield
     finally:
         Distribution.set_default_validate_args(before)
+
+
+@contextlib.contextmanager
+def _no_grad_in_forward(spec: Any):
+    """A forward that takes a gradient itself (``torch.autograd.grad(..., create_graph=True)``: WGAN-GP's
+    gradient penalty, a double backward) is a backward inside the step, which a captured forward and its
+    backward cannot hold: exported on real tensors it failed as a tensor made outside torch's ops (with a
+    hint about ``.data`` that did not apply), on fake tensors it was captured without the inner backward's
+    memory. While a step is exported, such a call from the model's code is its own one-line error."""
+    orig = torch.autograd.grad
+
+    def grad(*args, **kwargs):
+        caller = sys._getframe(1)
+        path = caller.f_code.co_filename
+        if not path.startswith(_TORCH_DIR):
+            raise ModelLoadError(
+                f"{getattr(spec, 'path', 'model')}: the model's forward calls torch.autograd.grad at "
+                f"{os.path.basename(path)}:{caller.f_lineno} (a gradient inside the step: a gradient penalty, a "
+                "double backward); MemFlow captures one forward and its backward and cannot plan a backward "
+                "inside the forward: train this model without MemFlow, or without the term")
+        return orig(*args, **kwargs)
+
+    torch.autograd.grad = grad
+    try:
+        yield
+    finally:
+        torch.autograd.grad = orig
 
 
 @contextlib.contextmanager

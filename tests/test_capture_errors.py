@@ -51,12 +51,20 @@ REAL_ONLY = {
     "data_clamp.py": ["constants", "with torch.no_grad(): p.clamp_(...)", "not through `p.data`"],
 }
 
+# fake tensors only (one capture says it): a library's masked path, taken only when traced (HF Nystromformer
+# drops an all-ones mask eagerly, where it reads its values, and its masked attention breaks on the shapes)
+FAKE_ONLY = {
+    "hf_masked_path.py": ["(NystromformerSelfAttention)", "check the shapes example_batch returns",
+                          "another path under torch.export than when it runs eagerly"],
+}
+
 
 @pytest.mark.parametrize("name,gpu,gpus", [(n, g, 1) for n in sorted(CASES) for g in ("v100-16gb", "cpu")]  # fake
                          + [(n, "cpu", 1) for n in sorted(REAL_ONLY)]  # tensors (predicted costs), real (measured)
                          # measured by two timing processes at once: the error one of them raised reaches the CLI
                          # whole, its hint at its end (it was cut at 300 characters)
-                         + [("hf_loss_branch.py", "cpu", 2), ("data_clamp.py", "cpu", 2)])
+                         + [("hf_loss_branch.py", "cpu", 2), ("data_clamp.py", "cpu", 2)]
+                         + [(n, "v100-16gb", 1) for n in sorted(FAKE_ONLY)])
 def test_uncapturable_model_is_one_line(name, gpu, gpus, tmp_path, capfd, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMFLOW_CACHE_DIR", str(tmp_path / "cache"))
@@ -66,7 +74,7 @@ def test_uncapturable_model_is_one_line(name, gpu, gpus, tmp_path, capfd, monkey
     assert rc == 2, err
     assert len(lines) <= 3, err
     assert lines[-1].startswith("memflow: error: ") and "Traceback" not in err
-    for fragment in {**CASES, **REAL_ONLY}[name]:
+    for fragment in {**CASES, **REAL_ONLY, **FAKE_ONLY}[name]:
         assert fragment in lines[-1], lines[-1]
 
 

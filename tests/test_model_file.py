@@ -65,6 +65,7 @@ BAD_CASES = {
     "data_dependent_branch.py": ("capture", []),
     "hf_loss_branch.py": ("capture", []),
     "grad_penalty.py": ("capture", []),
+    "hf_masked_path.py": ("capture", []),
     "packed_sequence.py": ("capture", []),
     "dirty_function.py": ("capture", []),
     "routed_experts.py": ("capture", []),

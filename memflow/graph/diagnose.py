@@ -170,6 +170,11 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
     inside = f" in {mod}" + (f" ({op})" if op else "") + at if module is not None or op else ""
     hint = ("; check the shapes example_batch returns against what the model expects"
             if op and isinstance(e, RuntimeError) else "")
+    if hint and module is not None and _library(module):  # (HF Autoformer, Nystromformer: a mask they drop
+        # eagerly when it is all ones, where its values can be read, is kept under export, on a path they break)
+        hint += ("; where they train in plain PyTorch, the library's code takes another path under torch.export "
+                 "than when it runs eagerly (an all-ones attention mask a model drops eagerly is kept when traced): "
+                 "then this model cannot be captured as it is")
     if "fake tensor in the exported program constant" in first:  # (a tensor the trace did not make)
         hint = ("; a tensor reached through .data (or made outside torch's ops) became a constant of the "
                 "graph: change a parameter in forward as `with torch.no_grad(): p.clamp_(...)`, not through "

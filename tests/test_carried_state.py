@@ -2,7 +2,9 @@
 Transformer-XL memory) is captured once: the planned step never sets them again, and plain PyTorch's
 later steps read the last step's state. Nothing said so: the plan and the run succeeded, the losses
 parted from plain training's. Now the capture records them (torch.export's own check) and the plan
-says so in one warning line; a model that keeps nothing gets none."""
+says so in one warning line; a model that keeps nothing gets none, nor one that sets the attribute to None
+before anything reads it in every forward (HF RecurrentGemma's recurrent state with ``use_cache=False``:
+warned before)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "tests" / "models" / "stateful_lstm.py"
 
 
-@pytest.mark.parametrize("carry", ["1", "0"])
+@pytest.mark.parametrize("carry", ["1", "0", "reset"])
 def test_state_kept_in_plain_attributes_is_recorded_and_warned(carry, monkeypatch, capfd):
     import memflow
     from memflow.planner import resolve_spec

@@ -155,20 +155,26 @@ def _assignments(model: torch.nn.Module, out: set):
     list holding some), or whose flag it flips or counter it advances, meanwhile, as ``path.attr``: state
     a forward keeps for its next call (``self.hidden = (h.detach(), c.detach())``; Glow's ActNorm
     initialising itself from the first batch, ``self.initialized = True``: the program traced before the
-    flag was set initialises every step). Parameters, buffers, submodules and private names (torch's own:
+    flag was set initialises every step), unless its first set in the call is to None (then what the last
+    call left is let go unread: HF RecurrentGemma's recurrent state). Parameters, buffers, submodules and
+    private names (torch's own:
     an LSTM's ``_flat_weights``) aside, and what torch's own code sets (the old hook-based ``weight_norm``
     / ``spectral_norm`` set ``module.weight`` before every forward: made, not carried). torch.export puts
     such attributes back after it and warns of tensors alone, not of a tuple set where None stood."""
     paths = {id(m): p for p, m in model.named_modules()}
     plain = torch.nn.Module.__setattr__
     seen: set = set()  # (module, attribute) set already in this capture: later sets are the call's own work
+    reset: set = set()  # ... set to None first: what a last call left there is let go unread (HF RecurrentGemma)
 
     def setattr_(self: torch.nn.Module, name: str, value: Any) -> None:
         p = paths.get(id(self))
         if p is not None and not name.startswith("_") and name not in self._parameters and name not in self._buffers:
             first = (id(self), name) not in seen
             seen.add((id(self), name))
-            if ((_holds_tensors(value) or (first and _changes_scalar(self, name, value)))
+            if first and value is None:
+                reset.add((id(self), name))
+            if ((id(self), name) not in reset
+                    and (_holds_tensors(value) or (first and _changes_scalar(self, name, value)))
                     and not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR)):
                 out.add(f"{p}.{name}" if p else name)
         plain(self, name, value)

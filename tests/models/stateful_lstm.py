@@ -1,7 +1,8 @@
 """An LSTM language model keeping its hidden state on the module for the next call (truncated BPTT as
 many write it: ``self.hidden = (h.detach(), c.detach())`` in forward). ``CARRY=0`` leaves it out. Its
 head has the old hook-based ``weight_norm``, whose hook sets ``head.weight`` before every forward: made
-anew each call, not carried."""
+anew each call, not carried. ``CARRY=reset`` sets it to None first in every forward (HF RecurrentGemma
+with ``use_cache=False``): a state set anew each call, read by none, not carried."""
 import os
 
 import warnings
@@ -11,7 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 BATCH_SIZE = 4
-CARRY = os.environ.get("CARRY", "1") == "1"
+CARRY = os.environ.get("CARRY", "1") in ("1", "reset")
+RESET = os.environ.get("CARRY") == "reset"
 
 
 class LM(nn.Module):
@@ -23,6 +25,8 @@ class LM(nn.Module):
         self.hidden = None
 
     def forward(self, ids, tgt):
+        if RESET:
+            self.hidden = None
         h0 = self.hidden if self.hidden is not None and self.hidden[0].shape[1] == ids.shape[0] else None
         out, h = self.rnn(self.emb(ids), h0)
         if CARRY:

@@ -155,6 +155,12 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
         elif src.startswith(("aten.rand", "aten.bernoulli", "aten.uniform", "aten.normal")):
             fix = ("a random draw decides what runs (LayerDrop: `if torch.rand([]) < p` skips a layer): set its "
                    "probability to 0 (HF: layerdrop, encoder_layerdrop, decoder_layerdrop)")
+        elif module is not None and type(module).__module__.startswith("torch.nn.") and names.get(id(module)):
+            # (torch's own module branching inside: no torch.cond the user can write there)
+            fix = (f"torch's {type(module).__name__} decides what to run by the batch's values inside itself: "
+                   "replace it with a fixed-shape equivalent"
+                   + (" (a full nn.Linear over the vocabulary and F.cross_entropy)"
+                      if isinstance(module, torch.nn.AdaptiveLogSoftmaxWithLoss) else ""))
         elif line or (module is not None and names.get(id(module)) and not _library(module)):
             fix = "use torch.cond, or compute it outside the model"
         elif module is not None and names.get(id(module)):  # (inside a library's model: FSMT's padding mask)

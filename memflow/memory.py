@@ -210,6 +210,17 @@ class LiveBytes(TorchDispatchMode):
         self._held = 0
         self._held_cast = 0
         self._held_min = 0
+        # per backward phase, the peak had what its node's forward read from earlier phases (its inputs) been
+        # held to its end once freed (the profiler's, :meth:`hold_inputs`; None: not followed)
+        self.phase_peak_held_in: dict[int, int] | None = None
+        self.phase_peak_held_in_nc: dict[int, int] = {}  # ... without the watched casts (:meth:`watch_casts`)
+        self._held_in = 0
+        self._held_in_cast = 0
+        self._hin_n = 0
+        # (the held figure up to the phase's latest unpack, and since it until its op let its saved tensors go)
+        self._hin_commit = self._hin_pend = self._hin_commit_nc = self._hin_pend_nc = -1
+        self._hin_open = True
+        self._hin_unpacked = False
         # per phase, the peak less the parameter gradients made in it so far (the profiler's, :meth:`follow_grads`;
         # None: not followed): a later micro-batch's backward, where each gradient is there already and the
         # new one, made beside it, is added into it and let go
@@ -227,6 +238,11 @@ class LiveBytes(TorchDispatchMode):
         if self.phase_peak_held is not None:
             self._held = self._held_cast = 0
             self._hp()
+        if self.phase_peak_held_in is not None:
+            self._held_in = self._held_in_cast = 0
+            self._hin_commit = self._hin_pend = self._hin_commit_nc = self._hin_pend_nc = -1
+            self._hin_open, self._hin_unpacked = True, False
+            self._hi()
         if self.phase_peak_steady is not None:
             self._made = 0
             self._st()
@@ -263,6 +279,36 @@ class LiveBytes(TorchDispatchMode):
             v -= self.cast_live + self._held_cast
             if v > self.phase_peak_held_nc.get(self.phase, -1):
                 self.phase_peak_held_nc[self.phase] = v
+
+    def hold_inputs(self, n: int) -> None:
+        """Follow, per backward phase of a step of ``n`` nodes, what its peak would be were the buffers made
+        before its node's forward that it frees held until the last op that unpacks a saved tensor there is
+        through (``phase_peak_held_in``; the caller tells each unpack: :meth:`unpacked`): the node
+        recomputed, whose checkpoint holds every input its forward read until the last of its ops that
+        saved something has run its backward, where autograd frees each saved one as its own op is through."""
+        self.phase_peak_held_in = {}
+        self._held_in = 0
+        self._hin_n = n
+
+    def unpacked(self) -> None:
+        """A saved tensor has just been unpacked (its op's backward is starting)."""
+        if self.phase_peak_held_in is None:
+            return
+        self._hin_commit = max(self._hin_commit, self._hin_pend)
+        self._hin_commit_nc = max(self._hin_commit_nc, self._hin_pend_nc)
+        self._hin_pend = self._hin_pend_nc = -1
+        self._hin_open, self._hin_unpacked = True, True
+        self._hi()
+
+    def _hi(self) -> None:
+        if not self._hin_open:
+            return
+        self._hin_pend = max(self._hin_pend, self.live + self._held_in)
+        self.phase_peak_held_in[self.phase] = max(self._hin_commit, self._hin_pend)
+        if self._cast_keys is not None:
+            v = self.live + self._held_in - self.cast_live - self._held_in_cast
+            self._hin_pend_nc = max(self._hin_pend_nc, v)
+            self.phase_peak_held_in_nc[self.phase] = max(self._hin_commit_nc, self._hin_pend_nc)
 
     def mark(self) -> None:
         """Note the current phase's peak so far (the profiler marks each tensor autograd saves: a
@@ -339,6 +385,8 @@ class LiveBytes(TorchDispatchMode):
                 self._nc()
             if self.phase_peak_held is not None:
                 self._hp()
+            if self.phase_peak_held_in is not None:
+                self._hi()
         self._refs[key] = (ref, new, ev, on_host)
 
     def event_of(self, t: torch.Tensor) -> BufferEvent | None:
@@ -375,6 +423,14 @@ class LiveBytes(TorchDispatchMode):
             self.host_live -= nbytes
             return
         self.live -= nbytes
+        n = self._hin_n
+        if (self.phase_peak_held_in is not None and ev is not None and n <= self.phase < 2 * n
+                and ev.alloc_phase < 2 * n - 1 - self.phase):
+            self._held_in += nbytes
+            if key in self._cast_ids:
+                self._held_in_cast += nbytes
+        if self._hin_unpacked and ev is not None and ev.packed and n <= self.phase < 2 * n:
+            self._hin_open = False  # (the op last unpacked lets its saved tensors go: a checkpoint's hold ends)
         if self.phase_peak_held is not None and ev is not None and ev.packed and nbytes >= self._held_min:
             self._held += nbytes
             if key in self._cast_ids:
@@ -425,6 +481,8 @@ class LiveBytes(TorchDispatchMode):
             self._nc()
         if self.phase_peak_held is not None:
             self._hp()
+        if self.phase_peak_held_in is not None:
+            self._hi()
         if self.phase_peak_steady is not None and not _accumulating():
             self._st()
 

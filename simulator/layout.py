@@ -124,6 +124,10 @@ class StageLayout:
     # (a swapped node whose copies to the host are still running on a GPU: held_bwd_transient_bytes over
     # bwd_transient_bytes; 0 where untraced; empty where none adds anything)
     held_extra: list = ()
+    # per local node: what its backward's peak adds where what it frees of its inputs is held to its end (the
+    # node recomputed: its checkpoint holds every input its forward read until its backward is through;
+    # rec_held_bwd_transient_bytes over bwd_transient_bytes; 0 where untraced; empty where none adds anything)
+    rec_held_extra: list = ()
     # per batch input the executor lets go before the stage's last backward phase: (bytes, the local phase
     # it is held through with every node kept, its local readers) (TaskGraph.input_deaths)
     input_deaths: tuple = ()
@@ -442,6 +446,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_bwd = [float(nd.cpu_swap_bwd_time_s) for nd in nodes]
     held_extra = [max(0, int(nd.held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
                   if nd.held_bwd_transient_bytes >= 0 else 0 for nd in nodes]
+    rec_held_extra = [max(0, int(nd.rec_held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
+                      if nd.rec_held_bwd_transient_bytes >= 0 else 0 for nd in nodes]
     return StageLayout(
         a=a, b=b, m=m, input_deaths=graph.input_deaths(a, b), bcut=bcut,
         g_bytes=[groups[k] for k in keys],
@@ -491,4 +497,5 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],
         held_extra=held_extra if any(held_extra) else (),
+        rec_held_extra=rec_held_extra if any(rec_held_extra) else (),
     )

@@ -27,6 +27,7 @@ class LowView:
             nd, fwd_transient_bytes=nd.low_fwd_transient_bytes, bwd_transient_bytes=nd.low_bwd_transient_bytes,
             rec_fwd_transient_bytes=nd.low_rec_fwd_transient_bytes if nd.rec_fwd_transient_bytes >= 0 else -1,
             held_bwd_transient_bytes=nd.low_held_bwd_transient_bytes,
+            rec_held_bwd_transient_bytes=nd.low_rec_held_bwd_transient_bytes,
             **(dict(sel_saved_bytes=nd.low_sel_saved_bytes, sel_bwd_transient_bytes=nd.low_sel_bwd_transient_bytes,
                     sel_fwd_transient_bytes=nd.low_sel_fwd_transient_bytes)
                if nd.low_sel_bwd_transient_bytes >= 0 and nd.sel_saved_bytes >= 0 else {}))

@@ -199,11 +199,14 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     if hold < bu:
                         hold = bu
             if (last >= 0 and last == min(fusers) and acts[last] == SELECTIVE and sel_btrans is not None
-                    and sel_btrans[last] >= 0 and not (out and 0 <= la < m and sel_some is not None
-                                                       and 0 < sel_some[la])):
+                    and sel_btrans[last] >= 0 and la >= 0 and not (out and 0 <= la < m and sel_some is not None
+                                                                   and 0 < sel_some[la])):
                 # its last holder is the first reader that holds it, selective: in the trace with every node
                 # selective it died inside that backward too, in its traced transient, not beside it
-                # (DistilBERT's blocks in bf16, whose linears save their inputs' casts: 8 KiB over a block)
+                # (DistilBERT's blocks in bf16, whose linears save their inputs' casts: 8 KiB over a block);
+                # not a value the stage received, whose earlier readers the trace held it for (ALiBi's
+                # attention bias, made before the first block and read by every block, received by a later
+                # stage whose first block is selective: 9 KiB under)
                 extra = False
         if act in _CHECKPOINTED and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
             # its other users still hold it: later forwards that read it, a recomputed reader's checkpoint
@@ -370,16 +373,20 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     and B_x's become the traced ones, or, untraced, F_x's loses the bytes x made; ``rec_f``: recomputed,
     F_x's becomes its traced forward under the checkpoint (what it would save dies inside it);
     ``rec_cut``: recomputed, what a later micro-batch's B_x holds less (:attr:`StageLayout.bcut`: its
-    gradients there already), where the kept backward's peak is above the replay's."""
+    gradients there already), where the kept backward's peak is above the replay's. The checkpoint holds
+    every input x's forward read until B_x is through, where the kept backward frees each saved one as its
+    op's backward ends: B_x's peak is at least its traced one with those held (``rec_held_extra``; a loss
+    head reading many features let each go before it made the next one's gradient, 16% under)."""
     m = L.m
     rec = [0] * m
     rec_cut = [0] * m
     beside = _replay_beside(L)
     consumed = _consumed_inputs(L)
+    held = L.rec_held_extra or [0] * m
     for x in range(m):
         j = 2 * m - 1 - x
         replay = beside[x] + L.pre_replay[x] + L.fwd_trans[x] - consumed[x] + (trans_keep[j] - L.trans[j])
-        rec[x] = max(trans_keep[j], replay) - trans_keep[j]
+        rec[x] = max(trans_keep[j] + held[x], replay) - trans_keep[j]
         if L.bcut and replay < trans_keep[j]:
             rec_cut[x] = min(L.bcut[x], trans_keep[j] - replay)
     st = L.swap_trans

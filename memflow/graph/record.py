@@ -106,6 +106,11 @@ class Node:
     # pack hook holds each device tensor until its copy ends). -1: not traced (bwd_transient_bytes)
     held_bwd_transient_bytes: int = -1
     low_held_bwd_transient_bytes: int = -1  # ... without the casts a ZeRO-3 unit gathers in bf16 (low_*)
+    # its backward's in-phase peak above the carried bytes had what it frees of the buffers made before its
+    # forward (its inputs) been held to its end: the node recomputed, whose checkpoint holds every input
+    # its forward read until its backward is through (-1: not traced; bwd_transient_bytes)
+    rec_held_bwd_transient_bytes: int = -1
+    low_rec_held_bwd_transient_bytes: int = -1  # ... without the casts a ZeRO-3 unit gathers in bf16 (low_*)
     # its backward's in-phase peak above the carried bytes less the parameter gradients it has made so far:
     # a later micro-batch's backward, where each gradient is there already (a step buffer) and the new one
     # is added into it and let go (-1: not traced; bwd_transient_bytes, which counts them twice there)

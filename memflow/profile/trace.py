@@ -407,6 +407,7 @@ def trace_step(
     batch_keys = {key: name for name, t in zip(program.placeholders, batch) if isinstance(t, torch.Tensor)
                   for key in live.track_kept([t])}
     live.hold_saved(MIN_SWAP_BYTES)  # (each backward's peak with the saved tensors it frees held to its end too)
+    live.hold_inputs(n)  # (... and with what it frees of its node's inputs held to its end: a recompute's checkpoint)
     live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
     state_bytes = live.live
     grad_events = []
@@ -442,6 +443,7 @@ def trace_step(
         p = live.phase
         if n <= p < 2 * n and p not in pre:
             pre[p] = max(0, live.live - starts.get(p, live.live))
+        live.unpacked()
         return t
 
     def saved(t):  # a tensor autograd saves in a forward: a recompute's replay runs up to the last one
@@ -512,9 +514,10 @@ def trace_step(
     transient = _transients(live, state_bytes, n, *carried)
     replayed = _transients(live, state_bytes, n, *carried, peaks=live.phase_mark)
     held = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held)
+    held_in = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_in)
     steady = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)
     low = dict(low_fwd_transient_bytes=-1, low_bwd_transient_bytes=-1, low_rec_fwd_transient_bytes=-1,
-               low_held_bwd_transient_bytes=-1)
+               low_held_bwd_transient_bytes=-1, low_rec_held_bwd_transient_bytes=-1)
     lows = [low] * n
     if cast_names:  # the same without the casts of the parameters a ZeRO-3 unit gathers in bf16
         nc = [(b.nbytes, b.alloc_phase, b.free_phase) for b in buffers if not b.cast]
@@ -522,10 +525,12 @@ def trace_step(
         t_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_peak_nc)
         r_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_mark_nc)
         h_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_peak_held_nc)
+        hi_nc = _transients(live, state_bytes, n, *carried_nc, peaks=live.phase_peak_held_in_nc)
         own = {(b.alloc_phase, b.free_phase) for b in buffers if b.cast}
         lows = [dict(low_fwd_transient_bytes=t_nc[k], low_bwd_transient_bytes=t_nc[2 * n - 1 - k],
                      low_rec_fwd_transient_bytes=min(r_nc[k], t_nc[k]),
-                     low_held_bwd_transient_bytes=max(h_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]))
+                     low_held_bwd_transient_bytes=max(h_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]),
+                     low_rec_held_bwd_transient_bytes=max(hi_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]))
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
     swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
@@ -565,6 +570,7 @@ def trace_step(
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             held_bwd_transient_bytes=max(held[bp], transient[bp]),
+            rec_held_bwd_transient_bytes=max(held_in[bp], transient[bp]),
             steady_bwd_transient_bytes=min(steady[bp], transient[bp]),
             read_inputs=sorted(set(_data_reads(program.calls[k], input_of)) | viewed[k]),
             **states[k], **sel[k], **lows[k],

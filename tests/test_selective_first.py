@@ -2,8 +2,10 @@
 ``_selective_changes``): its inputs are received, held by its checkpoint until its backward, and the
 selective figures traced on one device (where that input is an earlier node's output) had its backward
 92 KiB short on a spatial transformer's classifier cut before its max-pool (22.6% under, and an outside
-bench run out of memory under a plan that said it fit). Priced at the larger of the two: GPT-2 tiny's second
-block first on its stage is 3 KiB under either way (0.12%; the recompute's figure alone 35 KiB), not located."""
+bench run out of memory under a plan that said it fit). Priced at the larger of the two. GPT-2 tiny's second
+block first on its stage was 3 KiB under either way (0.12%; the recompute's figure alone 35 KiB): a value the
+stage receives that the earlier stage's blocks read too (its attention mask), which the all-selective trace
+counted as carried, freed in the block's backward here (tests/test_checkpoint_holds.py: ALiBi's bias)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,7 +17,8 @@ from tests.onerank import predicted_ranks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("model,cut,first", [("tests/models/stn.py", 10, "cls.1")])
+@pytest.mark.parametrize("model,cut,first", [("tests/models/stn.py", 10, "cls.1"),
+                                             ("examples/gpt2.py", 4, "transformer.h.1")])
 def test_a_selective_first_node_of_a_later_stage_is_priced_with_its_inputs(model, cut, first, monkeypatch):
     from memflow.cluster import Cluster
     from memflow.executor import plain_losses

@@ -7,8 +7,9 @@ graph stacked, ``edge_index`` ``(2, E)`` numbering the nodes of the whole batch,
 ``N·B`` entries) grows with the batch along no leading batch dimension: split by rows, each piece read the
 whole batch's edges against its own nodes (a GNN's run stopped on "IndexError: index out of range" on a
 plan with micro-batches). :func:`unsplit_inputs` finds such inputs by building the example batch at two
-sizes in fake mode (no memory): a tensor whose shape changes with the batch other than as its leading
-dimension. :func:`whole_batch` then bounds the search to dp 1 and one micro-batch (warned once), and a
+sizes in fake mode (no memory), or, where it reads values fake tensors do not have (a watch history's
+ids flattened for ``EmbeddingBag``, as many as ``int(lengths.sum())``), with real tensors at two small
+sizes: a tensor whose shape changes with the batch other than as its leading dimension. :func:`whole_batch` then bounds the search to dp 1 and one micro-batch (warned once), and a
 request for more is one clear error.
 """
 from __future__ import annotations
@@ -28,15 +29,19 @@ __all__ = ["unsplit_inputs", "whole_batch"]
 
 def unsplit_inputs(spec: Any, batch_size: int) -> list[str]:
     """The batch's inputs that grow with the batch but not by rows, each as ``name (shape at
-    batch_size, shape at half of it)``; empty where every input splits (or the batch cannot be built in
-    fake mode: then nothing is known and nothing is bounded)."""
+    batch_size, shape at half of it)``; empty where every input splits (or the batch cannot be built at
+    all: then nothing is known and nothing is bounded)."""
     if batch_size < 2:
         return []
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
             big, small = (tree_flatten_with_path(spec.batch(b))[0] for b in (batch_size, batch_size // 2))
-    except Exception:  # noqa: BLE001 - an example_batch that reads values (numpy, .item()): left unchecked
-        return []
+    except Exception:  # noqa: BLE001 - an example_batch that reads values (numpy, .item()): real, small
+        batch_size = min(batch_size, 4)
+        try:
+            big, small = (tree_flatten_with_path(spec.batch(b))[0] for b in (batch_size, batch_size // 2))
+        except Exception:  # noqa: BLE001 - the model file's own error is met where the batch is built
+            return []
     if len(big) != len(small):
         return []
     out = []

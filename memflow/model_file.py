@@ -297,9 +297,15 @@ class ModelSpec:
                 "dimension must be the batch dimension"
             ) from None
         if leading != batch_size:
+            # (MemFlow reads the batch size from the first tensor: one whose leading dimension is the batch, put
+            # first, is the fix where another input is flat: EmbeddingBag's ids and offsets)
+            rows = [pytree.keystr(path).strip("[]") for path, t in pytree.tree_flatten_with_path(batch)[0]
+                    if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[0] == batch_size]
             raise ModelLoadError(
                 f"{where} returned a batch whose first tensor has leading dimension "
                 f"{leading}, expected the batch size {batch_size}"
+                + (f" (the batch size is read from the first tensor: put {rows[0]}, whose leading dimension is "
+                   "the batch, first)" if rows else "")
             )
         return batch
 

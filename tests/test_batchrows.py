@@ -57,3 +57,25 @@ def test_dp_asked_for_on_the_cli_is_one_line_and_exit_2(tmp_path, capfd, monkeyp
     err = capfd.readouterr().err.strip().split("\n")
     assert rc == 2 and err[-1].startswith("memflow: error: ") and "Traceback" not in "\n".join(err)
     assert "'edges' (2, 192) at batch 8" in err[-1] and "plan it with dp 1 and one micro-batch" in err[-1]
+
+
+def test_a_batch_built_from_values_is_checked_with_real_tensors(capfd):
+    """A two-tower retrieval model's watch histories, flattened for ``EmbeddingBag`` (as many ids as
+    ``int(lengths.sum())``, a value fake tensors do not have): the fake build failed and nothing was
+    bounded, so a plan with micro-batches would cut the offsets from the ids they index (bench/outside6).
+    Built real at two small sizes, the ids are found; the plan trains the batch whole, with plain losses."""
+    from memflow.batchrows import unsplit_inputs
+    from memflow.cluster import Cluster
+    from memflow.executor import RunConfig, plain_losses, run_plan
+    from memflow.planner import plan, resolve_spec
+
+    path = str(ROOT / "tests" / "models" / "two_tower.py")
+    assert [b.split(" ")[0] for b in unsplit_inputs(resolve_spec(path), 8)] == ["'hist_ids'"]
+    cl = Cluster.load("cpu-2")
+    p = plan(path, cluster=cl.with_memory(cl.device.memory_bytes // 8192), batch_size=8, time_budget_s=0.5, seed=0)
+    assert p.strategy.dp == 1 and p.strategy.microbatches == 1
+    assert "not by rows" in capfd.readouterr().err
+    rep = run_plan(RunConfig(model_file=path, batch_size=8, strategy=p.strategy, steps=2, warmup=0, device="cpu"),
+                   nproc=p.strategy.num_devices, timeout_s=240)
+    want = plain_losses(path, 8, 2, seed=0)
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

@@ -67,6 +67,7 @@ BAD_CASES = {
     "grad_penalty.py": ("capture", []),
     "hf_masked_path.py": ("capture", []),
     "adaptive_softmax.py": ("capture", []),
+    "flat_first.py": ("check", ["leading dimension", "expected the batch size 2", "put 'hist_offsets', whose leading dimension is the batch, first"]),
     "packed_sequence.py": ("capture", []),
     "dirty_function.py": ("capture", []),
     "routed_experts.py": ("capture", []),

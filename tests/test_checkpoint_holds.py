@@ -35,7 +35,7 @@ def test_a_checkpoints_holds_are_priced(model, cluster, stage_of, actions):
     from memflow.planner import GraphSource, resolve_spec
     from memflow.strategy import Strategy
 
-    path = str(ROOT / "tests" / "models" / f"{model}.py")
+    path = str(ROOT / "bench" / "outside5" / f"{model}.py")
     g = GraphSource(resolve_spec(path), Cluster.load(cluster))(4)
     acts = [actions] * g.n if isinstance(actions, str) else [actions.get(k, "keep") for k in range(g.n)]
     so = [0] * g.n if stage_of is None else [0] * stage_of + [1] * (g.n - stage_of)

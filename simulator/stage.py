@@ -374,8 +374,8 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     F_x's becomes its traced forward under the checkpoint (what it would save dies inside it);
     ``rec_cut``: recomputed, what a later micro-batch's B_x holds less (:attr:`StageLayout.bcut`: its
     gradients there already), where the kept backward's peak is above the replay's. The checkpoint holds
-    every input x's forward read until B_x is through, where the kept backward frees each saved one as its
-    op's backward ends: B_x's peak is at least its traced one with those held (``rec_held_extra``; a loss
+    every input x's forward read until the last of x's ops with saved tensors is through in B_x, where the
+    kept backward frees each saved one as its own op's backward ends: B_x's peak is at least its traced one with those held (``rec_held_extra``; a loss
     head reading many features let each go before it made the next one's gradient, 16% under)."""
     m = L.m
     rec = [0] * m

@@ -64,10 +64,13 @@ BAD_CASES = {
     # runs eagerly; fails only where the step is captured (tests/test_capture_errors.py)
     "data_dependent_branch.py": ("capture", []),
     "hf_loss_branch.py": ("capture", []),
-    "grad_penalty.py": ("capture", []),
-    "hf_masked_path.py": ("capture", []),
-    "adaptive_softmax.py": ("capture", []),
-    "flat_first.py": ("check", ["leading dimension", "expected the batch size 2", "put 'hist_offsets', whose leading dimension is the batch, first"]),
+    # models written from the outside, read where they stand (a path from the repository's root)
+    "bench/outside5/grad_penalty.py": ("capture", []),
+    "bench/outside5/nystromformer.py": ("capture", []),
+    "bench/outside5/adaptive_softmax.py": ("capture", []),
+    # flat EmbeddingBag ids first: the batch size is read from the first tensor; the line names one to put first
+    "bench/outside6/two_tower.py": ("check", ["leading dimension", "expected the batch size 2",
+                                              "put 'hist_offsets', whose leading dimension is the batch, first"]),
     "packed_sequence.py": ("capture", []),
     "dirty_function.py": ("capture", []),
     "routed_experts.py": ("capture", []),
@@ -80,13 +83,13 @@ BAD_CASES = {
 
 
 def test_every_bad_file_has_a_case():
-    assert sorted(p.name for p in BAD.glob("*.py")) == sorted(BAD_CASES)
+    assert sorted(p.name for p in BAD.glob("*.py")) == sorted(k for k in BAD_CASES if "/" not in k)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_CASES))
 def test_bad_model_file(name):
     stage, fragments = BAD_CASES[name]
-    path = BAD / name
+    path = BAD / name if "/" not in name else BAD.parents[1] / name
     if stage == "capture":
         load_model_file(path).check(batch_size=2)
         return

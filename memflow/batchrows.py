@@ -9,8 +9,8 @@ whole batch's edges against its own nodes (a GNN's run stopped on "IndexError: i
 plan with micro-batches). :func:`unsplit_inputs` finds such inputs by building the example batch at two
 sizes in fake mode (no memory), or, where it reads values fake tensors do not have (a watch history's
 ids flattened for ``EmbeddingBag``, as many as ``int(lengths.sum())``), with real tensors at two small
-sizes: a tensor whose shape changes with the batch other than as its leading dimension. :func:`whole_batch` then bounds the search to dp 1 and one micro-batch (warned once), and a
-request for more is one clear error.
+sizes: a tensor whose shape changes with the batch other than as its leading dimension. :func:`whole_batch`
+then bounds the search to dp 1 and one micro-batch (warned once), and a request for more is one clear error.
 """
 from __future__ import annotations
 

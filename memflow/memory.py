@@ -211,16 +211,15 @@ class LiveBytes(TorchDispatchMode):
         self._held_cast = 0
         self._held_min = 0
         # per backward phase, the peak had what its node's forward read from earlier phases (its inputs) been
-        # held to its end once freed (the profiler's, :meth:`hold_inputs`; None: not followed)
+        # held, once freed, until the last op that unpacked a saved tensor let its saved tensors go (the
+        # profiler's, :meth:`hold_inputs`; None: not followed)
         self.phase_peak_held_in: dict[int, int] | None = None
         self.phase_peak_held_in_nc: dict[int, int] = {}  # ... without the watched casts (:meth:`watch_casts`)
         self._held_in = 0
         self._held_in_cast = 0
         self._hin_n = 0
-        # (the held figure up to the phase's latest unpack, and since it until its op let its saved tensors go)
-        self._hin_commit = self._hin_pend = self._hin_commit_nc = self._hin_pend_nc = -1
-        self._hin_open = True
-        self._hin_unpacked = False
+        self._hin_run = self._hin_run_nc = 0  # (the phase's peak so far with them held)
+        self._hin_armed = False  # (an op has unpacked since the last let its saved tensors go)
         # per phase, the peak less the parameter gradients made in it so far (the profiler's, :meth:`follow_grads`;
         # None: not followed): a later micro-batch's backward, where each gradient is there already and the
         # new one, made beside it, is added into it and let go
@@ -240,8 +239,8 @@ class LiveBytes(TorchDispatchMode):
             self._hp()
         if self.phase_peak_held_in is not None:
             self._held_in = self._held_in_cast = 0
-            self._hin_commit = self._hin_pend = self._hin_commit_nc = self._hin_pend_nc = -1
-            self._hin_open, self._hin_unpacked = True, False
+            self._hin_run = self._hin_run_nc = 0
+            self._hin_armed = False
             self._hi()
         if self.phase_peak_steady is not None:
             self._made = 0
@@ -292,23 +291,13 @@ class LiveBytes(TorchDispatchMode):
 
     def unpacked(self) -> None:
         """A saved tensor has just been unpacked (its op's backward is starting)."""
-        if self.phase_peak_held_in is None:
-            return
-        self._hin_commit = max(self._hin_commit, self._hin_pend)
-        self._hin_commit_nc = max(self._hin_commit_nc, self._hin_pend_nc)
-        self._hin_pend = self._hin_pend_nc = -1
-        self._hin_open, self._hin_unpacked = True, True
-        self._hi()
+        if self.phase_peak_held_in is not None:
+            self._hin_armed = True
 
     def _hi(self) -> None:
-        if not self._hin_open:
-            return
-        self._hin_pend = max(self._hin_pend, self.live + self._held_in)
-        self.phase_peak_held_in[self.phase] = max(self._hin_commit, self._hin_pend)
+        self._hin_run = max(self._hin_run, self.live + self._held_in)
         if self._cast_keys is not None:
-            v = self.live + self._held_in - self.cast_live - self._held_in_cast
-            self._hin_pend_nc = max(self._hin_pend_nc, v)
-            self.phase_peak_held_in_nc[self.phase] = max(self._hin_commit_nc, self._hin_pend_nc)
+            self._hin_run_nc = max(self._hin_run_nc, self.live + self._held_in - self.cast_live - self._held_in_cast)
 
     def mark(self) -> None:
         """Note the current phase's peak so far (the profiler marks each tensor autograd saves: a
@@ -429,8 +418,13 @@ class LiveBytes(TorchDispatchMode):
             self._held_in += nbytes
             if key in self._cast_ids:
                 self._held_in_cast += nbytes
-        if self._hin_unpacked and ev is not None and ev.packed and n <= self.phase < 2 * n:
-            self._hin_open = False  # (the op last unpacked lets its saved tensors go: a checkpoint's hold ends)
+        if self._hin_armed and ev is not None and ev.packed and n <= self.phase < 2 * n:
+            # the op that unpacked last lets its saved tensors go: were it the phase's last such op, a
+            # checkpoint's hold would end here; the figure is the peak up to the last of these
+            self._hin_armed = False
+            self.phase_peak_held_in[self.phase] = self._hin_run
+            if self._cast_keys is not None:
+                self.phase_peak_held_in_nc[self.phase] = self._hin_run_nc
         if self.phase_peak_held is not None and ev is not None and ev.packed and nbytes >= self._held_min:
             self._held += nbytes
             if key in self._cast_ids:

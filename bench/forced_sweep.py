@@ -3,11 +3,12 @@
 ``python -m bench.forced_sweep bench/outside5/*.py`` prints one ``ROW`` line per model and strategy:
 the per-rank error (predicted / measured - 1), measured - predicted bytes per rank, and ``UNDER`` (a rank
 more than 4 bytes above its prediction) or ``OVER`` (more than 5% below it) with where the peaks were.
-Six strategies a searched plan may never pick (the search avoids what the model over-prices): two
+Nine strategies a searched plan may never pick (the search avoids what the model over-prices): two
 pipeline stages with every node recomputed; every node swapped on one device; dp 2 with ZeRO-3 and
 nodes kept and recomputed in turn; GPipe with swap and recompute in turn; dp 2 with ZeRO-2, every node
 selective and the optimizer on the host; two stages with selective / swap / keep in turn, ZeRO-3 and the
-optimizer and parameters on the host. Not a section of BENCHMARKS.md: a search for rules the memory model
+optimizer and parameters on the host; every node selective on one device; two stages with selective and
+keep in turn; two stages with keep / selective / recompute in turn. ``--cases A,B`` runs those alone. Not a section of BENCHMARKS.md: a search for rules the memory model
 misses (the 2026-12-03 sweep over bench/outside5 and bench/outside6 found tests/test_checkpoint_holds.py's).
 """
 from __future__ import annotations
@@ -29,10 +30,13 @@ CASES = [
     ("pp2-gpipe-m2-SR", "cpu-2", 1, 2, 2, "gpipe", "SR", "none", False, False),
     ("dp2-z2-sel-host", "cpu-2", 2, 1, 1, "1f1b", "L", "gradients", True, False),
     ("pp2-m2-LSK-z3host", "cpu-2", 1, 2, 2, "1f1b", "LSK", "parameters", True, True),
+    ("pp1-sel", "cpu-1", 1, 1, 1, "1f1b", "L", "none", False, False),
+    ("pp2-m2-LK", "cpu-2", 1, 2, 2, "1f1b", "LK", "none", False, False),
+    ("pp2-m2-KLR", "cpu-2", 1, 2, 2, "1f1b", "KLR", "none", False, False),
 ]
 
 
-def sweep(path: str) -> None:
+def sweep(path: str, only: set | None = None) -> None:
     spec = resolve_spec(path)
     loader = importlib.util.spec_from_file_location("forced_sweep_model", path)
     mod = importlib.util.module_from_spec(loader)
@@ -40,6 +44,8 @@ def sweep(path: str) -> None:
     batch = max(4, getattr(mod, "BATCH_SIZE", 4) // 4 * 4)
     name = path.rsplit("/", 1)[-1][:-3]
     for case, cl, dp, pp, m, sched, pat, sh, oh, ph in CASES:
+        if only and case not in only:
+            continue
         try:
             g = GraphSource(spec, Cluster.load(cl))(batch // (dp * m))
             if g.n < pp:
@@ -60,5 +66,12 @@ def sweep(path: str) -> None:
 
 
 if __name__ == "__main__":
-    for p in sys.argv[1:]:
-        sweep(p)
+    args = sys.argv[1:]
+    picked = None
+    if args[:1] == ["--cases"]:  # (a comma-separated subset of CASES' names)
+        picked, args = set(args[1].split(",")), args[2:]
+        unknown = picked - {c[0] for c in CASES}
+        if unknown:
+            sys.exit(f"forced_sweep: no case {', '.join(sorted(unknown))}; the cases: {', '.join(c[0] for c in CASES)}")
+    for p in args:
+        sweep(p, picked)

@@ -31,7 +31,9 @@ actions do to them is :mod:`simulator.stage`'s.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
+from itertools import combinations
 
 from memflow.graph.record import KIND_GRAD, TaskGraph
 from memflow.kinds import MIN_SWAP_BYTES
@@ -64,6 +66,8 @@ class StageLayout:
     g_cached: list
     g_noswap: list  # too small for a swap's pack hook to move (MIN_SWAP_BYTES): stays on the device
     g_out: list  # an output of the node that made it (g_alloc), read by a later node's forward
+    # an output its maker's selective policy holds to the maker's backward (see sel_held)
+    g_selheld: list
     # held for a backward by the graph itself, not through a saved-tensor hook (Buffer.packed false: a custom
     # op's autograd keeps it on ctx): it has no saver, so no action moves it; a recompute's replay makes a
     # second copy beside it
@@ -112,13 +116,21 @@ class StageLayout:
     sel_saved: list = ()
     sel_btrans: list = ()
     sel_ftrans: list = ()  # ... its forward's transient under the policy (untraced: its kept forward's)
-    # per local node: its outputs' bytes where its selective policy holds every one of them to its
-    # backward (sel_held_out_bytes equal to all its outputs' bytes), else 0. They are the storages the
-    # layout carries as its outputs: a selective x extends their lives to B_x instead of carrying them
-    # twice (DenseNet's stem, a convolution, held its output beside features.0's checkpoint holding it)
+    sel_ftraced: list = ()  # ... whether that is traced
+    # per local node: the bytes of its output groups its selective policy holds to its backward (g_selheld):
+    # every one where sel_held_out_bytes is all its outputs' bytes; else the one set of groups of exactly
+    # those bytes, where one is (of up to four); else 0. They are the storages the layout carries as its outputs: a selective x extends
+    # their lives to B_x instead of carrying them twice (DenseNet's stem, a convolution, held its output
+    # beside features.0's checkpoint holding it; a few-shot encoder's first convolution, whose node also
+    # makes a QR projection the policy replays: 1.25 MiB counted twice, 20% over)
     sel_held: list = ()
     # per local node: the bytes of its outputs its selective policy holds (sel_held_out_bytes), some or all
     sel_held_some: list = ()
+    # per local node x of a later stage: the bytes of received values freed in B_x whose maker (a node of an
+    # earlier stage) has a selective policy that may hold them (sel_held_out_bytes): the all-selective trace
+    # carried them through B_x, so x's traced selective backward lacks them (fspool's sorted features' mix,
+    # first on its stage: 48 KiB, its input, under)
+    sel_recv: list = ()
     sel_time: list = ()
     # per local node: what its backward's peak adds where the saved tensors it frees are held to its end
     # (a swapped node whose copies to the host are still running on a GPU: held_bwd_transient_bytes over
@@ -134,6 +146,33 @@ class StageLayout:
     # per local node: of its backward's transient, the gradients it makes that a later micro-batch's
     # backward finds there already (counted in the step buffers then; the new one is added into it)
     bcut: list = ()
+
+
+def _policy_held(keys: list, groups: dict, out_bytes: list, nodes) -> tuple:
+    """(per local node the bytes of its outputs its selective policy holds, per group whether it is one of
+    them): :attr:`StageLayout.sel_held`, :attr:`StageLayout.g_selheld`."""
+    sel_held = [0] * len(nodes)
+    g_selheld = [False] * len(keys)
+    mine = defaultdict(list)  # per local node, its output groups
+    for i, k in enumerate(keys):
+        if k[12] and k[0] >= 0:
+            mine[k[0]].append(i)
+    for x, nd in enumerate(nodes):
+        held = int(nd.sel_held_out_bytes)
+        if held <= 0:
+            continue
+        if held == out_bytes[x]:  # (the profile's held outputs are all of them: the same storages' bytes)
+            chosen = mine[x]
+        else:  # (some: the one set of its output groups of exactly the held bytes, where there is one)
+            fits = [c for r in range(1, min(len(mine[x]), 4) + 1) for c in combinations(mine[x], r)
+                    if sum(groups[keys[i]] for i in c) == held] if len(mine[x]) <= 12 else []
+            if len(fits) != 1:
+                continue
+            chosen = fits[0]
+        for i in chosen:
+            g_selheld[i] = True
+        sel_held[x] = held
+    return sel_held, g_selheld
 
 
 def _loc(p: int, n: int, a: int, b: int, m: int):
@@ -254,6 +293,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 and buf.free_phase > a + lf == max((u for u in buf.uses if u < n), default=-1)):
             swap_fdied[lf] += nb
     out_bytes = [0] * m  # per local node: its outputs' bytes (what later forwards read of what it made)
+    sel_recv = [0] * m
     for buf in graph.buffers:
         nb = int(buf.nbytes)
         if nb <= 0:
@@ -382,6 +422,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         add(nb, la, lf, extra, False, grad, late, fusers_t, saver, buf=buf)
         if fwd_alloc and not late:
             fdied(buf, nb, lf, extra, saver)
+            held_by = int(graph.nodes[owner].sel_held_out_bytes) if owner < a else 0
+            if not extra and m <= lf < 2 * m and 0 < int(buf.nbytes) <= held_by:
+                sel_recv[2 * m - 1 - lf] += nb
 
     # what this stage's sends copy (memflow.graph.sending: a view of part of a storage travels as a
     # contiguous copy). A forward send's is made as the F half ends and dropped as the micro-batch's
@@ -438,8 +481,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             dp_grads.append((int(nd.grad_bytes),) if nd.grad_bytes > 0 else ())
             ddp_grads.append(dp_grads[-1])
     keys = list(groups)
-    # (the profile's held outputs are all of them: the same storages' bytes)
-    sel_held = [o if 0 < nd.sel_held_out_bytes == o else 0 for o, nd in zip(out_bytes, nodes)]
+    sel_held, g_selheld = _policy_held(keys, groups, out_bytes, nodes)
     swap_fwd = swap_bwd = None
     if all(nd.cpu_swap_fwd_time_s >= 0 and nd.cpu_swap_bwd_time_s >= 0 for nd in nodes):
         swap_fwd = [float(nd.cpu_swap_fwd_time_s) for nd in nodes]
@@ -464,6 +506,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_cached=[k[10] for k in keys],
         g_noswap=[k[11] for k in keys],
         g_out=[k[12] for k in keys],
+        g_selheld=g_selheld,
         g_unpacked=[k[13] for k in keys],
         g_noback=[k[14] for k in keys],
         trans=trans,
@@ -492,8 +535,10 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         sel_btrans=[int(nd.sel_bwd_transient_bytes) for nd in nodes],
         sel_ftrans=[int(nd.sel_fwd_transient_bytes if nd.sel_fwd_transient_bytes >= 0 else nd.fwd_transient_bytes)
                     for nd in nodes],
+        sel_ftraced=[nd.sel_fwd_transient_bytes >= 0 for nd in nodes],
         sel_held=sel_held,
         sel_held_some=[int(nd.sel_held_out_bytes) for nd in nodes],
+        sel_recv=sel_recv if any(sel_recv) else (),
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],
         held_extra=held_extra if any(held_extra) else (),

@@ -141,7 +141,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
 
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
-          pd: int = 1, traced: bool = False, dfr=None, sel_btrans=None, sel_some=None) -> int:
+          pd: int = 1, traced: bool = False, dfr=None, sel_btrans=None, sel_some=None, sel_ft=None) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
@@ -149,12 +149,13 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     in-flight micro-batch retains. ``gap[x]``: per swapped node x, the first phase its copy-out lets
     its saved buffers leave the device (-1: by the end of F_x) and the last before they are back (on a
     GPU from the start of B_{x+pd}, ``pd`` the prefetch depth, or of the backward's first node if
-    x + pd is past the stage's last; on the CPU inside B_x). ``sel_held[y]``: y's outputs'
-    bytes where y's selective policy holds them all (:attr:`StageLayout.sel_held`): under ``selective``
-    they live to B_y whatever else holds or swaps them, freed inside it (its traced transient).
+    x + pd is past the stage's last; on the CPU inside B_x). ``sel_held[i]``: whether group i is an
+    output its maker y's selective policy holds (:attr:`StageLayout.g_selheld`): under ``selective``
+    it lives to B_y whatever else holds or swaps it, freed inside it (its traced transient).
     ``traced``: a swapped node's transients are the CPU executor's, traced (its copies back inside them).
     ``sel_btrans``: per node, its traced selective backward transient (-1: untraced;
-    :attr:`StageLayout.sel_btrans`).
+    :attr:`StageLayout.sel_btrans`); ``sel_ft``: per node, whether its selective forward is traced
+    (:attr:`StageLayout.sel_ftraced`).
     ``dfr`` (None: not wanted): per B-half phase, the change of the bytes alive as it starts that die in
     it (not carried through it; :attr:`_KeepTables.freed`), at least what is (a bound: see
     :func:`simulator.zero3.phase_values`)."""
@@ -177,7 +178,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             act = KEEP
         # held by its maker's selective policy to B_la - 1 (carried), freed in B_la: no swap moves it
         sel_end = twom - 2 - la if (out and sel_held is not None and 0 <= la < m and acts[la] == SELECTIVE
-                                    and sel_held[la]) else -1
+                                    and sel_held[i]) else -1
         if sel_end >= 0 and act == SWAP:
             act = KEEP
         # the layout's hold at m: sent forward (or relayed), its send buffer dropped as the micro-batch's backward
@@ -231,6 +232,21 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     # output saved by the swapped max-pool after it, 98 MiB of ResNet-50 at batch 32)
                     fy = gap[y][0]
                     end = max(end, (y + 1 if fy < 0 else fy) - 1)
+            mine = sel_held is not None and sel_held[i]  # (the all-selective trace's maker held it to its backward)
+            if (end == hold and la < end < m and not fusers and not holders and sel_ft is not None and not mine
+                    and acts[end] == SELECTIVE and sel_ft[end]):
+                # read last by a selective forward, no node holding it: it dies inside that forward, in its
+                # traced transient (where the all-selective trace's maker dropped it too), not carried through
+                # it (a few-shot encoder's ReLU output read by its average pool: 640 KiB counted twice)
+                end -= 1
+            elif m <= end < twom and end != sel_end and not mine and sel_btrans is not None:
+                y = twom - 1 - end
+                if (acts[y] == SELECTIVE and sel_btrans[y] >= 0 and y == min((*fusers, *(h[0] for h in holders)),
+                                                                          default=-1)):
+                    # held last by a selective node's checkpoint, the first of its readers to hold it: it dies
+                    # inside that node's backward, in its traced transient as in the all-selective trace, not
+                    # carried through it (the encoder's max-pool reading a ReLU output: 1.25 MiB counted twice)
+                    end -= 1
             if end > la:
                 dc[la + 1] += nb
                 dc[end + 1] -= nb
@@ -422,6 +438,8 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
         if (L.g_out[i] and 0 <= la < x and (L.sel_held[la] or 0 < nb <= L.sel_held_some[la])
                 and L.g_free[i] == 2 * m - 1 - x and not (L.g_extra[i] or L.g_step[i])):
             held[x] += nb
+    for x, nb in enumerate(L.sel_recv):
+        held[x] += nb
     for x in range(m):
         if L.sel_btrans[x] >= 0:
             j = 2 * m - 1 - x
@@ -585,7 +603,7 @@ class _KeepTables:
         R = 0
         xg = [[] for _ in range(m)]
         fg = [[] for _ in range(m)]
-        og = [[] for _ in range(m)]  # per node, the groups of its outputs (L.g_out)
+        og = [[] for _ in range(m)]  # per node, the groups of its outputs its selective policy holds (L.g_selheld)
         # per group: (bytes, alloc, free, extra, late, xnode, hold, fusers, holders, cached, noswap, out, noback) as
         # in the layout, then its all-keep share (_keep_share); None for the per-step groups
         groups = [None] * len(L.g_bytes)
@@ -615,7 +633,7 @@ class _KeepTables:
             R += kr
             if x >= 0:
                 xg[x].append(i)
-            if L.g_out[i] and 0 <= la < m:
+            if L.g_out[i] and L.g_selheld[i] and 0 <= la < m:
                 og[la].append(i)
             for u in L.g_fusers[i]:
                 fg[u].append(i)
@@ -647,7 +665,7 @@ class _KeepTables:
         self.touch_rec = [tuple([i for i in xg[x] if groups[i][1] == x]
                                 + [i for i in fg[x] if groups[i][2] < 2 * m - 1 - x
                                    or (groups[i][2] == 2 * m - 1 - x and groups[i][5] != x)]) for x in range(m)]
-        # selective, with its policy holding all its outputs (L.sel_held): also those outputs, whoever frees them
+        # selective, with its policy holding outputs (L.sel_held): also those outputs, whoever frees them
         # (a group listed twice is corrected once: selective evaluations deduplicate what they touch)
         self.touch_sel = [self.touch_rec[x] + tuple(og[x]) if L.sel_held[x] else self.touch_rec[x] for x in range(m)]
         self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans, self.rec_bcut = _transient_changes(
@@ -1030,8 +1048,8 @@ class StageModel:
             if has_rec and L.input_deaths:
                 inp_gone = _input_extensions(L.input_deaths, actions, m, dc)
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
-                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.sel_held, pd, cpu and L.swap_trans is not None,
-                       dfr, L.sel_btrans, L.sel_held_some)
+                       actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,
+                       dfr, L.sel_btrans, L.sel_held_some, L.sel_ftraced)
             if gap and not cpu and L.held_extra:
                 # a swapped node whose copies to the host run past the start of its backward: its pack hook
                 # holds each device tensor until its copy ends, not freed op by op as the trace frees them (a

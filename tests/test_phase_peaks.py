@@ -29,6 +29,11 @@ CASES = {  # model file, actions cycled over its nodes, whether every phase is w
     "gru-mixed": ("tests/models/gru.py", ["selective", "recompute", "swap"], True),
     # a custom op's autograd keeps a mask on ctx: no checkpoint or pack hook lets it go (once 112-262 KiB under)
     "ctx-held": ("tests/models/ctx_held.py", ["recompute", "recompute", "swap", "keep"], True),
+    # a module called twice (a few-shot encoder on support and query images) whose first node also makes a QR
+    # projection its selective policy replays: the convolution's output the policy holds was carried twice, and
+    # a checkpointed maker's output dying inside a selective reader's traced forward or backward was also
+    # carried through it (once 29% over at the first forward, 20% at the step's peak)
+    "ridge-selective": ("bench/outside6/ridge_solve.py", ["selective"], True),
     # a swapped node's forward where a kept node also holds its input, a selective stage's backward: over
     "resnet-mixed": ("examples/resnet.py", ["recompute", "selective", "keep", "swap"], False),
 }

@@ -8,8 +8,10 @@ pipeline stages with every node recomputed; every node swapped on one device; dp
 nodes kept and recomputed in turn; GPipe with swap and recompute in turn; dp 2 with ZeRO-2, every node
 selective and the optimizer on the host; two stages with selective / swap / keep in turn, ZeRO-3 and the
 optimizer and parameters on the host; every node selective on one device; two stages with selective and
-keep in turn; two stages with keep / selective / recompute in turn. ``--cases A,B`` runs those alone. Not a section of BENCHMARKS.md: a search for rules the memory model
-misses (the 2026-12-03 sweep over bench/outside5 and bench/outside6 found tests/test_checkpoint_holds.py's).
+keep in turn; two stages with keep / selective / recompute in turn. ``--cases A,B`` runs those alone.
+Not a section of BENCHMARKS.md: a search for rules the memory model misses (the 2026-12-03 sweeps over
+bench/outside5 and bench/outside6 found tests/test_checkpoint_holds.py's, and the selective ones in
+tests/test_phase_peaks.py and tests/test_selective_first.py).
 """
 from __future__ import annotations
 

@@ -220,6 +220,11 @@ class LiveBytes(TorchDispatchMode):
         self._hin_n = 0
         self._hin_run = self._hin_run_nc = 0  # (the phase's peak so far with them held)
         self._hin_armed = False  # (an op has unpacked since the last let its saved tensors go)
+        # per phase of those followed, the peak had the buffers made before its node's forward that it frees
+        # been held to its end (the profiler's, :meth:`hold_old`; None: not followed)
+        self.phase_peak_held_f: dict[int, int] | None = None
+        self._held_f = 0
+        self._hf_cut: dict[int, int] = {}
         # per phase, the peak less the parameter gradients made in it so far (the profiler's, :meth:`follow_grads`;
         # None: not followed): a later micro-batch's backward, where each gradient is there already and the
         # new one, made beside it, is added into it and let go
@@ -245,6 +250,24 @@ class LiveBytes(TorchDispatchMode):
         if self.phase_peak_steady is not None:
             self._made = 0
             self._st()
+        if self.phase_peak_held_f is not None:
+            self._held_f = 0
+            self._hf()
+
+    def hold_old(self, cutoffs: dict[int, int]) -> None:
+        """Follow, per phase p in ``cutoffs``, what its peak would be were the buffers made before phase
+        ``cutoffs[p]`` that it frees held to its end (``phase_peak_held_f``): what a node's forward reads last,
+        or what its backward frees of its inputs, held on by another node in a plan (a maker's selective
+        policy, a reader's checkpoint, a kept maker's saved tensors)."""
+        self.phase_peak_held_f = {}
+        self._held_f = 0
+        self._hf_cut = dict(cutoffs)
+
+    def _hf(self) -> None:
+        if self.phase in self._hf_cut:
+            v = self.live + self._held_f
+            if v > self.phase_peak_held_f.get(self.phase, -1):
+                self.phase_peak_held_f[self.phase] = v
 
     def follow_grads(self) -> None:
         """Follow, per phase, its peak less the parameter gradients made in it so far
@@ -376,6 +399,8 @@ class LiveBytes(TorchDispatchMode):
                 self._hp()
             if self.phase_peak_held_in is not None:
                 self._hi()
+            if self.phase_peak_held_f is not None:
+                self._hf()
         self._refs[key] = (ref, new, ev, on_host)
 
     def event_of(self, t: torch.Tensor) -> BufferEvent | None:
@@ -425,6 +450,9 @@ class LiveBytes(TorchDispatchMode):
             self.phase_peak_held_in[self.phase] = self._hin_run
             if self._cast_keys is not None:
                 self.phase_peak_held_in_nc[self.phase] = self._hin_run_nc
+        if (self.phase_peak_held_f is not None and ev is not None
+                and ev.alloc_phase < self._hf_cut.get(self.phase, -1)):
+            self._held_f += nbytes
         if self.phase_peak_held is not None and ev is not None and ev.packed and nbytes >= self._held_min:
             self._held += nbytes
             if key in self._cast_ids:
@@ -477,6 +505,8 @@ class LiveBytes(TorchDispatchMode):
             self._hp()
         if self.phase_peak_held_in is not None:
             self._hi()
+        if self.phase_peak_held_f is not None:
+            self._hf()
         if self.phase_peak_steady is not None and not _accumulating():
             self._st()
 

@@ -119,10 +119,10 @@ class StageLayout:
     sel_ftraced: list = ()  # ... whether that is traced
     # per local node: the bytes of its output groups its selective policy holds to its backward (g_selheld):
     # every one where sel_held_out_bytes is all its outputs' bytes; else the one set of groups of exactly
-    # those bytes, where one is (of up to four); else 0. They are the storages the layout carries as its outputs: a selective x extends
-    # their lives to B_x instead of carrying them twice (DenseNet's stem, a convolution, held its output
-    # beside features.0's checkpoint holding it; a few-shot encoder's first convolution, whose node also
-    # makes a QR projection the policy replays: 1.25 MiB counted twice, 20% over)
+    # those bytes, where one is (of up to four); else 0. They are the storages the layout carries as its
+    # outputs: a selective x extends their lives to B_x instead of carrying them twice (DenseNet's stem, a
+    # convolution, held its output beside features.0's checkpoint holding it; a few-shot encoder's first
+    # convolution, whose node also makes a QR projection the policy replays: 1.25 MiB counted twice, 20% over)
     sel_held: list = ()
     # per local node: the bytes of its outputs its selective policy holds (sel_held_out_bytes), some or all
     sel_held_some: list = ()
@@ -140,6 +140,12 @@ class StageLayout:
     # node recomputed: its checkpoint holds every input its forward read until its backward is through;
     # rec_held_bwd_transient_bytes over bwd_transient_bytes; 0 where untraced; empty where none adds anything)
     rec_held_extra: list = ()
+    # per local node: its forward's transient had what it frees of earlier phases' buffers been held to its
+    # end (Node.held_fwd_transient_bytes; -1: not traced)
+    held_ftrans: list = ()
+    # per local node: its traced selective backward's transient had what it frees of its inputs been held to
+    # its end (Node.sel_held_bwd_transient_bytes; empty where none is traced)
+    sel_hbtrans: list = ()
     # per batch input the executor lets go before the stage's last backward phase: (bytes, the local phase
     # it is held through with every node kept, its local readers) (TaskGraph.input_deaths)
     input_deaths: tuple = ()
@@ -543,4 +549,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                         else nd.fwd_time_s) for nd in nodes],
         held_extra=held_extra if any(held_extra) else (),
         rec_held_extra=rec_held_extra if any(rec_held_extra) else (),
+        held_ftrans=[int(nd.held_fwd_transient_bytes) for nd in nodes],
+        sel_hbtrans=[int(nd.sel_held_bwd_transient_bytes) for nd in nodes]
+        if any(nd.sel_held_bwd_transient_bytes >= 0 for nd in nodes) else (),
     )

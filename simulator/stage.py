@@ -141,7 +141,8 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
 
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
-          pd: int = 1, traced: bool = False, dfr=None, sel_btrans=None, sel_some=None, sel_ft=None) -> int:
+          pd: int = 1, traced: bool = False, dfr=None, sel_btrans=None, sel_some=None, sel_ft=None,
+          fheld=None) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
@@ -155,7 +156,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     ``traced``: a swapped node's transients are the CPU executor's, traced (its copies back inside them).
     ``sel_btrans``: per node, its traced selective backward transient (-1: untraced;
     :attr:`StageLayout.sel_btrans`); ``sel_ft``: per node, whether its selective forward is traced
-    (:attr:`StageLayout.sel_ftraced`).
+    (:attr:`StageLayout.sel_ftraced`). ``fheld`` (None: not wanted): per forward phase x, the bytes of
+    groups that die inside F_x with every node kept (in its traced transient) carried through it here.
     ``dfr`` (None: not wanted): per B-half phase, the change of the bytes alive as it starts that die in
     it (not carried through it; :attr:`_KeepTables.freed`), at least what is (a bound: see
     :func:`simulator.zero3.phase_values`)."""
@@ -165,6 +167,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     for i in idx:
         nb, la, lf, extra, late, x, hold, fusers, holders, cached, noswap, out, noback, p0, v0, p1, v1, q0, w0, q1, w1, \
             kr = groups[i]
+        lf0 = lf if la < lf < m and not extra else -1  # (dies inside F_lf0 with every node kept)
         dc[p0] -= v0
         dc[p1] -= v1
         if w0:
@@ -325,6 +328,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
         if la + 1 < lf:
             dc[la + 1] += nb
             dc[lf] -= nb
+            if fheld is not None and 0 <= lf0 < lf:
+                fheld[lf0] = fheld.get(lf0, 0) + nb
         if dfr is not None and m <= lf < twom and la < lf:  # (an extra too: alive as lf starts)
             dfr[lf] += nb
         if extra:  # also counted in its freeing phase (carried through it in reality)
@@ -449,6 +454,34 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
             # before its classifier's max-pool: 92 KiB under, 22.6%, by the traced figure alone)
             out[x] = traced - trans_keep[j] if x or L.first else max(traced - trans_keep[j], rec[x])
     return out
+
+
+def _sel_carried(L: StageLayout, K, acts, has_rec: bool, gap, cpu: bool, pd: int, dt) -> None:
+    """Per selective x, what its traced backward frees of its inputs (:attr:`_KeepTables.sel_cand`) that
+    the plan carries through B_x (a kept maker saved it; its checkpoint alone held it in the trace): counted
+    carried and in the traced transient too; that backward's figure with its inputs held to its end
+    (:attr:`StageLayout.sel_hbtrans`) bounds the two. Applied to ``dt`` (a CNN's kept block's ReLU output,
+    saved by it and read by the selective block after it: 128 KiB counted twice, 13% over)."""
+    m = L.m
+    for x, cand in enumerate(K.sel_cand):
+        h = L.sel_hbtrans[x]
+        if not cand or acts[x] != SELECTIVE or h < 0 or L.sel_btrans[x] < 0 or not (x or L.first):
+            continue  # (a later stage's first node may be priced as a recompute's replay: left as it is)
+        j = 2 * m - 1 - x
+        carried = 0
+        for i in cand:
+            g = K.groups[i]
+            dcl, dtl = defaultdict(int), defaultdict(int)
+            _live([g], (0,), acts, has_rec, gap, m, cpu, dcl, dtl, None, (L.g_selheld[i],), pd,
+                  cpu and L.swap_trans is not None, None, L.sel_btrans, L.sel_held_some, L.sel_ftraced)
+            p0, v0, p1, v1 = g[13:17]  # (its all-keep share, which the call took out)
+            at = sum(v for p, v in dcl.items() if p <= j) + (v0 if p0 <= j else 0) + (v1 if p1 <= j else 0)
+            if at >= g[0]:
+                carried += g[0]
+        v = carried + L.sel_btrans[x] - h
+        if v > 0:
+            dt[j] -= v
+            dt[j + 1] += v
 
 
 def _suffix_sums(times: list) -> list:
@@ -592,7 +625,7 @@ class _KeepTables:
     __slots__ = ("carried", "trans", "kv", "kv0", "R", "groups", "touch_swap", "touch_rec", "touch_sel", "rec_dtrans",
                  "rec_fdtrans", "sel_fdtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
-                 "sel_dtrans", "bt_sel", "sel_fheld",
+                 "sel_dtrans", "bt_sel", "sel_fheld", "sel_cand",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound", "inputs_gone", "keep_Bs", "rec_bcut")
 
     def __init__(self, L: StageLayout):
@@ -668,6 +701,17 @@ class _KeepTables:
         # selective, with its policy holding outputs (L.sel_held): also those outputs, whoever frees them
         # (a group listed twice is corrected once: selective evaluations deduplicate what they touch)
         self.touch_sel = [self.touch_rec[x] + tuple(og[x]) if L.sel_held[x] else self.touch_rec[x] for x in range(m)]
+        # per x, the groups its selective backward frees in the all-selective trace, its checkpoint their last
+        # holder: its inputs made on this stage, read first by x, no policy holding them. A plan may carry
+        # them through B_x (a kept maker saved one): L.sel_hbtrans then bounds B_x (see evaluate)
+        cand = [[] for _ in range(m)]
+        if L.sel_hbtrans:
+            for i, nb in enumerate(L.g_bytes):
+                fu = L.g_fusers[i]
+                if (fu and 0 <= L.g_alloc[i] < fu[0] < m and not (L.g_step[i] or L.g_extra[i] or L.g_late[i]
+                                                                  or L.g_selheld[i] or L.g_unpacked[i])):
+                    cand[fu[0]].append(i)
+        self.sel_cand = [tuple(c) for c in cand]
         self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans, self.rec_bcut = _transient_changes(
             L, self.trans)
         ft, bt = L.fwd_time, L.bwd_time
@@ -1047,9 +1091,22 @@ class StageModel:
             R = K.R + sel_R
             if has_rec and L.input_deaths:
                 inp_gone = _input_extensions(L.input_deaths, actions, m, dc)
+            fheld = {}
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,
-                       dfr, L.sel_btrans, L.sel_held_some, L.sel_ftraced)
+                       dfr, L.sel_btrans, L.sel_held_some, L.sel_ftraced, fheld)
+            for x, v in fheld.items():
+                # what a kept F_x reads last, held on here (its maker's selective policy, a reader's checkpoint):
+                # carried through F_x, and in its traced transient too; that forward's figure with all it frees
+                # held bounds the two (fspool's sort reading a selective mixer's output: 48 KiB counted twice,
+                # 10% over at F_x)
+                h = L.held_ftrans[x] if L.held_ftrans else -1
+                v += L.trans[x] - h
+                if h >= 0 and v > 0 and actions[x] == KEEP:
+                    dt[x] -= v
+                    dt[x + 1] += v
+            if has_rec and L.sel_hbtrans:
+                _sel_carried(L, K, actions, has_rec, gap, cpu, pd, dt)
             if gap and not cpu and L.held_extra:
                 # a swapped node whose copies to the host run past the start of its backward: its pack hook
                 # holds each device tensor until its copy ends, not freed op by op as the trace frees them (a

@@ -34,6 +34,11 @@ CASES = {  # model file, actions cycled over its nodes, whether every phase is w
     # a checkpointed maker's output dying inside a selective reader's traced forward or backward was also
     # carried through it (once 29% over at the first forward, 20% at the step's peak)
     "ridge-selective": ("bench/outside6/ridge_solve.py", ["selective"], True),
+    # selective and kept in turn: a selective maker's output its policy holds, read last by a kept node's forward
+    # (fspool's sort), and a kept maker's saved output read first by a selective node (grad_hooks' top block):
+    # each was carried through that phase and counted in its traced transient too (10%, 13% over)
+    "fspool-LK": ("bench/outside6/fspool_sort.py", ["selective", "keep"], True),
+    "hooks-KL": ("bench/outside6/grad_hooks.py", ["keep", "selective"], True),
     # a swapped node's forward where a kept node also holds its input, a selective stage's backward: over
     "resnet-mixed": ("examples/resnet.py", ["recompute", "selective", "keep", "swap"], False),
 }

@@ -111,6 +111,10 @@ class Node:
     # its forward read until its backward is through (-1: not traced; bwd_transient_bytes)
     rec_held_bwd_transient_bytes: int = -1
     low_rec_held_bwd_transient_bytes: int = -1  # ... without the casts a ZeRO-3 unit gathers in bf16 (low_*)
+    # its forward's in-phase peak above the carried bytes had what it frees of the buffers made before it (what
+    # it reads last) been held to its end: an output a selective maker's policy holds, read last by this node
+    # kept (-1: not traced; fwd_transient_bytes, to which the layout adds those bytes held)
+    held_fwd_transient_bytes: int = -1
     # its backward's in-phase peak above the carried bytes less the parameter gradients it has made so far:
     # a later micro-batch's backward, where each gradient is there already (a step buffer) and the new one
     # is added into it and let go (-1: not traced; bwd_transient_bytes, which counts them twice there)
@@ -129,6 +133,8 @@ class Node:
     # graph's device. -1: not traced (the simulator prices it by its kept saved bytes and full replay)
     sel_saved_bytes: int = -1
     sel_bwd_transient_bytes: int = -1
+    # ... had what that backward frees of its inputs been held to its end (a kept maker saved one of them)
+    sel_held_bwd_transient_bytes: int = -1
     sel_fwd_transient_bytes: int = -1  # its forward's transient there (what the policy drops dies inside it)
     # sel_saved_bytes, sel_bwd_transient_bytes and sel_fwd_transient_bytes without the casts a ZeRO-3 unit
     # gathers in bf16 (as low_*: -1 where none; a selective GRU's replay casts its weights once per time step)

@@ -39,6 +39,7 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
         live.watch_casts(cast_keys)
     live.track(list(state) + list(inputs), kind="state")
     state_bytes = live.live
+    live.hold_old({2 * n - 1 - k: k for k in range(n)})  # (each backward's peak with what it frees of its inputs held)
 
     def on_phase(p: int) -> None:
         live.set_phase(p)
@@ -70,6 +71,7 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
             sel_saved_bytes=saved,
             sel_held_out_bytes=held_out,
             sel_bwd_transient_bytes=trans,
+            sel_held_bwd_transient_bytes=max(trans, live.phase_peak_held_f.get(bp, 0) - state_bytes - int(carried[bp])),
             sel_fwd_transient_bytes=max(0, live.phase_peak.get(fp, 0) - state_bytes - int(carried[fp])),
             sel_replay_flops=max(0.0, cost.flops.get(bp, 0.0) - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, cost.bytes.get(bp, 0.0) - keep_cost.bytes.get(bp, 0.0)),

@@ -299,6 +299,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
         live.watch_casts(cast_keys)
     live.track(state, kind="state")
     state_bytes = live.live
+    live.hold_old({_BWD: _FWD})  # (its backward's peak with what it frees of its inputs held to its end)
 
     def on_phase(p: int) -> None:
         live.set_phase(p)
@@ -344,7 +345,9 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
     # (held: its outputs its own backward holds; the loss is no output later nodes read)
     held_out = sum(outs[i].nbytes for i, name in enumerate(prog.outputs_of(k)) if i in held and name != prog.loss_name)
     holds = frozenset(i for i, ev in ins if ev is not None and not 0 <= ev.free_phase < _BWD)
-    figs = dict(saved=saved, held_out=held_out, trans=max(0, live.phase_peak.get(_BWD, 0) - state_bytes - carried),
+    trans = max(0, live.phase_peak.get(_BWD, 0) - state_bytes - carried)
+    figs = dict(saved=saved, held_out=held_out, trans=trans,
+                held_trans=max(trans, live.phase_peak_held_f.get(_BWD, 0) - state_bytes - carried),
                 ftrans=max(0, live.phase_peak.get(_FWD, 0) - state_bytes - carried_f),
                 flops=cost.flops.get(_BWD, 0.0), bytes=cost.bytes.get(_BWD, 0.0), ops=cost.ops.get(_BWD, 0))
     if cast_keys:
@@ -398,6 +401,7 @@ def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch
             sel_saved_bytes=figs["saved"],
             sel_held_out_bytes=figs["held_out"],
             sel_bwd_transient_bytes=figs["trans"],
+            sel_held_bwd_transient_bytes=figs["held_trans"],
             sel_fwd_transient_bytes=figs["ftrans"],
             sel_replay_flops=max(0.0, figs["flops"] - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, figs["bytes"] - keep_cost.bytes.get(bp, 0.0)),

@@ -408,6 +408,7 @@ def trace_step(
                   for key in live.track_kept([t])}
     live.hold_saved(MIN_SWAP_BYTES)  # (each backward's peak with the saved tensors it frees held to its end too)
     live.hold_inputs(n)  # (... and with what it frees of its node's inputs held to its end: a recompute's checkpoint)
+    live.hold_old({p: p for p in range(n)})  # (each forward's peak with what it frees of earlier phases' buffers held)
     live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
     state_bytes = live.live
     grad_events = []
@@ -515,6 +516,7 @@ def trace_step(
     replayed = _transients(live, state_bytes, n, *carried, peaks=live.phase_mark)
     held = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held)
     held_in = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_in)
+    held_f = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)
     steady = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)
     low = dict(low_fwd_transient_bytes=-1, low_bwd_transient_bytes=-1, low_rec_fwd_transient_bytes=-1,
                low_held_bwd_transient_bytes=-1, low_rec_held_bwd_transient_bytes=-1)
@@ -571,6 +573,7 @@ def trace_step(
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             held_bwd_transient_bytes=max(held[bp], transient[bp]),
             rec_held_bwd_transient_bytes=max(held_in[bp], transient[bp]),
+            held_fwd_transient_bytes=max(held_f[fp], transient[fp]),
             steady_bwd_transient_bytes=min(steady[bp], transient[bp]),
             read_inputs=sorted(set(_data_reads(program.calls[k], input_of)) | viewed[k]),
             **states[k], **sel[k], **lows[k],

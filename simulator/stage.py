@@ -242,7 +242,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 # traced transient (where the all-selective trace's maker dropped it too), not carried through
                 # it (a few-shot encoder's ReLU output read by its average pool: 640 KiB counted twice)
                 end -= 1
-            elif m <= end < twom and end != sel_end and not mine and sel_btrans is not None:
+            elif (m <= end < twom and end != sel_end and not mine and sel_btrans is not None
+                  and all(acts[h[0]] != SWAP for h in holders)):  # (a swapped holder's copy out may hold it)
                 y = twom - 1 - end
                 if (acts[y] == SELECTIVE and sel_btrans[y] >= 0 and y == min((*fusers, *(h[0] for h in holders)),
                                                                           default=-1)):
@@ -456,28 +457,20 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
     return out
 
 
-def _sel_carried(L: StageLayout, K, acts, has_rec: bool, gap, cpu: bool, pd: int, dt) -> None:
-    """Per selective x, what its traced backward frees of its inputs (:attr:`_KeepTables.sel_cand`) that
-    the plan carries through B_x (a kept maker saved it; its checkpoint alone held it in the trace): counted
-    carried and in the traced transient too; that backward's figure with its inputs held to its end
-    (:attr:`StageLayout.sel_hbtrans`) bounds the two. Applied to ``dt`` (a CNN's kept block's ReLU output,
-    saved by it and read by the selective block after it: 128 KiB counted twice, 13% over)."""
+def _sel_carried(L: StageLayout, K, acts, dt) -> None:
+    """Per selective x, what its traced backward frees of its inputs (:attr:`_KeepTables.sel_cand`) that a
+    kept maker saved, so the plan carries that very tensor through B_x (x's checkpoint alone held it in the
+    trace): counted carried and in the traced transient too; that backward's figure with its inputs held to
+    its end (:attr:`StageLayout.sel_hbtrans`) bounds the two. Applied to ``dt`` (a CNN's kept block's ReLU
+    output, saved by it and read by the selective block after it: 128 KiB counted twice, 13% over). (A
+    swapped maker's copy back is another tensor, beside the one that dies: not bounded so.)"""
     m = L.m
     for x, cand in enumerate(K.sel_cand):
         h = L.sel_hbtrans[x]
         if not cand or acts[x] != SELECTIVE or h < 0 or L.sel_btrans[x] < 0 or not (x or L.first):
             continue  # (a later stage's first node may be priced as a recompute's replay: left as it is)
         j = 2 * m - 1 - x
-        carried = 0
-        for i in cand:
-            g = K.groups[i]
-            dcl, dtl = defaultdict(int), defaultdict(int)
-            _live([g], (0,), acts, has_rec, gap, m, cpu, dcl, dtl, None, (L.g_selheld[i],), pd,
-                  cpu and L.swap_trans is not None, None, L.sel_btrans, L.sel_held_some, L.sel_ftraced)
-            p0, v0, p1, v1 = g[13:17]  # (its all-keep share, which the call took out)
-            at = sum(v for p, v in dcl.items() if p <= j) + (v0 if p0 <= j else 0) + (v1 if p1 <= j else 0)
-            if at >= g[0]:
-                carried += g[0]
+        carried = sum(L.g_bytes[i] for i in cand if acts[L.g_alloc[i]] == KEEP)
         v = carried + L.sel_btrans[x] - h
         if v > 0:
             dt[j] -= v
@@ -702,14 +695,14 @@ class _KeepTables:
         # (a group listed twice is corrected once: selective evaluations deduplicate what they touch)
         self.touch_sel = [self.touch_rec[x] + tuple(og[x]) if L.sel_held[x] else self.touch_rec[x] for x in range(m)]
         # per x, the groups its selective backward frees in the all-selective trace, its checkpoint their last
-        # holder: its inputs made on this stage, read first by x, no policy holding them. A plan may carry
-        # them through B_x (a kept maker saved one): L.sel_hbtrans then bounds B_x (see evaluate)
+        # holder, that their maker saved: its inputs made on this stage, read first by x, no policy holding
+        # them. A kept maker carries them through B_x: L.sel_hbtrans then bounds B_x (_sel_carried)
         cand = [[] for _ in range(m)]
         if L.sel_hbtrans:
             for i, nb in enumerate(L.g_bytes):
                 fu = L.g_fusers[i]
-                if (fu and 0 <= L.g_alloc[i] < fu[0] < m and not (L.g_step[i] or L.g_extra[i] or L.g_late[i]
-                                                                  or L.g_selheld[i] or L.g_unpacked[i])):
+                if (fu and 0 <= L.g_alloc[i] == L.g_xnode[i] < fu[0] < m
+                        and not (L.g_step[i] or L.g_extra[i] or L.g_late[i] or L.g_selheld[i] or L.g_unpacked[i])):
                     cand[fu[0]].append(i)
         self.sel_cand = [tuple(c) for c in cand]
         self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans, self.rec_bcut = _transient_changes(
@@ -1106,7 +1099,7 @@ class StageModel:
                     dt[x] -= v
                     dt[x + 1] += v
             if has_rec and L.sel_hbtrans:
-                _sel_carried(L, K, actions, has_rec, gap, cpu, pd, dt)
+                _sel_carried(L, K, actions, dt)
             if gap and not cpu and L.held_extra:
                 # a swapped node whose copies to the host run past the start of its backward: its pack hook
                 # holds each device tensor until its copy ends, not freed op by op as the trace frees them (a

@@ -103,3 +103,30 @@ def test_a_swapped_last_stage_counts_its_received_input_once():
     got = [r.phase_peaks[f"{w} of node {g.n - 1} (head), micro-batch 0"] for w in ("forward", "backward")]
     for p, q in zip(pred, got):
         assert q <= p <= 1.01 * q, (pred, got)
+
+
+def test_a_value_the_loss_does_not_read_crosses_the_cut_and_gets_no_gradient():
+    """CANINE's shape (tests/models/hashed_ids.py), cut before its pooler: the character encoding crosses to
+    the second stage, whose upsampling branch reads it and the loss does not. Its gradient is none: none
+    travels back (a zero-filled one the first stage held through its backward was 16 KiB, 6.4%, above its
+    plan's peak), and the ids, read by the hashing alone, go with it (the executor's list of the batch held
+    them to the forward's end: 1 KiB under). Every phase of both stages within 1% and never under; the losses
+    are plain training's."""
+    from memflow.executor import plain_losses
+    model = str(ROOT / "tests" / "models" / "hashed_ids.py")
+    g = capture_graph(load_model_file(model), 4, measure=True, repeats=0)
+    cut = [nd.name for nd in g.nodes].index("pool")
+    st = Strategy.from_boundaries(g.n, [cut], dp=1, microbatches=1)
+    pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
+    cfg = RunConfig(model_file=model, batch_size=4, strategy=st, steps=3, warmup=1, device="cpu",
+                    node_names=[nd.name for nd in g.nodes], capacity_bytes=None)
+    rep = run_plan(cfg, nproc=2, timeout_s=240)
+    for s, (lo, hi) in enumerate([(0, cut), (cut, g.n)]):
+        m = hi - lo
+        for p in range(2 * m):
+            k = lo + (p if p < m else 2 * m - 1 - p)
+            where = f"{'forward' if p < m else 'backward'} of node {k} ({g.nodes[k].name}), micro-batch 0"
+            got = rep.ranks[s].phase_peaks[where]
+            assert got - 4 <= pred[s][p] <= 1.01 * got, (where, pred[s][p], got)
+    want = plain_losses(model, 4, 3, seed=0)
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)

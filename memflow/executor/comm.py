@@ -96,6 +96,7 @@ class StageLink:
         # (None: its own), told once with the layouts: it travels once and arrives as that one
         self.fwd_alias: list | None = None
         self.grad_alias: list | None = None
+        self.grad_none: list = []  # per gradient: none made (see send_grads)
 
     # ------------------------------------------------------------ helpers
     def _isend(self, t: torch.Tensor, tag: int, into: list | None = None, perm: tuple | None = None,
@@ -193,18 +194,29 @@ class StageLink:
         return [(i, n, m) for i, (n, m) in enumerate(zip(self.names, self.meta)) if m.requires_grad]
 
     def send_grads(self, grads: dict[str, torch.Tensor]) -> None:
-        out = []
-        for i, n, m in self.grad_names():
-            g = grads.pop(n, None)
-            out.append((i, g if g is not None else torch.zeros(m.shape, dtype=m.dtype, device=self.device)))
+        out = [(i, grads.pop(n, None)) for i, n, _ in self.grad_names()]
         if self.grad_perms is None:  # the first backward: each gradient's memory order, once (the same every step)
-            self.grad_perms = [memory_order(g) if not g.is_contiguous() else None for _, g in out]
+            # a value the loss does not depend on (an unread branch: CANINE's upsampling, whose output the
+            # pooled classifier never reads) has no gradient: none travels and the receiver backpropagates
+            # without one, as the whole step does (a zero-filled one sent instead was an 8 KiB buffer the
+            # receiving stage held through its backward, under its plan)
+            self.grad_none = [g is None for _, g in out]
+            self.grad_perms = [memory_order(g) if g is not None and not g.is_contiguous() else None for _, g in out]
             self.grad_alias = aliases([g for _, g in out])
-            dist.send_object_list([(self.grad_perms, self.grad_alias)], dst=self.peer, group=self.group)
+            dist.send_object_list([(self.grad_perms, self.grad_alias, self.grad_none)], dst=self.peer,
+                                  group=self.group)
         else:
+            for (i, g), none in zip(out, self.grad_none):
+                if g is not None and none:
+                    raise ExecutionError(f"the pipeline value {self.names[i]!r} got a gradient at this micro-batch "
+                                         "and none at the first; the step was stopped: the receiving stage posts "
+                                         "receives for the first backward's gradients only (make the loss depend "
+                                         "on it every step, or on none)")
+            out = [(i, torch.zeros(self.meta[i].shape, dtype=self.meta[i].dtype, device=self.device)
+                    if g is None and not none else g) for (i, g), none in zip(out, self.grad_none)]
             _same_aliases(self.grad_alias, [g for _, g in out], "gradient")
         for (i, g), perm, alias in zip(out, self.grad_perms, self.grad_alias):
-            if alias is None:  # (an alias travelled as the earlier gradient it is)
+            if alias is None and g is not None:  # (an alias travelled as the earlier gradient it is)
                 self._isend(g, BWD_TAG + i, perm=perm)  # (another layout than the first's: sent as a copy)
         out.clear()
         self.poll()
@@ -213,10 +225,12 @@ class StageLink:
         if self.grad_perms is None:
             box: list[Any] = [None]
             dist.recv_object_list(box, src=self.peer, group=self.group)
-            self.grad_perms, self.grad_alias = box[0]
+            self.grad_perms, self.grad_alias, self.grad_none = box[0]
         out = {}
         names = self.grad_names()
-        for (i, n, m), perm, alias in zip(names, self.grad_perms, self.grad_alias):
+        for (i, n, m), perm, alias, none in zip(names, self.grad_perms, self.grad_alias, self.grad_none):
+            if none:  # (no gradient: the sender's backward made none)
+                continue
             if alias is not None:  # the same tensor as an earlier gradient: received once
                 out[n] = out[names[alias][1]]
                 continue

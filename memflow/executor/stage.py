@@ -242,6 +242,8 @@ class Stage:
 
     # ------------------------------------------------------------ passes
     def forward(self, i: int, inputs: list[torch.Tensor]) -> None:
+        """Micro-batch ``i``'s forward on this stage; ``inputs`` (its batch tensors the stage reads) is emptied:
+        the stage holds each only while something reads or saves it."""
         prog = self.program
         self.current["mb"] = i
         if self.prev is not None:
@@ -249,6 +251,10 @@ class Stage:
         env: dict[str, Any] = dict(zip(prog.placeholders, inputs))
         env.update(self.attr_env)
         self.swapper.batch_inputs(inputs)
+        # the env holds the batch from here, each input until its last reader is through, as the trace's step
+        # held its copy (a list held to the forward's end kept CANINE's character ids, which only its hash
+        # embedding reads and nothing saves, 512 bytes above its plan through every later forward)
+        inputs.clear()
         if self.prev is not None:
             self.current.update(phase="receive (forward)", node=self.lo)
             env.update(self.prev.recv_values())

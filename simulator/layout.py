@@ -146,6 +146,9 @@ class StageLayout:
     # per local node: its traced selective backward's transient had what it frees of its inputs been held to
     # its end (Node.sel_held_bwd_transient_bytes; empty where none is traced)
     sel_hbtrans: list = ()
+    # local nodes no backward runs through (TaskGraph.meta no_backward: the loss reads nothing they make):
+    # recomputed, nothing is replayed in their backward phase
+    dead: tuple = ()
     # per batch input the executor lets go before the stage's last backward phase: (bytes, the local phase
     # it is held through with every node kept, its local readers) (TaskGraph.input_deaths)
     input_deaths: tuple = ()
@@ -552,4 +555,5 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         held_ftrans=[int(nd.held_fwd_transient_bytes) for nd in nodes],
         sel_hbtrans=[int(nd.sel_held_bwd_transient_bytes) for nd in nodes]
         if any(nd.sel_held_bwd_transient_bytes >= 0 for nd in nodes) else (),
+        dead=tuple(k - a for k in graph.meta.get("no_backward", ()) if a <= k < b),
     )

@@ -711,6 +711,10 @@ class _KeepTables:
         self.end_f = list(accumulate(ft, initial=0.0))[1:]
         self.bt_keep = [bt[x] + 0.0 for x in range(m)]
         self.bt_rec = [bt[x] + ft[x] for x in range(m)]
+        for x in L.dead:  # (no backward runs through it: its checkpoint never replays; CANINE's unread
+            # upsampling, recomputed, was priced with a replay the run never made: 27% over)
+            self.rec_dtrans[x] = 0
+            self.bt_rec[x] = bt[x] + 0.0
         self.sel_dtrans = _selective_changes(L, self.trans, self.rec_dtrans)
         # (above the kept one too: a selective GPT-2 head in bf16 holds its logits' matmul beside the loss)
         self.sel_fdtrans = [L.sel_ftrans[x] - L.trans[x] for x in range(m)] if L.sel_ftrans else [0] * m

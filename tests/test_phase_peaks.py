@@ -106,7 +106,7 @@ def test_a_swapped_last_stage_counts_its_received_input_once():
 
 
 def test_a_value_the_loss_does_not_read_crosses_the_cut_and_gets_no_gradient():
-    """CANINE's shape (tests/models/hashed_ids.py), cut before its pooler: the character encoding crosses to
+    """CANINE's shape (tests/models/hashed_ids.py), cut before its upsampling: the character encoding crosses to
     the second stage, whose upsampling branch reads it and the loss does not. Its gradient is none: none
     travels back (a zero-filled one the first stage held through its backward was 16 KiB, 6.4%, above its
     plan's peak), and the ids, read by the hashing alone, go with it (the executor's list of the batch held
@@ -115,7 +115,7 @@ def test_a_value_the_loss_does_not_read_crosses_the_cut_and_gets_no_gradient():
     from memflow.executor import plain_losses
     model = str(ROOT / "tests" / "models" / "hashed_ids.py")
     g = capture_graph(load_model_file(model), 4, measure=True, repeats=0)
-    cut = [nd.name for nd in g.nodes].index("pool")
+    cut = [nd.name for nd in g.nodes].index("up")
     st = Strategy.from_boundaries(g.n, [cut], dp=1, microbatches=1)
     pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
     cfg = RunConfig(model_file=model, batch_size=4, strategy=st, steps=3, warmup=1, device="cpu",

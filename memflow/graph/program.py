@@ -92,6 +92,9 @@ class StepProgram:
         self.calls: list[NodeCall] = []
         self.loss_name = ""
         self.attrs: dict[str, str] = {}  # value name -> attribute path (shared parameters)
+        # nodes whose last backward got no gradient for any output (a branch the loss does not read): no
+        # backward ran through them (what they saved died with their outputs, nothing was replayed)
+        self.no_backward: set[int] = set()
         by_call: dict[str, NodeCall] = {}
         for node in split.graph.nodes:
             if node.op == "placeholder":
@@ -216,6 +219,7 @@ class StepProgram:
             outs.append(t)
             gouts.append(g)
         st.outputs.clear()
+        (self.no_backward.discard if outs else self.no_backward.add)(k)
         if outs:
             torch.autograd.backward(outs, gouts)
         del outs, gouts

@@ -596,6 +596,9 @@ def trace_step(
     graph.meta["carried_attrs"] = list(program.carried)
     # nodes whose replay would differ from their forward (spectral norm's power iteration): kept, never recomputed
     graph.meta["replay_unsafe"] = replay_unsafe_nodes(program)
+    # nodes no backward runs through (the loss reads nothing they make): an action there has nothing to save,
+    # replay or bring back; priced and written kept (memflow.kinds.dead_kept)
+    graph.meta["no_backward"] = sorted(program.no_backward)
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes
     graph.meta["traced_peak_bytes"] = live.peak

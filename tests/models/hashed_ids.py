@@ -1,7 +1,7 @@
 """CANINE's shape in plain torch: character ids hashed into buckets (the ids themselves read by the hashing
 alone, nothing saves them), a character encoder, a strided downsampling to a short sequence, a block over it,
 and an upsampling branch that reads the character encoding and runs but that the loss never reads (the
-pooled head reads the short sequence's first position). Cut before the pooler, the character encoding
+pooled head reads the short sequence's first position). Cut before the upsampling, the character encoding
 crosses to the later stage and gets no gradient back."""
 import torch, torch.nn as nn, torch.nn.functional as F
 
@@ -36,23 +36,41 @@ class Up(nn.Module):
         return torch.tanh(self.proj(torch.cat([h, mol.repeat_interleave(RATE, dim=1)], dim=-1)))
 
 
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln, self.fc1, self.fc2 = nn.LayerNorm(D), nn.Linear(D, 2 * D), nn.Linear(2 * D, D)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
+
+
+class Pool(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(D, D)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x[:, 0]))
+
+
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
         self.hash = Hash()
         self.chars = nn.Sequential(nn.Linear(D, D), nn.GELU())
         self.down = Down()
-        self.block = nn.Sequential(nn.LayerNorm(D), nn.Linear(D, 2 * D), nn.GELU(), nn.Linear(2 * D, D))
-        self.pool = nn.Linear(D, D)
+        self.block0, self.block1 = Block(), Block()
+        self.pool = Pool()
         self.up = Up()
         self.head = nn.Linear(D, 3)
 
     def forward(self, ids, y):
         h = self.chars(self.hash(ids))
         mol = self.down(h)
-        mol = mol + self.block(mol)
-        pooled = torch.tanh(self.pool(mol[:, 0]))
+        mol = self.block1(self.block0(mol))
         up = self.up(h, mol)
+        pooled = self.pool(mol)
         return {"loss": F.cross_entropy(self.head(pooled), y), "up": up}
 
 

@@ -9,7 +9,10 @@ from the outside (bench/outside5):
   (``Node.rec_held_bwd_transient_bytes``);
 - ALiBi's attention bias, made before the first block and read by every block, is received by a later
   stage; that stage's first block under ``selective`` holds it to its backward's end, where the
-  all-selective trace (in which the earlier blocks held it longer) had it carried: 9 KiB under."""
+  all-selective trace (in which the earlier blocks held it longer) had it carried: 9 KiB under;
+- a checkpointed node that saves no tensor holds nothing, a batch input it reads included (PatchTST's scaler,
+  bench/outside4, standardising its input with ops on values that need no gradient): its input was held to
+  its backward, 10% over a small stage (tests/models/scaled_input.py: 18% over on one device)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
     ("feature_hooks", "cpu-2", 7, "recompute"),
     # the later stage's first block selective, the bias received
     ("alibi_sdpa", "cpu-2", 3, {3: "selective"}),
+    # a scaler that saves no tensor, selective or recomputed, first on its device
+    ("tests/models/scaled_input", "cpu-1", None, {0: "selective"}),
+    ("tests/models/scaled_input", "cpu-1", None, {0: "recompute"}),
 ])
 def test_a_checkpoints_holds_are_priced(model, cluster, stage_of, actions):
     from memflow.cluster import Cluster
@@ -35,7 +41,7 @@ def test_a_checkpoints_holds_are_priced(model, cluster, stage_of, actions):
     from memflow.planner import GraphSource, resolve_spec
     from memflow.strategy import Strategy
 
-    path = str(ROOT / "bench" / "outside5" / f"{model}.py")
+    path = str(ROOT / (model if "/" in model else f"bench/outside5/{model}")) + ".py"
     g = GraphSource(resolve_spec(path), Cluster.load(cluster))(4)
     acts = [actions] * g.n if isinstance(actions, str) else [actions.get(k, "keep") for k in range(g.n)]
     so = [0] * g.n if stage_of is None else [0] * stage_of + [1] * (g.n - stage_of)

@@ -385,7 +385,7 @@ def _consumed_inputs(L: StageLayout) -> list:
     return out
 
 
-def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list, list, list]:
+def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, list, list, list, list]:
     """Per node x, what its action does to its own phases' transient bytes (all-keep ``trans_keep``):
     ``(rec, cpu_f, cpu_b)`` — recomputed, B_x's grows to hold its forward's transient run again there
     (beside what B_x starts with and frees: :func:`_replay_beside`, and what B_x made before its first
@@ -398,16 +398,19 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     gradients there already), where the kept backward's peak is above the replay's. The checkpoint holds
     every input x's forward read until the last of x's ops with saved tensors is through in B_x, where the
     kept backward frees each saved one as its own op's backward ends: B_x's peak is at least its traced one with those held (``rec_held_extra``; a loss
-    head reading many features let each go before it made the next one's gradient, 16% under)."""
+    head reading many features let each go before it made the next one's gradient, 16% under). ``replays``:
+    per x, B_x's transient at its replay's peak (the selective one's bound)."""
     m = L.m
     rec = [0] * m
     rec_cut = [0] * m
+    replays = [0] * m
     beside = _replay_beside(L)
     consumed = _consumed_inputs(L)
     held = L.rec_held_extra or [0] * m
     for x in range(m):
         j = 2 * m - 1 - x
         replay = beside[x] + L.pre_replay[x] + L.fwd_trans[x] - consumed[x] + (trans_keep[j] - L.trans[j])
+        replays[x] = replay
         rec[x] = max(trans_keep[j] + held[x], replay) - trans_keep[j]
         if L.bcut and replay < trans_keep[j]:
             rec_cut[x] = min(L.bcut[x], trans_keep[j] - replay)
@@ -419,7 +422,7 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
         cpu_f = [max(0, trans_keep[x] - L.x_made[x]) - trans_keep[x] for x in range(m)]
         cpu_b = [0] * m
     rec_f = [min(0, L.ck_trans[x] - L.trans[x]) for x in range(m)]
-    return rec, cpu_f, cpu_b, rec_f, rec_cut
+    return rec, cpu_f, cpu_b, rec_f, rec_cut, replays
 
 
 def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
@@ -597,7 +600,8 @@ def _steady_B(m: int, kv: list, d: list, cut: list) -> tuple:
     """``(maxBs, argBs, cut there)``: the B half's most bytes (without the per-step buffers) as a later
     micro-batch's backward holds them — the all-keep figures ``kv`` plus the running sum of the changes
     ``d``, less, per node x, ``cut[x]``: what of the gradients its backward makes are there already then
-    (:attr:`StageLayout.bcut` kept, ``rec_bcut`` recomputed; none swapped or selective, taken as made anew)."""
+    (:attr:`StageLayout.bcut` kept, ``rec_bcut`` recomputed, ``sel_bcut`` selective; none swapped, taken as made
+    anew)."""
     acc = 0
     for p in range(m):
         acc += d[p]
@@ -619,7 +623,8 @@ class _KeepTables:
                  "rec_fdtrans", "sel_fdtrans",
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel", "sel_fheld", "sel_cand",
-                 "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound", "inputs_gone", "keep_Bs", "rec_bcut")
+                 "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound", "inputs_gone", "keep_Bs", "rec_bcut",
+                 "sel_bcut")
 
     def __init__(self, L: StageLayout):
         m = L.m
@@ -705,8 +710,8 @@ class _KeepTables:
                         and not (L.g_step[i] or L.g_extra[i] or L.g_late[i] or L.g_selheld[i] or L.g_unpacked[i])):
                     cand[fu[0]].append(i)
         self.sel_cand = [tuple(c) for c in cand]
-        self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans, self.rec_bcut = _transient_changes(
-            L, self.trans)
+        (self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans, self.rec_bcut,
+         replays) = _transient_changes(L, self.trans)
         ft, bt = L.fwd_time, L.bwd_time
         self.end_f = list(accumulate(ft, initial=0.0))[1:]
         self.bt_keep = [bt[x] + 0.0 for x in range(m)]
@@ -716,6 +721,12 @@ class _KeepTables:
             self.rec_dtrans[x] = 0
             self.bt_rec[x] = bt[x] + 0.0
         self.sel_dtrans = _selective_changes(L, self.trans, self.rec_dtrans)
+        # selective, what a later micro-batch's B_x holds less: its gradients accumulate into those already made,
+        # as a kept node's do, where the backward's peak is past its replay (bounded by the whole forward's
+        # replay, which its cheap ops' is not above: a transformer layer first on its stage, its parameters'
+        # gradients counted anew for the second micro-batch, 8-9% over)
+        self.sel_bcut = [min(L.bcut[x], max(0, self.trans[2 * m - 1 - x] + self.sel_dtrans[x] - replays[x]))
+                         for x in range(m)] if L.bcut else [0] * m
         # (above the kept one too: a selective GPT-2 head in bf16 holds its logits' matmul beside the loss)
         self.sel_fdtrans = [L.sel_ftrans[x] - L.trans[x] for x in range(m)] if L.sel_ftrans else [0] * m
         # per x, what x's forward reads last (freed in F_x with every node kept) that the all-selective trace
@@ -1129,8 +1140,8 @@ class StageModel:
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             steady = None
             if K.keep_Bs is not None and not (z3 or z2):  # (gradients sharded: each one made anew)
-                bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else 0
-                        for x, a in enumerate(actions)]
+                bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else K.sel_bcut[x]
+                        if a == SELECTIVE else 0 for x, a in enumerate(actions)]
                 steady = _steady_B(m, kv, d, bcut)
             if detail and sync:
                 pts = _sync_points(copies, m, kv, kv0, list(accumulate(d)), S_after, input_bytes)

@@ -24,7 +24,7 @@ from torch.utils._pytree import keystr, tree_flatten_with_path
 from .errors import ConfigError
 from .inflight import warn_once
 
-__all__ = ["unsplit_inputs", "whole_batch"]
+__all__ = ["unsplit_inputs", "whole_batch", "check_split"]
 
 
 def unsplit_inputs(spec: Any, batch_size: int) -> list[str]:
@@ -56,18 +56,33 @@ def unsplit_inputs(spec: Any, batch_size: int) -> list[str]:
     return out
 
 
+def _why(bad: list[str]) -> str:
+    what = " and ".join(bad[:2]) + (f" and {len(bad) - 2} more" if len(bad) > 2 else "")
+    many = len(bad) > 1
+    return (f"batch input{'s' if many else ''} {what} grow{'' if many else 's'} with the batch but not by rows "
+            "(the leading dimension), so the batch cannot be split among data-parallel ranks or micro-batches")
+
+
 def whole_batch(spec: Any, batch_size: int, limits: Any) -> Any:
     """``limits`` (a MeshLimits) bounded to dp 1 and one micro-batch where the batch does not split by
     rows (module docstring), warned once; a fixed dp or micro-batch count above one is a ConfigError."""
     bad = unsplit_inputs(spec, batch_size)
     if not bad:
         return limits
-    what = " and ".join(bad[:2]) + (f" and {len(bad) - 2} more" if len(bad) > 2 else "")
-    many = len(bad) > 1
-    why = (f"batch input{'s' if many else ''} {what} grow{'' if many else 's'} with the batch but not by rows "
-           "(the leading dimension), so the batch cannot be split among data-parallel ranks or micro-batches")
     if (limits.dp or 1) > 1 or (limits.microbatches or 1) > 1:
-        raise ConfigError(f"{spec.name}'s {why}; plan it with dp 1 and one micro-batch (or give every "
+        raise ConfigError(f"{spec.name}'s {_why(bad)}; plan it with dp 1 and one micro-batch (or give every "
                           "input the batch as its leading dimension)")
-    warn_once(spec.name, f"{why}: planned with dp 1 and one micro-batch per step")
+    warn_once(spec.name, f"{_why(bad)}: planned with dp 1 and one micro-batch per step")
     return dataclasses.replace(limits, dp=1, max_microbatches=1)
+
+
+def check_split(spec: Any, batch_size: int, dp: int, microbatches: int) -> None:
+    """A ConfigError where a plan splits the batch (dp or micro-batches above one) and it does not split by
+    rows: the executor's check before its first step (a plan written by hand, or for another batch; each
+    piece would read the whole batch's edges against its own nodes)."""
+    if dp * microbatches > 1:
+        bad = unsplit_inputs(spec, batch_size)
+        if bad:
+            raise ConfigError(f"{spec.name}'s {_why(bad)}, and the plan has dp {dp} and {microbatches} "
+                              "micro-batch(es); run it with dp 1 and one micro-batch (memflow plan bounds its "
+                              "search so), or give every input the batch as its leading dimension")

@@ -2,7 +2,8 @@
 nodes, a node-to-graph map of ``N·B`` entries) trains whole. Split by rows, each micro-batch read the whole
 batch's edges against its own nodes: a GNN's planned run stopped on "IndexError: index out of range in
 self" (the outside4 bench, a plan with micro-batches). The planner now bounds such a model to dp 1 and
-one micro-batch, says so once, and refuses a request for more in one line."""
+one micro-batch, says so once, and refuses a request for more in one line; a run of a plan that splits such
+a batch (written by hand, or forced) is refused by its ranks before their first step, in one line."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -79,3 +80,23 @@ def test_a_batch_built_from_values_is_checked_with_real_tensors(capfd):
                    nproc=p.strategy.num_devices, timeout_s=240)
     want = plain_losses(path, 8, 2, seed=0)
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)
+
+
+def test_a_plan_that_splits_a_graph_batch_is_refused_by_the_run_in_one_line():
+    """A plan written by hand (or forced: bench/forced_sweep) with two micro-batches on a graph batch: the ranks
+    refuse it before their first step, naming the inputs (before, rank 0 stopped on "IndexError: index out of
+    range in self")."""
+    from memflow.errors import ExecutionError
+    from memflow.executor import RunConfig, run_plan
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.cluster import Cluster
+    from memflow.strategy import Strategy
+
+    g = GraphSource(resolve_spec(GNN), Cluster.load("cpu-1"))(4)
+    st = Strategy(dp=1, pp=1, stage_of=[0] * g.n, actions=["keep"] * g.n, microbatches=2)
+    with pytest.raises((ConfigError, ExecutionError)) as e:
+        run_plan(RunConfig(model_file=GNN, batch_size=8, strategy=st, steps=2, warmup=0, device="cpu",
+                           node_names=[nd.name for nd in g.nodes]), nproc=1, timeout_s=240)
+    msg = str(e.value)
+    assert "'edges' (2, 192) at batch 8" in msg and "and 2 micro-batch(es); run it with dp 1" in msg, msg
+    assert "\n" not in msg and "IndexError" not in msg

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..batchrows import check_split
 from ..errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
 from ..kinds import SHARD_GRADIENTS, SHARD_NONE, SHARD_PARAMETERS
 from ..graph.build import capture_program
@@ -114,6 +115,7 @@ def run_worker(cfg: RunConfig, rank: int, world: int, local_rank: int) -> RunRep
     # parallelism where the plan's partitioning has it)
     spec = dataclasses.replace(load_model_file(cfg.model_file, guard=False), tp=strat.tp,
                                sequence=uses_sequence(strat.partitioning))  # (loaded, guarded, before)
+    check_split(spec, cfg.batch_size, strat.dp, strat.microbatches)  # (a graph batch cut by rows: wrong indices)
     mb = strat.microbatch_size(cfg.batch_size)
     # captured on the device it runs on: the export bakes device constants (masks, positions) in
     captured, program, _, model = capture_program(spec, mb, granularity=cfg.granularity, fake=False,

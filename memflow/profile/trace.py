@@ -596,8 +596,8 @@ def trace_step(
     graph.meta["carried_attrs"] = list(program.carried)
     # nodes whose replay would differ from their forward (spectral norm's power iteration): kept, never recomputed
     graph.meta["replay_unsafe"] = replay_unsafe_nodes(program)
-    # nodes no backward runs through (the loss reads nothing they make): an action there has nothing to save,
-    # replay or bring back; priced and written kept (memflow.kinds.dead_kept)
+    # nodes no backward runs through (the loss reads nothing they make): recomputed, they never replay
+    # (StageLayout.dead: their backward phase priced without the replay's transient or time)
     graph.meta["no_backward"] = sorted(program.no_backward)
     # the record's state must be what the tracer counted, or the replay drifts
     graph.meta["traced_state_bytes"] = state_bytes

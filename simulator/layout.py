@@ -131,6 +131,13 @@ class StageLayout:
     # carried them through B_x, so x's traced selective backward lacks them (fspool's sorted features' mix,
     # first on its stage: 48 KiB, its input, under)
     sel_recv: list = ()
+    # per local node x of a later stage: the bytes of received values its checkpoint alone held in the
+    # all-selective trace (x their first reader that saves tensors, their maker's policy unable to hold them)
+    # that die in B_x here where the plain trace frees them elsewhere (extra: carried through B_x, in no kept
+    # transient), and are in x's traced selective backward too (it freed them there); that backward's
+    # figure with its inputs held (sel_hbtrans) bounds the two (a CNN cut before its selective second block,
+    # the earlier block's ReLU output saved by that ReLU: 256 KiB counted twice, 15% over at B_x)
+    sel_recv_ck: list = ()
     sel_time: list = ()
     # per local node: what its backward's peak adds where the saved tensors it frees are held to its end
     # (a swapped node whose copies to the host are still running on a GPU: held_bwd_transient_bytes over
@@ -312,6 +319,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             swap_fdied[lf] += nb
     out_bytes = [0] * m  # per local node: its outputs' bytes (what later forwards read of what it made)
     sel_recv = [0] * m
+    sel_recv_ck = [0] * m
     for buf in graph.buffers:
         nb = int(buf.nbytes)
         if nb <= 0:
@@ -443,6 +451,10 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             held_by = int(graph.nodes[owner].sel_held_out_bytes) if owner < a else 0
             if not extra and m <= lf < 2 * m and 0 < int(buf.nbytes) <= held_by:
                 sel_recv[2 * m - 1 - lf] += nb
+            x = 2 * m - 1 - lf
+            if (extra and m <= lf < 2 * m and not relay and fusers_t and fusers_t[0] == x and int(buf.nbytes) > held_by
+                    and min(u for u in buf.uses if owner < u < n and graph.nodes[u].saved_tensors != 0) == a + x):
+                sel_recv_ck[x] += nb
 
     # what this stage's sends copy (memflow.graph.sending: a view of part of a storage travels as a
     # contiguous copy). A forward send's is made as the F half ends and dropped as the micro-batch's
@@ -557,6 +569,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         sel_held=sel_held,
         sel_held_some=[int(nd.sel_held_out_bytes) for nd in nodes],
         sel_recv=sel_recv if any(sel_recv) else (),
+        sel_recv_ck=sel_recv_ck if any(sel_recv_ck) else (),
         sel_time=[float(nd.sel_replay_time_s if nd.sel_replay_time_s >= 0 and nd.sel_saved_bytes >= 0
                         else nd.fwd_time_s) for nd in nodes],
         held_extra=held_extra if any(held_extra) else (),

@@ -453,6 +453,9 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
         if L.sel_btrans[x] >= 0:
             j = 2 * m - 1 - x
             traced = L.sel_btrans[x] + held[x] + (trans_keep[j] - L.trans[j])
+            if L.sel_recv_ck and L.sel_recv_ck[x] and L.sel_hbtrans and L.sel_hbtrans[x] >= 0:
+                # (received values its checkpoint alone held in the trace: carried here, and in that figure)
+                traced -= max(0, L.sel_recv_ck[x] + L.sel_btrans[x] - L.sel_hbtrans[x])
             # a later stage's first node: the traced figure had its input as an earlier node's output, here it
             # is received; a recompute's replay counts the received values beside it (a spatial transformer cut
             # before its classifier's max-pool: 92 KiB under, 22.6%, by the traced figure alone)

@@ -162,6 +162,8 @@ class StageLayout:
     # per local node: of its backward's transient, the gradients it makes that a later micro-batch's
     # backward finds there already (counted in the step buffers then; the new one is added into it)
     bcut: list = ()
+    # ... the same for the node swapped as the CPU executor swaps (empty: none, or untraced)
+    swap_bcut: list = ()
 
 
 def _policy_held(keys: list, groups: dict, out_bytes: list, nodes) -> tuple:
@@ -499,6 +501,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             swap_trans[x] -= swap_fdied[x]
         for p, v in at_send.items():
             swap_trans[p] = max(swap_trans[p], v)
+    # ... and swapped as the CPU executor swaps (traced: Node.cpu_swap_steady_bwd_transient_bytes)
+    swap_bcut = [0] * m
+    for x, nd in enumerate(nodes):
+        v = nd.cpu_swap_steady_bwd_transient_bytes
+        if swap_trans is not None and 0 <= v < nd.cpu_swap_bwd_transient_bytes:
+            p = 2 * m - 1 - x
+            swap_bcut[x] = max(0, swap_trans[p] - max(int(v), sent_fwd if p == m else 0, at_send.get(p, 0)))
     dp_grads, ddp_grads = [], []
     gradless = set(graph.meta.get("gradless_params", ()))  # (no gradient: the all-reduce's buckets leave them out)
     for nd in nodes:
@@ -521,7 +530,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     rec_held_extra = [max(0, int(nd.rec_held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
                       if nd.rec_held_bwd_transient_bytes >= 0 else 0 for nd in nodes]
     return StageLayout(
-        a=a, b=b, m=m, input_deaths=_held_deaths(graph, a, b), bcut=bcut,
+        a=a, b=b, m=m, input_deaths=_held_deaths(graph, a, b), bcut=bcut, swap_bcut=swap_bcut if any(swap_bcut) else (),
         g_bytes=[groups[k] for k in keys],
         g_alloc=[k[0] for k in keys],
         g_free=[k[1] for k in keys],

@@ -603,8 +603,8 @@ def _steady_B(m: int, kv: list, d: list, cut: list) -> tuple:
     """``(maxBs, argBs, cut there)``: the B half's most bytes (without the per-step buffers) as a later
     micro-batch's backward holds them — the all-keep figures ``kv`` plus the running sum of the changes
     ``d``, less, per node x, ``cut[x]``: what of the gradients its backward makes are there already then
-    (:attr:`StageLayout.bcut` kept, ``rec_bcut`` recomputed, ``sel_bcut`` selective; none swapped, taken as made
-    anew)."""
+    (:attr:`StageLayout.bcut` kept, ``rec_bcut`` recomputed, ``sel_bcut`` selective, ``swap_bcut`` swapped on
+    the CPU; on a GPU none swapped, taken as made anew)."""
     acc = 0
     for p in range(m):
         acc += d[p]
@@ -1142,9 +1142,11 @@ class StageModel:
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             steady = None
-            if K.keep_Bs is not None and not (z3 or z2):  # (gradients sharded: each one made anew)
+            if (K.keep_Bs is not None or L.swap_bcut) and not (z3 or z2):  # (gradients sharded: each one made anew)
+                # (swapped: the CPU executor's traced figure; a GPU's swap, untraced, takes them made anew)
+                scut = L.swap_bcut if cpu and L.swap_trans is not None and L.swap_bcut else None
                 bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else K.sel_bcut[x]
-                        if a == SELECTIVE else 0 for x, a in enumerate(actions)]
+                        if a == SELECTIVE else scut[x] if a == SWAP and scut else 0 for x, a in enumerate(actions)]
                 steady = _steady_B(m, kv, d, bcut)
             if detail and sync:
                 pts = _sync_points(copies, m, kv, kv0, list(accumulate(d)), S_after, input_bytes)

@@ -101,6 +101,10 @@ class Node:
     # graphs for a GPU, whose swap prefetches a node's tensors whole and keeps keep's transients)
     cpu_swap_fwd_transient_bytes: int = -1
     cpu_swap_bwd_transient_bytes: int = -1
+    # ... that backward's less the parameter gradients it has made so far: a later micro-batch's, where each
+    # is there already (steady_bwd_transient_bytes under the CPU executor's swap; -1: not traced, taken as
+    # made anew: a swapped layer first on its stage, two micro-batches, 12% over)
+    cpu_swap_steady_bwd_transient_bytes: int = -1
     # its backward's in-phase peak above the carried bytes had the saved tensors it frees been held to
     # its end: a swapped node's backward on a GPU while its copies to the host are still running (their
     # pack hook holds each device tensor until its copy ends). -1: not traced (bwd_transient_bytes)

@@ -130,26 +130,44 @@ def state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> lis
 
 
 def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
-                         optimizer: torch.optim.Optimizer) -> list[int]:
+                         optimizer: torch.optim.Optimizer) -> tuple[list[int], list[int]]:
     """Per forward/backward phase, the transient (in-phase peak above the state and the buffers
     carried through the phase) of a forward/backward in which every node is swapped as the CPU
     executor swaps. Within a node's forward a saved tensor lives until its last use there, and
     in its backward each comes back only when asked for and dies after its use: neither phase's
-    peak follows from phase-level liveness, so it is traced. Gradients are dropped afterwards."""
+    peak follows from phase-level liveness, so it is traced. Gradients are dropped afterwards.
+    With it, the same less the parameter gradients each phase has made so far (a later micro-batch's
+    backward: they are there already, as in the plain trace's ``steady`` figures)."""
     n = program.n
     state = state_tensors(program, optimizer)
     live = LiveBytes(record=True)
     live.track(state + list(inputs), kind="state")
+    live.follow_grads()
     state_bytes = live.live
     swap = HostSwap(live, {t.untyped_storage().data_ptr() for t in state})
     swap.batch_inputs(inputs)  # (as the executor: the batch stays on the device)
-    with live:
-        program.run_step(inputs, on_phase=live.set_phase, wrap=make_wrap([SWAP] * n, swap))
-        live.set_phase(2 * n)
+    made: set = set()
+
+    def grad_made(prm):
+        if n <= live.phase < 2 * n and id(prm) not in made and prm.grad is not None:
+            made.add(id(prm))
+            live.grad_made(sum(st.nbytes() for st in storages(prm.grad)))
+
+    params = unique_params(program.split)
+    hooks = [prm.register_post_accumulate_grad_hook(grad_made) for prm in params if prm.requires_grad]
+    try:
+        with live:
+            program.run_step(inputs, on_phase=live.set_phase, wrap=make_wrap([SWAP] * n, swap))
+            live.set_phase(2 * n)
+    finally:
+        for h in hooks:
+            h.remove()
     optimizer.zero_grad(set_to_none=True)
     evs = [ev for ev in live.events if ev.nbytes]
-    return _transients(live, state_bytes, n, [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs],
-                       [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs])[:2 * n]
+    carried = [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs], \
+        [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs]
+    return (_transients(live, state_bytes, n, *carried)[:2 * n],
+            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)[:2 * n])
 
 
 def _checkpointed_fwd_transients(program: StepProgram, inputs: list[torch.Tensor],
@@ -535,7 +553,7 @@ def trace_step(
                      low_rec_held_bwd_transient_bytes=max(hi_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]))
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
-    swapped = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else [-1] * (2 * n)
+    swapped, swapped_steady = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else ([-1] * (2 * n),) * 2
     # (fp32 only: under bf16 autocast a recomputed loss head's forward ran 1,728 bytes above its traced figure on
     # the CPU, not located; there the kept forward's figure stays, an upper bound)
     ck = _checkpointed_fwd_transients(program, inputs, optimizer) if not casts(dtype) else [-1] * n
@@ -571,6 +589,7 @@ def trace_step(
             ck_fwd_transient_bytes=ck[fp],
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
+            cpu_swap_steady_bwd_transient_bytes=min(swapped_steady[bp], swapped[bp]),
             held_bwd_transient_bytes=max(held[bp], transient[bp]),
             rec_held_bwd_transient_bytes=max(held_in[bp], transient[bp]),
             held_fwd_transient_bytes=max(held_f[fp], transient[fp]),

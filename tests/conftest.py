@@ -12,6 +12,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # processes that have work (measured: the suite 487 s against 507 s on two cores); set before any
 # test imports torch, and inherited by every process the tests start
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# one timed step per measurement (memflow.profile.timing.timed_repeats): the suite checks memory and
+# behaviour, never how fast a step is (bench/ measures that), and a cpu-N profile's timing processes
+# were a third of a planned run's test (gru: 114 s -> 75 s beside a sweep); one step is never
+# "unsteady", so every profile is cached for the tests after it
+os.environ.setdefault("MEMFLOW_TIMING_REPEATS", "1")
 # one profile cache for the session, fresh: no test reads what an earlier run (or the user) left in
 # ~/.cache/memflow, and tests of the same model share its costs and this host's link figures (a test
 # of the cache itself, or of a first run, sets a directory of its own). Under pytest-xdist the
@@ -51,7 +56,7 @@ def _start_fork_server(config) -> None:
 
 # Cases marked ``full`` widen a matrix the default suite already covers (another fraction, a
 # larger model of a shape already run); MEMFLOW_TEST_FULL=1 runs them too. The default suite
-# takes about 8 minutes on two cores (two workers), most of it real multi-process runs and cpu-N profiles.
+# takes 20-30 minutes on two cores (two workers), most of it real multi-process runs and cpu-N profiles.
 FULL = os.environ.get("MEMFLOW_TEST_FULL") == "1"
 
 

@@ -89,6 +89,7 @@ def spec(tmp_path):
 
 
 def _profile(spec, tmp_path, monkeypatch, slow):
+    monkeypatch.delenv("MEMFLOW_TIMING_REPEATS", raising=False)  # (the suite's one timed step: rounds here)
     n = capture_graph(spec, 2).n
     clock = FakeClock(2 * n + 2, slow)
     monkeypatch.setattr(timing, "time", clock)
@@ -128,3 +129,29 @@ def test_cache_refuses_unsteady_graphs(spec, tmp_path):
     g.meta["steady_times"] = True
     store.put("k", g)
     assert store.get("k") is not None
+
+
+def test_timing_repeats_caps_the_timed_steps(spec, tmp_path, monkeypatch):
+    """MEMFLOW_TIMING_REPEATS=2: each measurement's warm-up and two timed steps, one round each, never
+    measured again (two rounds of one agree or not: the first rule still holds); at most, not more."""
+    monkeypatch.setenv("MEMFLOW_TIMING_REPEATS", "2")
+    assert timing.timed_repeats(7) == 2 and timing.timed_repeats(1) == 1 and timing.timed_repeats(0) == 0
+    n = capture_graph(spec, 2).n
+    clock = FakeClock(2 * n + 2, lambda s: False)
+    monkeypatch.setattr(timing, "time", clock)
+    g = profile_model(spec, 2, device="cpu", cache=ProfileCache(tmp_path / "cache"))
+    assert g.meta["steady_times"] and clock.steps() == 3 * (1 + 2)
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5"])
+def test_a_bad_timing_repeats_is_one_line(bad, tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "mlp.py").write_text(MODEL)
+    env = dict(__import__("os").environ, MEMFLOW_TIMING_REPEATS=bad, MEMFLOW_CACHE_DIR=str(tmp_path / "c"))
+    r = subprocess.run([sys.executable, "-m", "memflow", "plan", str(tmp_path / "mlp.py"), "--gpus", "2",
+                        "--gpu-type", "cpu", "--batch-size", "4"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    err = r.stderr.strip().split("\n")
+    assert r.returncode == 2 and err[-1].startswith("memflow: error: MEMFLOW_TIMING_REPEATS"), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr

@@ -18,6 +18,7 @@ from .. import __version__
 from ..errors import MemflowError
 from ..gcfreeze import freeze, long_lived, paused_collection
 from ..model_guard import allow_handover
+from ..settings import check as check_settings
 from .args import COMMANDS, build_parser, top_help
 
 __all__ = ["main", "entry"]
@@ -34,6 +35,7 @@ def _dispatch(argv: list[str]) -> int:
     if cmd not in COMMANDS:
         raise MemflowError(f"unknown command {cmd!r}; valid: {', '.join(COMMANDS)}")
     args = build_parser(cmd).parse_args(argv[1:])
+    check_settings()  # (MEMFLOW_* settings: a bad one in one line before any work)
     # the one deferred import of the package's own code: a command's module imports torch and the
     # planner, which --help and a mistyped flag must not wait for (tests/test_layers.py)
     # (torch's hundreds of thousands of objects: no collection walks them as they load, and once

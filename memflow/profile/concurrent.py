@@ -43,7 +43,7 @@ from ..graph.build import capture_program
 from ..graph.training import autocast, opt_params
 from ..model_file import load_model_file
 from ..procs import ended_text, host_cores, last_line, popen, sigterm_raises, stop, watch
-from .timing import PhaseTimes, measure_phase_times, over_processes
+from .timing import PhaseTimes, measure_phase_times, over_processes, timed_repeats
 
 __all__ = ["concurrent_phase_times"]
 
@@ -107,6 +107,7 @@ def concurrent_phase_times(spec: Any, sizes: list[int], nprocs: int, *, granular
     ``{"keep": [...], "swap": [...], "selective": [...]}`` (swap: every node swapped as the CPU
     executor swaps; selective: every node under the ``selective`` action).
     Runs at most one process per core and scales (see the module's docstring)."""
+    repeats = timed_repeats(repeats)  # (a bad MEMFLOW_TIMING_REPEATS: one line here, before any process starts)
     cores = host_cores()
     procs_n = min(nprocs, cores)
     scale = nprocs / procs_n

@@ -31,14 +31,21 @@ from ..graph.record import TaskGraph
 from ..kinds import SELECTIVE, SWAP
 from ..memory import LiveBytes
 from ..progress import detail
+from ..settings import timing_repeats_cap
 from .roofline import replay_share
 from .trace import state_tensors
 
 __all__ = ["measure_phase_times", "apply_measured_times", "steady_times", "over_processes", "PhaseTimes",
-           "STEADY_TOLERANCE", "MAX_ROUNDS"]
+           "STEADY_TOLERANCE", "MAX_ROUNDS", "timed_repeats"]
 
 STEADY_TOLERANCE = 0.25  # the fastest round's median step time and another's may differ by this fraction
 MAX_ROUNDS = 4  # the two rounds the repeats make, and at most two more where they disagree
+
+
+def timed_repeats(repeats: int) -> int:
+    """``repeats``, at most ``MEMFLOW_TIMING_REPEATS`` where that is set (:mod:`memflow.settings`)."""
+    cap = timing_repeats_cap()
+    return repeats if cap is None else min(repeats, cap)
 
 
 class PhaseTimes(list):
@@ -146,7 +153,7 @@ def measure_phase_times(program: StepProgram, inputs: list[torch.Tensor], optimi
 
     for _ in range(warmup):
         step()
-    return steady_times(step, repeats, 2 * n + 1)
+    return steady_times(step, timed_repeats(repeats), 2 * n + 1)
 
 
 def apply_measured_times(graph: TaskGraph, phase_times: list[float], device: str,

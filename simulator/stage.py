@@ -279,10 +279,13 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             f1c = x + 1 if f1 < 0 else f1  # (the phase its copy out has ended by)
             if f1 <= hold:  # the device copy is held until its other uses are done
                 f1 = hold + 1
-                if traced and hold == x and la < x and not sent:  # x's forward was its last use: it dies in
-                    # F_x, inside F_x's traced transient (a DenseNet block's input: counted twice, 2.7% over); a
-                    # value sent on lives on (Inception's pool output, saved by the stage's last conv: 60 KiB)
-                    f1 = x
+                if traced and la < hold < m and not sent and (hold == x or acts[hold] == SWAP and not cached):
+                    # a swapped forward was its last use: it dies in F_hold, inside F_hold's traced transient,
+                    # every node that saved it swapped, as in the all-swapped trace (a DenseNet block's input:
+                    # counted twice, 2.7% over; a CNN's ReLU output saved by the ReLU and the conv after it, at
+                    # that conv: 128 KiB each, 31% over with every node swapped); a value sent on lives on
+                    # (Inception's pool output, saved by the stage's last conv: 60 KiB)
+                    f1 = hold
             if f1 <= a2:  # off the device from phase f1 to a2
                 # a micro-batch waiting in flight has its copy out unless the device copy is held past the F
                 # half (a value sent on: the link holds it until that micro-batch's backward starts; SegNet's

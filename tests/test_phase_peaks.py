@@ -39,6 +39,10 @@ CASES = {  # model file, actions cycled over its nodes, whether every phase is w
     # each was carried through that phase and counted in its traced transient too (10%, 13% over)
     "fspool-LK": ("bench/outside6/fspool_sort.py", ["selective", "keep"], True),
     "hooks-KL": ("bench/outside6/grad_hooks.py", ["keep", "selective"], True),
+    # every node swapped: a block's ReLU output, saved by the ReLU and by the next block's convolution, dies in
+    # that convolution's forward (both copies on the host), inside its traced transient: it was carried
+    # through it too (512 KiB, 34% over at the first forward that read one)
+    "cnn-swap": ("tests/models/gn_cnn.py", ["swap"], True),
     # a swapped node's forward where a kept node also holds its input, a selective stage's backward: over
     "resnet-mixed": ("examples/resnet.py", ["recompute", "selective", "keep", "swap"], False),
 }

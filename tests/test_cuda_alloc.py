@@ -184,7 +184,7 @@ def _tiny_gpu_graph(model: str, dtype: str, monkeypatch):
         path = root / "tests" / "models" / f"{model}.py"
     spec = load_model_file(path if path.exists() else root / "bench" / "unseen" / f"{model}.py")
     cl = Cluster.for_gpus(1, "h100-80gb")
-    return spec, cl, profile_model(spec, 4, device=cl.device, dtype=dtype, cache=False)
+    return spec, cl, profile_model(spec, 4, device=cl.device, dtype=dtype, cache=True)  # (the session cache: shared)
 
 
 @pytest.mark.parametrize("model,dtype,action", CASES)
@@ -423,7 +423,7 @@ def test_a_swapped_nodes_backward_holds_what_its_running_copies_read(model, dtyp
         path = root / "tests" / "models" / f"{model}.py"
     spec = load_model_file(path if path.exists() else root / "bench" / "unseen" / f"{model}.py")
     cl = Cluster.for_gpus(1, "v100-16gb")
-    g = profile_model(spec, batch, device=cl.device, dtype=dtype, cache=False)
+    g = profile_model(spec, batch, device=cl.device, dtype=dtype, cache=True)
     acts = (pattern.split(",") * g.n)[:g.n]
     st = Strategy.single(g.n).copy(actions=acts, optimizer_on_host=[True])
     leave = swap_leave(g, cl, st)

@@ -174,7 +174,7 @@ def test_each_degree_is_profiled_once_and_multiples_of_an_unsplit_one_not_at_all
         return real(self, sizes)
 
     monkeypatch.setattr(planner.GraphSource, "all", all_)
-    p = memflow.plan(str(ROOT / "examples" / f"{model}.py"), cluster="a100-8-nvlink", batch_size=8, cache=False,
+    p = memflow.plan(str(ROOT / "examples" / f"{model}.py"), cluster="a100-8-nvlink", batch_size=8, cache=True,
                      iterations=20)
     assert {tp for tp, _, _ in calls} == degrees
     assert len({(tp, seq) for tp, seq, _ in calls}) == len(calls)  # no variant profiled twice
@@ -334,7 +334,7 @@ def test_a_tp_plan_searches_with_and_without_sequence_parallelism(tiny):
     from memflow.progress import SILENT
 
     req = planner.make_request(str(ROOT / "examples" / "gpt2.py"), None, None,
-                           dict(cluster="a100-8-nvlink", tp=2, batch_size=8, cache=False, iterations=300))
+                           dict(cluster="a100-8-nvlink", tp=2, batch_size=8, cache=True, iterations=300))
     spec, cl, usable, B = planner.resolve_request(req)
     runs = planner.tp_runs(spec, cl, usable, B, req, SILENT)
     assert [(r.tp, r.sequence) for r in runs] == [(2, True), (2, False)]

@@ -31,7 +31,7 @@ def test_a_recomputed_blocks_casts_are_held_to_the_forwards_end(t5):
     from memflow.strategy import Strategy
 
     cl = Cluster.for_gpus(1, "h100-80gb")
-    g = profile_model(t5, 4, device=cl.device, dtype="bf16", cache=False)
+    g = profile_model(t5, 4, device=cl.device, dtype="bf16", cache=True)
     names = [nd.name for nd in g.nodes]
     for block in ("encoder.block.0", "decoder.block.0"):
         acts = ["keep"] * g.n
@@ -65,7 +65,7 @@ def test_a_replay_runs_beside_what_the_backward_made_before_it(t5):
     from memflow.strategy import Strategy
 
     cl = Cluster.for_gpus(1, "h100-80gb")
-    g = profile_model(t5, 4, device=cl.device, dtype="bf16", cache=False)
+    g = profile_model(t5, 4, device=cl.device, dtype="bf16", cache=True)
     blocks = [nd for nd in g.nodes if ".block." in nd.name]
     assert blocks and all(nd.bwd_pre_replay_bytes > 0 for nd in blocks)
     acts = ["recompute"] * g.n

@@ -478,8 +478,11 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     if fcopy:  # as the F half ends: what dies in B_{m-1} unless carried through it (the copy among them)
         # and the storages the copies were made of
         at_send[m] = copy_held + sum(v for k, v in groups.items() if k[1] == m and k[0] < m and not (k[2] or k[3]))
-    if bcopy:  # as the B half ends: what B_{a}'s backward made and leaves alive, and the copies
-        at_send[2 * m - 1] = bcopy + sum(v for k, v in groups.items() if k[0] == 2 * m - 1 and k[1] > 2 * m - 1)
+    if bcopy:  # as the B half ends: what B_{a}'s backward made and leaves alive, and the copies, and what the
+        # stage received that dies there: the executor holds it until its gradient is sent (a U-Net's middle
+        # block's input, first on its stage: 12,800 B under at the send, one micro-batch waiting in flight)
+        at_send[2 * m - 1] = bcopy + sum(v for k, v in groups.items() if (k[0] == 2 * m - 1 and k[1] > 2 * m - 1)
+                                         or (k[0] == -1 and k[1] == 2 * m - 1 and not k[5]))
     for p, v in at_send.items():
         trans[p] = max(trans[p], v)
     # per local node, what its backward's transient counts of the gradients it makes that a later

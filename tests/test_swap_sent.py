@@ -37,3 +37,25 @@ def test_a_swapped_tensor_sent_on_is_counted_while_its_micro_batch_waits(model, 
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
     want = plain_losses(str(path), 8, 3, seed=0, pieces=m)  # (batch norm: per micro-batch, as the run)
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)
+
+
+def test_a_received_input_is_held_until_its_gradient_is_sent():
+    """The executor holds a value a stage received until its gradient is sent back, beside the copies of the
+    gradients that go as views (a U-Net's skip connections, bench/outside5/unet_lrelu.py, cut before the
+    middle block's last half, GPipe with two micro-batches): the plan let the middle block's received input
+    go with that block's backward, and the send, the stage's peak with the next micro-batch waiting in
+    flight, ran 12,800 B (0.36%) above it. Each rank never under, within 5%."""
+    from memflow.cluster import Cluster
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.strategy import Strategy
+
+    path = str(ROOT / "bench" / "outside5" / "unet_lrelu.py")
+    g = GraphSource(resolve_spec(path), Cluster.load("cpu-2"))(2)
+    n = g.n
+    assert g.nodes[n // 2].name == "mid.3"
+    st = Strategy(dp=1, pp=2, stage_of=[0] * (n // 2) + [1] * (n - n // 2),
+                  actions=[("swap", "recompute")[i % 2] for i in range(n)], microbatches=2, schedule="gpipe")
+    _, rep = predicted_ranks(path, g, st, batch=4, steps=2)
+    for r in rep.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.05 * r.measured_peak_bytes, (
+            r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)

@@ -150,6 +150,11 @@ class StageLayout:
     # per local node: its forward's transient had what it frees of earlier phases' buffers been held to its
     # end (Node.held_fwd_transient_bytes; -1: not traced)
     held_ftrans: list = ()
+    # per local node, swapped as the CPU executor swaps (traced; empty where not): what its forward's transient
+    # adds had what it frees of earlier buffers been held to its end (Node.cpu_swap_held_fwd_transient_bytes
+    # over cpu_swap_fwd_transient_bytes), and the bytes of those it frees (cpu_swap_fwd_freed_bytes)
+    swap_hfdelta: list = ()
+    swap_ffreed: list = ()
     # per local node: its traced selective backward's transient had what it frees of its inputs been held to
     # its end (Node.sel_held_bwd_transient_bytes; empty where none is traced)
     sel_hbtrans: list = ()
@@ -504,6 +509,11 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             swap_trans[x] -= swap_fdied[x]
         for p, v in at_send.items():
             swap_trans[p] = max(swap_trans[p], v)
+    swap_hfdelta = swap_ffreed = ()
+    if swap_trans is not None and all(nd.cpu_swap_held_fwd_transient_bytes >= 0 and nd.cpu_swap_fwd_freed_bytes >= 0
+                                      for nd in nodes):
+        swap_hfdelta = [int(nd.cpu_swap_held_fwd_transient_bytes - nd.cpu_swap_fwd_transient_bytes) for nd in nodes]
+        swap_ffreed = [int(nd.cpu_swap_fwd_freed_bytes) for nd in nodes]
     # ... and swapped as the CPU executor swaps (traced: Node.cpu_swap_steady_bwd_transient_bytes)
     swap_bcut = [0] * m
     for x, nd in enumerate(nodes):
@@ -571,7 +581,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         O_gradless=_gradless_state(graph, nodes, gradless),
         first=a == 0,
         last=b == graph.n,
-        swap_trans=swap_trans,
+        swap_trans=swap_trans, swap_hfdelta=swap_hfdelta, swap_ffreed=swap_ffreed,
         swap_fwd_time=swap_fwd, swap_bwd_time=swap_bwd,
         sel_saved=[int(nd.sel_saved_bytes if nd.sel_saved_bytes >= 0 else nd.saved_bytes) for nd in nodes],
         sel_btrans=[int(nd.sel_bwd_transient_bytes) for nd in nodes],

@@ -486,6 +486,38 @@ def _sel_carried(L: StageLayout, K, acts, dt) -> None:
             dt[j + 1] += v
 
 
+def _swap_carried(L: StageLayout, K, acts, touched, has_rec: bool, gap, dt) -> None:
+    """A swapped F_h on the CPU is priced at the all-swapped trace's transient, in which what F_h reads last
+    dies (every saver's pack hook copied it to the host). Where this plan carries such a value through F_h
+    (a reader's checkpoint or a kept saver holds it to a backward), it was counted twice: the forward's
+    traced figure with what it frees held to its end bounds the two, for at most the bytes the trace freed
+    there (a loss node reading a critic's features, swapped, beside recomputed readers: 192 KiB, 14% over)."""
+    m = L.m
+    tset = None
+    for h in range(m):
+        cand = K.swap_fcand[h]
+        if acts[h] != SWAP or not cand:
+            continue
+        if tset is None:
+            tset = set(touched)
+        held = 0
+        for i in cand:
+            g = K.groups[i]
+            p0, v0, p1, v1 = g[13], g[14], g[15], g[16]
+            on = (v0 if p0 <= h else 0) + (v1 if p1 <= h else 0)  # (its all-keep share, carried at F_h)
+            if i in tset:  # (what _live made of it under these actions, less that share)
+                dci = defaultdict(int)
+                _live(K.groups, (i,), acts, has_rec, gap, m, True, dci, defaultdict(int), None, L.g_selheld, 1,
+                      True, None, L.sel_btrans, L.sel_held_some, L.sel_ftraced, None)
+                on += sum(v for p, v in dci.items() if p <= h)
+            if on > 0:
+                held += g[0]
+        v = min(held, L.swap_ffreed[h]) - L.swap_hfdelta[h]
+        if v > 0:
+            dt[h] -= v
+            dt[h + 1] += v
+
+
 def _suffix_sums(times: list) -> list:
     """Per node x, times[m-1] + ... + times[x], added from the end (as the backward runs)."""
     return list(accumulate(reversed(times), initial=0.0))[:0:-1]
@@ -630,7 +662,7 @@ class _KeepTables:
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel", "sel_fheld", "sel_cand",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound", "inputs_gone", "keep_Bs", "rec_bcut",
-                 "sel_bcut")
+                 "sel_bcut", "swap_fcand")
 
     def __init__(self, L: StageLayout):
         m = L.m
@@ -716,6 +748,19 @@ class _KeepTables:
                         and not (L.g_step[i] or L.g_extra[i] or L.g_late[i] or L.g_selheld[i] or L.g_unpacked[i])):
                     cand[fu[0]].append(i)
         self.sel_cand = [tuple(c) for c in cand]
+        # per h, the groups the CPU's all-swapped trace frees inside F_h, in its traced transient: every node that
+        # saves them swapped (host copies), F_h their last forward use, not sent on, not in autocast's cache. A
+        # plan whose other holders keep one (a reader's checkpoint, a kept saver) carries it through a swapped
+        # F_h too (see evaluate: L.swap_hfdelta bounds the two)
+        fc = [[] for _ in range(m)]
+        if L.swap_hfdelta:
+            for i, nb in enumerate(L.g_bytes):
+                h = L.g_hold[i]
+                if (L.g_xnode[i] >= 0 and L.g_alloc[i] < h < m and not (L.g_step[i] or L.g_late[i] or L.g_cached[i]
+                                                                        or L.g_noswap[i])
+                        and not (L.g_extra[i] and L.g_free[i] < m)):  # (a received value's extra: in the B half)
+                    fc[h].append(i)
+        self.swap_fcand = [tuple(c) for c in fc]
         (self.rec_dtrans, self.cpu_swap_dtrans, self.cpu_swap_dtrans_b, self.rec_fdtrans, self.rec_bcut,
          replays) = _transient_changes(L, self.trans)
         ft, bt = L.fwd_time, L.bwd_time
@@ -1109,6 +1154,8 @@ class StageModel:
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,
                        dfr, L.sel_btrans, L.sel_held_some, L.sel_ftraced, fheld)
+            if has_swap and cpu and L.swap_hfdelta:
+                _swap_carried(L, K, actions, touched, has_rec, gap, dt)
             for x, v in fheld.items():
                 # what a kept F_x reads last, held on here (its maker's selective policy, a reader's checkpoint):
                 # carried through F_x, and in its traced transient too; that forward's figure with all it frees

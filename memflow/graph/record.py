@@ -105,6 +105,12 @@ class Node:
     # is there already (steady_bwd_transient_bytes under the CPU executor's swap; -1: not traced, taken as
     # made anew: a swapped layer first on its stage, two micro-batches, 12% over)
     cpu_swap_steady_bwd_transient_bytes: int = -1
+    # ... its forward's under that swap had what it frees of the buffers made before it (what it reads last)
+    # been held to its end, and the bytes of those it frees: a value every saver swapped dies in the last
+    # forward reading it, inside that transient; a plan in which another node holds it (a reader's checkpoint,
+    # a kept saver) carries it through that forward too (-1: not traced)
+    cpu_swap_held_fwd_transient_bytes: int = -1
+    cpu_swap_fwd_freed_bytes: int = -1
     # its backward's in-phase peak above the carried bytes had the saved tensors it frees been held to
     # its end: a swapped node's backward on a GPU while its copies to the host are still running (their
     # pack hook holds each device tensor until its copy ends). -1: not traced (bwd_transient_bytes)

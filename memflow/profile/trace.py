@@ -130,19 +130,22 @@ def state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> lis
 
 
 def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
-                         optimizer: torch.optim.Optimizer) -> tuple[list[int], list[int]]:
+                         optimizer: torch.optim.Optimizer) -> tuple[list[int], list[int], list[int], list[int]]:
     """Per forward/backward phase, the transient (in-phase peak above the state and the buffers
     carried through the phase) of a forward/backward in which every node is swapped as the CPU
     executor swaps. Within a node's forward a saved tensor lives until its last use there, and
     in its backward each comes back only when asked for and dies after its use: neither phase's
     peak follows from phase-level liveness, so it is traced. Gradients are dropped afterwards.
     With it, the same less the parameter gradients each phase has made so far (a later micro-batch's
-    backward: they are there already, as in the plain trace's ``steady`` figures)."""
+    backward: they are there already, as in the plain trace's ``steady`` figures); per forward phase,
+    the transient had what it frees of earlier phases' buffers been held to its end, and those bytes
+    (every saver swapped, a value dies in its last forward reader: a plan holding it on carries it)."""
     n = program.n
     state = state_tensors(program, optimizer)
     live = LiveBytes(record=True)
     live.track(state + list(inputs), kind="state")
     live.follow_grads()
+    live.hold_old({p: p for p in range(n)})
     state_bytes = live.live
     swap = HostSwap(live, {t.untyped_storage().data_ptr() for t in state})
     swap.batch_inputs(inputs)  # (as the executor: the batch stays on the device)
@@ -166,8 +169,10 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     evs = [ev for ev in live.events if ev.nbytes]
     carried = [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs], \
         [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs]
+    freed = [sum(ev.nbytes for ev in evs if ev.alloc_phase < p == ev.free_phase) for p in range(n)]
     return (_transients(live, state_bytes, n, *carried)[:2 * n],
-            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)[:2 * n])
+            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)[:2 * n],
+            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)[:n], freed)
 
 
 def _checkpointed_fwd_transients(program: StepProgram, inputs: list[torch.Tensor],
@@ -553,7 +558,8 @@ def trace_step(
                      low_rec_held_bwd_transient_bytes=max(hi_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]))
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
-    swapped, swapped_steady = _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else ([-1] * (2 * n),) * 2
+    swapped, swapped_steady, swapped_held_f, swapped_freed = (_cpu_swap_transients(program, inputs, optimizer)
+                                                              if cpu_swap else ([-1] * (2 * n),) * 2 + ([-1] * n,) * 2)
     # (fp32 only: under bf16 autocast a recomputed loss head's forward ran 1,728 bytes above its traced figure on
     # the CPU, not located; there the kept forward's figure stays, an upper bound)
     ck = _checkpointed_fwd_transients(program, inputs, optimizer) if not casts(dtype) else [-1] * n
@@ -590,6 +596,8 @@ def trace_step(
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             cpu_swap_steady_bwd_transient_bytes=min(swapped_steady[bp], swapped[bp]),
+            cpu_swap_held_fwd_transient_bytes=max(swapped_held_f[fp], swapped[fp]) if swapped[fp] >= 0 else -1,
+            cpu_swap_fwd_freed_bytes=swapped_freed[fp],
             held_bwd_transient_bytes=max(held[bp], transient[bp]),
             rec_held_bwd_transient_bytes=max(held_in[bp], transient[bp]),
             held_fwd_transient_bytes=max(held_f[fp], transient[fp]),

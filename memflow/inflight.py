@@ -25,7 +25,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["written_in_forward", "one_in_flight", "carried_state", "warn_once"]
+__all__ = ["written_in_forward", "one_in_flight", "carried_state", "routed_sizes", "warn_once"]
 
 _warned: set = set()  # (model name, warning): each printed once per process (a plan searches per tp degree)
 
@@ -73,3 +73,21 @@ def carried_state(graphs: Any, name: str) -> list[str]:
                         "buffer updated in place, or pass it in the batch; a one-time initialisation belongs in "
                         "build_model)")
     return carried
+
+
+def routed_sizes(graphs: Any, name: str) -> list[str]:
+    """The modules any of ``graphs`` records as sizing tensors by numbers read from tensors (a mixture of
+    experts' per-expert token counts, ``.tolist()``: :func:`memflow.graph.diagnose.routed_sizes`), warned
+    once on stderr: their memory is the profiled batch's routing, and another batch's moves the peak."""
+    routed: list[str] = []
+    for g in graphs:  # (in step order; a module inside one already named is left out)
+        for m in g.meta.get("routed", []):
+            if m not in routed:
+                routed.append(m)
+    routed = [m for m in routed if not any(m.startswith(o + ".") for o in routed)]
+    if routed:
+        what = ", ".join(routed[:2]) + (f" and {len(routed) - 2} more" if len(routed) > 2 else "")
+        warn_once(name, f"sizes tensors by values it reads from tensors ({what}: tokens split per expert by "
+                        "their counts): the plan's memory is the profiled batch's routing, and another batch's "
+                        "moves the peak (HF JetMoE: 0.06% above the plan measured), so keep --headroom above 0")
+    return routed

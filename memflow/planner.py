@@ -21,7 +21,7 @@ from .errors import ConfigError, ModelLoadError, PlanMismatchError
 from .gcfreeze import freeze, long_lived, paused_collection
 from .gpumem import CONTEXT_BYTES
 from .batchrows import whole_batch
-from .inflight import carried_state, one_in_flight
+from .inflight import carried_state, one_in_flight, routed_sizes
 from .graph.build import capture_program, fingerprint
 from .graph.record import TaskGraph
 from .graph.tp import MEGATRON_SP, REPLICATED, SEQUENCE, uses_sequence
@@ -359,6 +359,7 @@ def _search_tp(spec: ModelSpec, cl: Cluster, usable: Cluster, B: int, req: PlanR
         sizes = [b for b in sizes if b not in bad]
     limits = one_in_flight(graphs.values(), limits, spec.name)  # (parameters changed in forward)
     carried_state(graphs.values(), spec.name)  # (tensors kept in plain attributes for the next forward)
+    routed_sizes(graphs.values(), spec.name)  # (sizes read from tensors: a mixture of experts' routing)
     if tp > 1:
         check_tp(graphs[sizes[0]], spec.name, tp)
     freeze()

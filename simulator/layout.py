@@ -469,6 +469,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     # dropped as the next pass starts. Both beside all that is alive then, in no traced phase (a slice of
     # a stage's last output: 64 KiB per micro-batch in flight, 8% of the stage, above its plan)
     bcopy = sum(nb for c, nb in graph.bwd_send_copies if c == a) if a > 0 else 0
+    # (a view of a batch input sent as a copy: a language model's targets sliced by its first node and read
+    # by its loss; the batch is no buffer of the graph's: 512 B per micro-batch in flight under on a MoE)
+    fcopy += sum(nb for j, r, nb in graph.fwd_input_send_copies if a <= j < b <= r)
     if fcopy:
         add(fcopy, m - 1, m, False, False, False, False, ())
     trans = [0] * (2 * m + 1)

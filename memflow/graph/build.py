@@ -34,7 +34,7 @@ def program_of(captured: Captured, tp: int = 1, tp_rank: int = 0, sequence: bool
     """The node program of a captured step; with ``tp`` > 1, rank ``tp_rank``'s share of it
     (:func:`memflow.graph.tp.apply_tp`, with sequence parallelism unless ``sequence`` is False; its
     group's process group is set by whoever runs it)."""
-    program = StepProgram(captured.split, captured.unread, captured.carried)
+    program = StepProgram(captured.split, captured.unread, captured.carried, captured.routed)
     if tp > 1:
         program.tp = TPGroup(tp, tp_rank)
         program.partitioning = apply_tp(program, program.tp, sequence=sequence)

@@ -37,7 +37,7 @@ from ..errors import CaptureError, ModelLoadError
 from ..memory import storages
 from .autograd_fns import kept_functions
 from . import fake_kernels  # noqa: F401 - registers fake kernels torch lacks (F.ctc_loss)
-from .diagnose import explain, quiet_capture, sparse_gradients, value_sized
+from .diagnose import explain, quiet_capture, routed_sizes, sparse_gradients, value_sized
 from ..model_file import LossModule, flatten
 from .inplace import out_of_place
 
@@ -64,6 +64,9 @@ class Captured:
     # changed, as ``path.attr``: state carried to the next call, which the captured step never updates
     # (see _assignments)
     carried: list = field(default_factory=list)
+    # modules that size tensors by numbers read from tensors (``.tolist()``: a mixture of experts' per-expert
+    # token counts), see memflow.graph.diagnose.routed_sizes: measured at the profiled batch's sizes
+    routed: list = field(default_factory=list)
 
 
 _ASSERT_META = torch.ops.aten._assert_tensor_metadata.default
@@ -128,6 +131,7 @@ def export_step(spec: Any, model: torch.nn.Module, batch: Any,
     why = value_sized(spec, model, gm, _module_path)
     if why:
         raise CaptureError(why)
+    gm.meta["memflow_routed"] = routed_sizes(gm, _module_path)
     return gm, list(flat), treespec
 
 
@@ -481,6 +485,7 @@ def split_step(spec: Any, model: torch.nn.Module, batch: Any, granularity: str |
         symbolic_batch=symbolic,
         unread=unread_state(model, split, seg_units),
         carried=list(gm.meta.get("memflow_carried", [])),
+        routed=list(gm.meta.get("memflow_routed", [])),
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["quiet_capture", "quiet_fake", "explain", "sparse_gradients", "value_sized"]
+__all__ = ["quiet_capture", "quiet_fake", "explain", "sparse_gradients", "value_sized", "routed_sizes"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _MEMFLOW_DIR = str(Path(__file__).resolve().parent.parent)
@@ -258,3 +258,30 @@ def value_sized(spec: Any, model: torch.nn.Module, gm: torch.fx.GraphModule, mod
     return (f"{getattr(spec, 'path', 'model')}: {where} makes a tensor whose size depends on tensor values "
             f"({name}: torch.where on a mask, nonzero, a boolean index, unique), so no plan can size the step "
             f"before it sees the batch; give it a fixed shape: {fix}")
+
+
+def routed_sizes(gm: torch.fx.GraphModule, module_of: Any) -> list[str]:
+    """The modules of the exported step ``gm`` that make tensors sized by numbers read from tensors
+    (``.tolist()`` / ``.item()``: a mixture of experts splitting its tokens by each expert's count, HF's
+    JetMoE), in step order. They run: the trace measures them at the profiled batch's sizes, which
+    another batch's routing changes (JetMoE's first stage peaked 512 B, 0.06%, above its plan with two
+    micro-batches routed otherwise than the traced one)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols  # (export has loaded it)
+
+    read = set()  # the symbols numbers read from tensors stand for
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in (torch.ops.aten._local_scalar_dense.default,
+                                                    torch.ops.aten.item.default):
+            v = n.meta.get("val")
+            if isinstance(v, torch.SymInt):
+                read |= free_unbacked_symbols(v)
+    if not read:
+        return []
+    out: list[str] = []
+    for n in gm.graph.nodes:
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor) and free_unbacked_symbols(v.shape) & read:
+            path = module_of(n) or "the model's forward"
+            if path not in out:
+                out.append(path)
+    return out

@@ -78,12 +78,15 @@ def _requires_grad(t: Any) -> bool:
 class StepProgram:
     """The node-by-node program of a captured step."""
 
-    def __init__(self, split: torch.fx.GraphModule, unread: list | tuple = (), carried: list | tuple = ()):
+    def __init__(self, split: torch.fx.GraphModule, unread: list | tuple = (), carried: list | tuple = (),
+                 routed: list | tuple = ()):
         self.split = split
         # model state no node reads, (name, owner node, tensor) (Captured.unread): held all the same
         self.unread = list(unread)
         # plain attributes the forward keeps state in (Captured.carried): state the program never updates
         self.carried = list(carried)
+        # modules that size tensors by numbers read from tensors (Captured.routed)
+        self.routed = list(routed)
         # tensor parallelism (memflow.graph.tp.apply_tp): the group's collectives and each node's
         # partitioning; None / empty: the program is the whole step
         self.tp: Any = None

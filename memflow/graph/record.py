@@ -254,6 +254,10 @@ class TaskGraph:
     # of a storage, one piece of a concatenation's gradient): ``[b, bytes]``, made as the stage from b ends
     # its backward and held until its next pass starts, in no traced phase (see Buffer.copies)
     bwd_send_copies: list[list[int]] = field(default_factory=list)
+    # per value a later node reads that is a view of a batch input and would be sent as a copy (a
+    # language model's targets, ``tokens[:, 1:]``, sliced by its first node and read by its loss):
+    # ``[maker, last reader, bytes]``; no Buffer holds a batch input, so these are apart from Buffer.copies
+    fwd_input_send_copies: list[list[int]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- shape

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import sysconfig
+import traceback
 from typing import Any, Callable
 
 import torch
@@ -84,14 +87,39 @@ def capture_graph(spec: Any, batch_size: int | None = None, *, dtype: str = "fp3
 
 
 def trace_failed(path: Any, e: Exception, dtype: str) -> CaptureError:
-    """The one-line error for a training step that raised while traced; under bf16, a CPU kernel that
-    oneDNN lacks on this machine (bf16 LSTMs with AVX2 alone) is named as such: plain training fails too."""
+    """The one-line error for a training step that raised while traced: the node traced then (the trace's
+    ``memflow_phase``) and the last line of code outside torch and memflow it ran (the model's, or its
+    library's: a custom autograd Function's backward); under bf16, a CPU kernel that oneDNN lacks on this
+    machine (bf16 LSTMs with AVX2 alone) is named as such: plain training fails too; under fake tensors, a
+    number read from a tensor (``.tolist()``: a mixture of experts splitting its tokens by their counts)
+    says how to plan such a model."""
     first = (str(e).strip().splitlines() or [""])[0]
     hint = ""
     if dtype == "bf16" and "primitive descriptor" in first:
         hint = " (this CPU has no bf16 kernel for an op of the model, so plain training fails too: use --dtype fp32)"
         first = first.split(". ")[0]
-    return CaptureError(f"{path}: tracing the training step failed: {type(e).__name__}: {first[:300]}{hint}")
+    if type(e).__name__ == "DataDependentOutputException":
+        hint = (" (a prediction with fake tensors has no values: the model reads a number from a tensor, .item() or "
+                ".tolist(), to size what follows, as a mixture of experts splitting its tokens by their counts does; "
+                "plan it on this host's measured profile, --gpu-type cpu, or size it without reading a tensor: "
+                "every expert on every token, or a fixed capacity per expert)")
+    node = getattr(e, "memflow_phase", None)
+    where = (f" in {node}" if node else "") + _code_line(e)
+    return CaptureError(f"{path}: tracing the training step failed{where}: {type(e).__name__}: {first[:300]}{hint}")
+
+
+_OWN = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(__file__)) + os.sep,
+        sysconfig.get_paths()["stdlib"] + os.sep)
+
+
+def _code_line(e: BaseException) -> str:
+    """`` at file.py:line (`code`)``: the last frame of ``e``'s traceback outside torch, memflow and the
+    standard library (the model's code or its library's), or ""."""
+    for f in reversed(traceback.extract_tb(e.__traceback__)):
+        if not f.filename.startswith(_OWN) and not f.filename.startswith("<"):
+            code = (f.line or "").strip()
+            return f" at {os.path.basename(f.filename)}:{f.lineno}" + (f" (`{code[:80]}`)" if code else "")
+    return ""
 
 
 def _batch_dims(batches: dict[int, list]) -> list[bool] | None:

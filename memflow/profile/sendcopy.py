@@ -11,6 +11,9 @@ records, for the simulator's stage layout (:mod:`memflow.simulator.layout`):
   node reads: ``[maker, last reader, bytes its send copies (0: none)]`` (:attr:`Buffer.copies`; a stage
   ``[a, b)`` sends it where ``a <= maker < b <= last reader``, a value it received it relays as received,
   contiguous). A value sent as a copy does not hold its storage: the copy is held instead;
+* per value on a batch input's storage (no buffer of the trace's: the step's batch is apart) that would be
+  sent as a copy, ``[maker, last reader, bytes]`` (:attr:`TaskGraph.fwd_input_send_copies`): a language
+  model's targets, ``tokens[:, 1:]``, sliced by its first node and read by its loss on a later stage;
 * per cut ``b`` whose gradients sent back would be copies: ``[b, bytes]`` (the gradients of the values
   crossing ``b`` as the nodes from ``b`` on leave them, before node ``b - 1``'s backward).
 """
@@ -22,7 +25,7 @@ import torch
 
 from ..graph.program import StepProgram
 from ..graph.sending import send_copy_bytes
-from ..memory import LiveBytes
+from ..memory import LiveBytes, storages
 
 __all__ = ["SendCopies"]
 
@@ -31,8 +34,10 @@ class SendCopies:
     """A ``run_step`` watch that records what each cut's sends copy (see the module docstring), and
     passes every call on to ``inner`` (another watch, or None)."""
 
-    def __init__(self, program: StepProgram, live: LiveBytes, inner: Any = None):
+    def __init__(self, program: StepProgram, live: LiveBytes, inner: Any = None, inputs: set | None = None):
         self.program, self.live, self.inner = program, live, inner
+        self.inputs = inputs or set()  # ids of the batch inputs' storages (LiveBytes.track_kept's keys)
+        self.on_input: set[str] = set()  # values that are views of a batch input
         self.maker = {v: c.index for c in program.calls for v in program.outputs_of(c.index)}
         self.values: dict[str, list[int]] = {}  # value -> [maker, last reader, bytes its forward send copies]
         self.storage: dict[str, int] = {}  # value -> id of its storage's event (kept by ``live``: ids unique)
@@ -54,6 +59,8 @@ class SendCopies:
                 ev = self.live.event_of(v) if isinstance(v, torch.Tensor) else None
                 if ev is not None:
                     self.storage[a] = id(ev)
+                elif isinstance(v, torch.Tensor) and any(id(st) in self.inputs for st in storages(v)):
+                    self.on_input.add(a)
             rec[1] = k
         if self.inner is not None:
             self.inner.forward(k, env)
@@ -81,6 +88,10 @@ class SendCopies:
             if v in self.storage:
                 out.setdefault(self.storage[v], []).append(list(rec))
         return {k: recs for k, recs in out.items() if any(r[2] for r in recs)}
+
+    def input_list(self) -> list[list[int]]:
+        """``[maker, last reader, copy bytes]`` of each value on a batch input's storage sent as a copy."""
+        return sorted(list(self.values[v]) for v in self.on_input if self.values[v][2])
 
     def bwd_list(self) -> list[list[int]]:
         return [[b, nb] for b, nb in sorted(self.cuts.items())]

@@ -419,8 +419,17 @@ def trace_step(
                 optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    def phase_name(p: int) -> str:
+        return names[p] if p < n else f"{names[2 * n - 1 - p]} (backward)" if p < 2 * n else "the optimizer step"
+
     if warm_up or not state_ready:
-        step(optimize=not state_ready)  # warm-up: creates the optimizer state
+        at = [0]
+        try:
+            step(on_phase=lambda p: at.__setitem__(0, p),
+                 optimize=not state_ready)  # warm-up: creates the optimizer state
+        except Exception as e:  # (where it failed, for memflow.profile.build.trace_failed's line)
+            e.memflow_phase = phase_name(at[0])
+            raise
     cost = OpCost()
     live = LiveBytes(record=True, after=cost.count, call=warm_call)  # one dispatch mode counts both
     live.track(state_tensors(program, optimizer), kind="state")
@@ -441,8 +450,7 @@ def trace_step(
     opt = _OptWindow(live, cost, 2 * n)
 
     def on_phase(p: int) -> None:
-        what = names[p] if p < n else f"{names[2 * n - 1 - p]} (backward)" if p < 2 * n else "the optimizer step"
-        detail(f"tracing {what}, phase {p + 1}/{2 * n + 1}")
+        detail(f"tracing {phase_name(p)}, phase {p + 1}/{2 * n + 1}")
         if p == 2 * n:  # end of backward: mark parameter gradients
             gradless.extend(names_by_id[id(prm)] for prm in params
                             if prm.grad is None and prm.requires_grad and id(prm) in names_by_id)
@@ -487,7 +495,7 @@ def trace_step(
         return t.detach() if isinstance(t, torch.Tensor) else t
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
-    sends = SendCopies(program, live, watch)  # (what a cut's sends copy: memory no traced phase holds)
+    sends = SendCopies(program, live, watch, inputs=set(batch_keys))  # (what a cut's sends copy: memory no traced phase holds)
     made: set = set()
 
     def grad_made(prm):  # a parameter's gradient set (made, the first time in the step): a later micro-batch adds into it
@@ -500,6 +508,9 @@ def trace_step(
         with live, torch.autograd.graph.saved_tensors_hooks(saved, unpacked):
             step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=sends, batch=batch)
             live.set_phase(2 * n + 1)
+    except Exception as e:  # (where it failed, for memflow.profile.build.trace_failed's line)
+        e.memflow_phase = phase_name(live.phase)
+        raise
     finally:
         for h in hooks:
             h.remove()
@@ -614,6 +625,7 @@ def trace_step(
                        if not any(name in v for v in viewed)},
         whole_params=sorted(names_by_id[i] for i in escaping_params(program) if i in names_by_id),
         bwd_send_copies=sends.bwd_list(),
+        fwd_input_send_copies=sends.input_list(),
     )
     # trainable parameters the backward gives no gradient: no data-parallel bucket holds them
     graph.meta["gradless_params"] = sorted(set(gradless))
@@ -621,6 +633,7 @@ def trace_step(
     graph.meta["written_params"] = sorted(names_by_id[i] for i in written_params(program) if i in names_by_id)
     # plain attributes the forward set to tensors (self.mem = h.detach()): the planned step never updates them
     graph.meta["carried_attrs"] = list(program.carried)
+    graph.meta["routed"] = list(program.routed)
     # nodes whose replay would differ from their forward (spectral norm's power iteration): kept, never recomputed
     graph.meta["replay_unsafe"] = replay_unsafe_nodes(program)
     # nodes no backward runs through (the loss reads nothing they make): recomputed, they never replay

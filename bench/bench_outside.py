@@ -44,9 +44,9 @@ def main() -> None:
 
 
 def run_models(models: list, section: str, title: str, command: str, batch_norm: set, random: set,
-               stateful: set) -> None:
+               stateful: set, per_microbatch: set = frozenset()) -> None:
     """Plan and run each of ``models`` (see the module docstring) into ``section`` of BENCHMARKS.md; the
-    three sets name the models whose losses part from plain training's with micro-batches, and why."""
+    sets name the models whose losses part from plain training's with micro-batches, and why."""
     rows, errors = [], []
     with tempfile.TemporaryDirectory(prefix="memflow_outside_") as tmp, env(MEMFLOW_CACHE_DIR=tmp):
         for path in models:
@@ -67,6 +67,8 @@ def run_models(models: list, section: str, title: str, command: str, batch_norm:
             loss += " (random draws in forward, per micro-batch)"
         elif r["model"] in stateful and st.dp * st.microbatches > 1 and loss != "equal":
             loss += " (its own buffers updated per micro-batch)"
+        elif r["model"] in per_microbatch and st.dp * st.microbatches > 1 and loss != "equal":
+            loss += " (a loss term nonlinear in each micro-batch's statistics: the router's load balance)"
         table.append([r["model"], f"{r['frac']:.2f}", "yes" if r["fits"] else "no (run uncapped)", r["summary"],
                       f"out of memory: {r['oom'][:120]}" if r["oom"] else errs, loss])
     errs = [e for r in rows for e in r["errors"]]

@@ -26,8 +26,9 @@ MODELS = sorted((ROOT / "bench" / "outside7").glob("*.py"))
 BATCH_NORM = {"conformer", "res2net_cbam", "shufflenet"}  # statistics over each rank's micro-batch
 RANDOM: set = set()
 STATEFUL: set = set()
+PER_MICROBATCH = {"jetmoe", "moe_aux"}  # load-balancing losses over each micro-batch's routing
 
 
 def main() -> None:
     run_models(MODELS, "outside7", "Plans run on models written from the outside: a seventh round",
-               "python -m bench outside7", BATCH_NORM, RANDOM, STATEFUL)
+               "python -m bench outside7", BATCH_NORM, RANDOM, STATEFUL, PER_MICROBATCH)

@@ -40,6 +40,14 @@ CASES = {
                              "the library's code branches on the batch's values"],
     # CTC over targets concatenated in 1-D: its memory follows the longest target, a value
     "ctc_concat.py": ["aten.ctc_loss", "ctc_concat.py:15", "concatenated in one 1-D tensor", "padded to (batch, longest"],
+    # HF Informer: an all-ones mask dropped eagerly is kept when traced, and its ProbSparse attention's own check
+    # (a ValueError, no op) fails after the distilling layer halved the sequence
+    "bench/outside8/informer.py": ["(InformerProbSparseAttention)", "Attention mask should be of size",
+                                   "another path under torch.export than when it runs eagerly"],
+    # a custom autograd Function's backward (HF Reformer's reversible layers) failing inside the trace: the node
+    # traced and the library's line, where the line said neither
+    "bench/outside7/reformer.py": ["tracing the training step failed in reformer.", "at modeling_reformer.py:",
+                                   "requires_grad = True", "leaf variables"],
     # a gradient taken inside forward (WGAN-GP): the call and its line, not a hint about .data (real tensors)
     # nor a plan without the inner backward (fake tensors)
     "bench/outside5/grad_penalty.py": ["calls torch.autograd.grad at grad_penalty.py:12", "double backward",
@@ -60,6 +68,9 @@ FAKE_ONLY = {
                                            "a full nn.Linear over the vocabulary and F.cross_entropy"],
     "bench/outside5/nystromformer.py": ["(NystromformerSelfAttention)", "check the shapes example_batch returns",
                                         "another path under torch.export than when it runs eagerly"],
+    # expert sizes read from the routing (.tolist()): no values under fake tensors; the node and the way out
+    "bench/outside7/jetmoe.py": ["tracing the training step failed in model.layers.0: DataDependentOutputException",
+                                 "reads a number from a tensor", "--gpu-type cpu", "a fixed capacity per expert"],
 }
 
 

@@ -174,8 +174,11 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
     first = (str(e).strip().splitlines() or [""])[0][:300].rstrip(".")
     what = f"{type(e).__name__}: {first}" if first else type(e).__name__
     inside = f" in {mod}" + (f" ({op})" if op else "") + at if module is not None or op else ""
+    # (a library's own check on a mask it keeps only when traced, HF Informer's after its distilling layer
+    # halved the sequence, is a ValueError with no op)
+    masked = isinstance(e, ValueError) and "mask" in first.lower()
     hint = ("; check the shapes example_batch returns against what the model expects"
-            if op and isinstance(e, RuntimeError) else "")
+            if (op and isinstance(e, RuntimeError)) or masked else "")
     if hint and module is not None and _library(module):  # (HF Autoformer, Nystromformer: a mask they drop
         # eagerly when it is all ones, where its values can be read, is kept under export, on a path they break)
         hint += ("; where they train in plain PyTorch, the library's code takes another path under torch.export "

@@ -63,8 +63,8 @@ def run_models(models: list, section: str, title: str, command: str, batch_norm:
         loss = "—" if r["loss_diff"] is None else "equal" if r["loss_diff"] <= 1e-5 else f"{r['loss_diff']:.1e}"
         if r["model"] in batch_norm and st.dp * st.microbatches > 1 and loss != "equal":
             loss += " (batch norm over each rank's micro-batch)"
-        elif r["model"] in random and st.dp * st.microbatches > 1 and loss != "equal":
-            loss += " (random draws in forward, per micro-batch)"
+        elif r["model"] in random and st.dp * st.microbatches * st.pp > 1 and loss != "equal":
+            loss += " (random draws in forward: per micro-batch, from each rank's own generator)"
         elif r["model"] in stateful and st.dp * st.microbatches > 1 and loss != "equal":
             loss += " (its own buffers updated per micro-batch)"
         elif r["model"] in per_microbatch and st.dp * st.microbatches > 1 and loss != "equal":

@@ -101,8 +101,9 @@ def trace_failed(path: Any, e: Exception, dtype: str) -> CaptureError:
     if type(e).__name__ == "DataDependentOutputException":
         hint = (" (a prediction with fake tensors has no values: the model reads a number from a tensor, .item() or "
                 ".tolist(), to size what follows, as a mixture of experts splitting its tokens by their counts does; "
-                "plan it on this host's measured profile, --gpu-type cpu, or size it without reading a tensor: "
-                "every expert on every token, or a fixed capacity per expert)")
+                "profile it with real tensors: on a GPU of that kind (--measure) or for this host's CPU (--gpu-type "
+                "cpu); or size it without reading a tensor: every expert on every token, or a fixed capacity per "
+                "expert)")
     node = getattr(e, "memflow_phase", None)
     where = (f" in {node}" if node else "") + _code_line(e)
     return CaptureError(f"{path}: tracing the training step failed{where}: {type(e).__name__}: {first[:300]}{hint}")

@@ -493,6 +493,12 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                                          or (k[0] == -1 and k[1] == 2 * m - 1 and not k[5]))
     for p, v in at_send.items():
         trans[p] = max(trans[p], v)
+    # ... and where the stage's last node is swapped (what swap_trans[m] prices): what it alone saved went to the
+    # host in its forward, before the send (a GIT vision layer last on its stage: 78 KiB, 10%, over)
+    at_send_swap = dict(at_send)
+    if fcopy:
+        at_send_swap[m] = copy_held + sum(v for k, v in groups.items() if k[1] == m and k[0] < m
+                                          and not (k[2] or k[3]) and not (k[6] == m - 1 and not k[9] and not k[11]))
     # per local node, what its backward's transient counts of the gradients it makes that a later
     # micro-batch's finds made already (traced: Node.steady_bwd_transient_bytes; the stage's step buffers)
     bcut = [0] * m
@@ -510,7 +516,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_trans[m] = max(swap_trans[m], sent_fwd)
         for x in range(m):  # (a stage of one swapped linear head: its received input counted twice, 89% over)
             swap_trans[x] -= swap_fdied[x]
-        for p, v in at_send.items():
+        for p, v in at_send_swap.items():
             swap_trans[p] = max(swap_trans[p], v)
     swap_hfdelta = swap_ffreed = ()
     if swap_trans is not None and all(nd.cpu_swap_held_fwd_transient_bytes >= 0 and nd.cpu_swap_fwd_freed_bytes >= 0
@@ -523,7 +529,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         v = nd.cpu_swap_steady_bwd_transient_bytes
         if swap_trans is not None and 0 <= v < nd.cpu_swap_bwd_transient_bytes:
             p = 2 * m - 1 - x
-            swap_bcut[x] = max(0, swap_trans[p] - max(int(v), sent_fwd if p == m else 0, at_send.get(p, 0)))
+            swap_bcut[x] = max(0, swap_trans[p] - max(int(v), sent_fwd if p == m else 0, at_send_swap.get(p, 0)))
     dp_grads, ddp_grads = [], []
     gradless = set(graph.meta.get("gradless_params", ()))  # (no gradient: the all-reduce's buckets leave them out)
     for nd in nodes:

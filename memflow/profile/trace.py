@@ -365,6 +365,14 @@ def _selective(program: StepProgram, inputs: list, optimizer: torch.optim.Optimi
     return selective_figures(program, inputs, optimizer, state, cost, cast_keys)
 
 
+def _note_phase(e: BaseException, where: str) -> None:
+    """Tell ``e`` the phase the trace failed in (``memflow_phase``), where it takes attributes."""
+    try:
+        e.memflow_phase = where
+    except (AttributeError, TypeError):  # (an exception type with slots: the line names no node)
+        pass
+
+
 def trace_step(
     program: StepProgram,
     inputs: list[torch.Tensor],
@@ -428,7 +436,7 @@ def trace_step(
             step(on_phase=lambda p: at.__setitem__(0, p),
                  optimize=not state_ready)  # warm-up: creates the optimizer state
         except Exception as e:  # (where it failed, for memflow.profile.build.trace_failed's line)
-            e.memflow_phase = phase_name(at[0])
+            _note_phase(e, phase_name(at[0]))
             raise
     cost = OpCost()
     live = LiveBytes(record=True, after=cost.count, call=warm_call)  # one dispatch mode counts both
@@ -509,7 +517,7 @@ def trace_step(
             step(on_phase, optimize=opt_phase is None, around_opt=opt.around, watch=sends, batch=batch)
             live.set_phase(2 * n + 1)
     except Exception as e:  # (where it failed, for memflow.profile.build.trace_failed's line)
-        e.memflow_phase = phase_name(live.phase)
+        _note_phase(e, phase_name(live.phase))
         raise
     finally:
         for h in hooks:

@@ -6,7 +6,7 @@ from memflow.executor import RunConfig, run_plan
 from memflow.strategy import Strategy
 from simulator.core import Simulator
 
-__all__ = ["predicted_run", "predicted_ranks"]
+__all__ = ["predicted_run", "predicted_ranks", "phase_where"]
 
 
 def predicted_run(model_file, graph, strategy: Strategy, batch: int = 8, cluster: str = "cpu-1"):
@@ -29,3 +29,11 @@ def predicted_ranks(model_file, graph, strategy: Strategy, batch: int = 8, clust
                     device="cpu", node_names=[nd.name for nd in graph.nodes], capacity_bytes=None,
                     predicted={"peak_bytes": pred.peak_bytes, "step_time_s": pred.end_s})
     return pred, run_plan(cfg, nproc=strategy.num_devices, timeout_s=300)
+
+
+def phase_where(graph, p: int, mb: int = 0) -> str:
+    """The run's name (a rank's ``phase_peaks`` key) of one-device phase ``p`` of ``graph``'s step
+    (forwards 0 .. n-1, then backwards), for micro-batch ``mb``."""
+    n = graph.n
+    k = p if p < n else 2 * n - 1 - p
+    return f"{'forward' if p < n else 'backward'} of node {k} ({graph.nodes[k].name}), micro-batch {mb}"

@@ -20,6 +20,7 @@ from memflow.model_file import load_model_file
 from memflow.profile.build import capture_graph
 from memflow.strategy import Strategy
 from simulator.core import Simulator
+from tests.onerank import phase_where
 
 ROOT = Path(__file__).resolve().parents[1]
 B = 8
@@ -69,7 +70,7 @@ def test_every_phase_as_the_run_holds_it(case):
     (r,) = run_plan(cfg, nproc=1, timeout_s=240).ranks
     for p in range(2 * n):
         k = p if p < n else 2 * n - 1 - p
-        where = f"{'forward' if p < n else 'backward'} of node {k} ({g.nodes[k].name}), micro-batch 0"
+        where = phase_where(g, p)
         got = r.phase_peaks[where]
         assert pred[p] >= got - 4, (where, st.actions[k], pred[p], got)
         if tight:

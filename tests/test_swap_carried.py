@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.onerank import predicted_ranks
+from tests.onerank import predicted_ranks, phase_where
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = str(ROOT / "bench" / "outside5" / "feature_hooks.py")
@@ -52,7 +52,7 @@ def test_a_kept_savers_value_read_last_by_a_swapped_forward_is_counted_once():
     (r,) = run_plan(cfg, nproc=1, timeout_s=240).ranks
     for p in range(2 * n):
         k = p if p < n else 2 * n - 1 - p
-        where = f"{'forward' if p < n else 'backward'} of node {k} ({g.nodes[k].name}), micro-batch 0"
+        where = phase_where(g, p)
         got = r.phase_peaks[where]
         assert pred[p] >= got - 4, (where, pred[p], got)
         if p < n and st.actions[k] == "swap":

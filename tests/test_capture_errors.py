@@ -31,6 +31,8 @@ CASES = {
     # sizes only the batch's values decide: the module, the op the size came from, a fixed-shape way to write it
     "routed_experts.py": ["module `moe` (MoE)", "aten.where", "size depends on tensor values",
                           "run every expert on every token"],
+    # batch norm's cumulative average (momentum=None): its own step count read, not the batch's values
+    "bn_cumulative.py": ["module `1` (BatchNorm1d)", "momentum=None", "num_batches_tracked", "give it a momentum"],
     # a gradient whose size only the ids decide
     "sparse_embedding.py": ["module `emb` (Embedding)", "sparse=True", "build it with sparse=False"],
     # a random draw deciding what runs: which draw, and the setting that removes it

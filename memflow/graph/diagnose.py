@@ -155,6 +155,10 @@ def explain(spec: Any, model: torch.nn.Module, e: BaseException) -> str:
         elif src.startswith(("aten.rand", "aten.bernoulli", "aten.uniform", "aten.normal")):
             fix = ("a random draw decides what runs (LayerDrop: `if torch.rand([]) < p` skips a layer): set its "
                    "probability to 0 (HF: layerdrop, encoder_layerdrop, decoder_layerdrop)")
+        elif module is not None and hasattr(module, "num_batches_tracked") and getattr(module, "momentum", 0) is None:
+            # (torch's batch norm reads its own step count for a cumulative average: not the batch's values)
+            fix = (f"{type(module).__name__}(momentum=None) reads its own step count (num_batches_tracked) as a "
+                   "number every step, for its cumulative average: give it a momentum (torch's default is 0.1)")
         elif module is not None and type(module).__module__.startswith("torch.nn.") and names.get(id(module)):
             # (torch's own module branching inside: no torch.cond the user can write there)
             fix = (f"torch's {type(module).__name__} decides what to run by the batch's values inside itself: "

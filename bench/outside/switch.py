@@ -9,7 +9,8 @@ BATCH_SIZE = 4
 def build_model():
     cfg = SwitchTransformersConfig(vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
                                    num_heads=4, num_experts=4, expert_capacity=64, encoder_sparse_step=1,
-                                   decoder_sparse_step=1, dropout_rate=0.0, use_cache=False)
+                                   decoder_sparse_step=1, dropout_rate=0.0, use_cache=False,
+                                   decoder_start_token_id=0)  # (transformers 5 no longer defaults it)
     return SwitchTransformersForConditionalGeneration(cfg)
 def example_batch(b):
     g = torch.Generator().manual_seed(0)

@@ -117,7 +117,7 @@ def build_parser(cmd: str) -> ArgParser:
         p.add_argument("--force", action="store_true",
                        help="with the default output name, replace MODEL.plan.yaml instead of writing MODEL.1.plan.yaml")
         p.add_argument("--json", action="store_true", help="print one JSON object (the plan) instead of the summary")
-        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     elif cmd == "fit":
         _plan_options(p)
         p.add_argument("--max", required=True, choices=["batch", "depth", "seq", "experts"],
@@ -129,7 +129,7 @@ def build_parser(cmd: str) -> ArgParser:
                        help="write MemFlow's plan at the largest value that fits to FILE")
         p.add_argument("--json", action="store_true",
                        help="print one JSON object: knob, plain_max, plan_max, limit_hit, per_sample_overhead, plan")
-        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     elif cmd == "run":
         p.add_argument("file", help="a plan file (memflow plan -o) or an experiment file (configs/experiments)")
         p.add_argument("--steps", type=int, default=None, metavar="N",
@@ -146,13 +146,13 @@ def build_parser(cmd: str) -> ArgParser:
         p.add_argument("--force", action="store_true", help="launch even if the plan predicts it does not fit")
         p.add_argument("--on-cpu", action="store_true",
                        help="run a plan made for GPUs this host lacks on its CPU, under the same memory cap (slow)")
-        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     elif cmd == "simulate":
         p.add_argument("plan", help="plan file written by `memflow plan`")
         p.add_argument("--trace", default=None, metavar="FILE", help="write a Chrome trace JSON (open in Perfetto)")
         p.add_argument("--plot", default=None, metavar="FILE", help="write each device's memory curve as a PNG")
         p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     elif cmd == "profile":
         p.add_argument("model", help="model file defining build_model() and example_batch(batch_size)")
         p.add_argument("--gpu-type", default="cpu", metavar="NAME",
@@ -164,12 +164,12 @@ def build_parser(cmd: str) -> ArgParser:
                        help="how the step is cut into nodes: 'auto' (repeated blocks) or a module depth")
         p.add_argument("--no-cache", action="store_true", help="profile afresh instead of reusing a cached profile")
         p.add_argument("--json", action="store_true", help="print the task graph as JSON")
-        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     elif cmd == "report":
         p.add_argument("plan", help="plan file written by `memflow plan`")
         p.add_argument("-o", "--output", default="report.html", metavar="FILE",
                        help="HTML file to write (default report.html)")
-        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
 

@@ -202,3 +202,13 @@ def test_output_to_a_closed_pipe_ends_quietly(argv):
     finally:
         os.close(w)
     assert proc.returncode in (0, 141) and proc.stderr == "", proc.stderr
+
+
+@pytest.mark.parametrize("cmd", ["plan", "fit", "run", "simulate", "profile", "report"])
+def test_q_is_quiet_on_every_command(cmd):
+    """``-q`` is ``--quiet`` wherever ``--quiet`` is (the first thing two outside users typed)."""
+    from memflow.cli.args import build_parser
+
+    p = build_parser(cmd)
+    quiet = next(a for a in p._actions if "--quiet" in a.option_strings)
+    assert "-q" in quiet.option_strings

@@ -17,6 +17,7 @@ import pytest
 from memflow.cluster import Cluster
 from memflow.errors import ConfigError, DeviceOutOfMemoryError, ExecutionError, PlanMismatchError
 from memflow.executor import RankReport, RunConfig, RunReport, format_report, free_port, run_plan, stage_schedule
+from memflow.executor import worker
 from memflow.executor.report import read_report
 from memflow.model_file import load_model_file
 from memflow.profile.build import capture_graph
@@ -102,6 +103,32 @@ def test_run_config_roundtrip_and_checks(tmp_path):
         RunConfig(model_file=EX["lstm"], batch_size=6, strategy=strategy("lstm", dp=2, microbatches=4))
     with pytest.raises(ExecutionError, match="dp × pp = 2 processes"):
         run_plan(cfg, nproc=3)
+    # None is "no prediction", as the default: it reaches the ranks as one (it once reached them as null)
+    none = RunConfig(model_file=EX["lstm"], batch_size=8, strategy=st, steps=2, predicted=None)
+    assert none == cfg and RunConfig.from_dict(json.loads(none.to_json())) == cfg
+    with pytest.raises(ConfigError, match="predicted must be"):
+        RunConfig(model_file=EX["lstm"], batch_size=8, strategy=st, predicted=[1, 2])
+
+
+def test_a_config_the_rank_cannot_load_is_reported_where_the_launcher_looks(tmp_path, monkeypatch):
+    # a rank whose config will not load still writes its one-line report beside the run's out_json,
+    # where the launcher reads the reports (it wrote it beside the config, and the launcher said
+    # "exited with code 1 without an error report")
+    class Exit(Exception):
+        pass
+
+    def exit_(code):
+        raise Exit(code)
+
+    monkeypatch.setattr(worker.os, "_exit", exit_)
+    monkeypatch.setattr(worker, "die_with_parent", lambda sig: None)
+    out = tmp_path / "result.json"
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"out_json": str(out), "batch_size": "four"}))
+    with pytest.raises(Exit, match="1"):
+        worker.main([str(bad)])
+    rep = json.loads((tmp_path / "result.json.rank0.error.json").read_text())
+    assert rep["rank"] == 0 and rep["type"] == "ConfigError" and "\n" not in rep["message"]
 
 
 def test_format_report():

@@ -45,7 +45,7 @@ class RunConfig:
 
     ``batch_size`` is the global batch (samples per step, all dp ranks
     together). ``capacity_bytes`` is the accounted device memory per rank
-    (None: no cap). ``predicted``: the plan's per-rank figures.
+    (None: no cap). ``predicted``: the plan's per-rank figures (None: none to compare with).
     ``node_names`` (when given) must equal the captured nodes, or the run
     is refused. ``device``: ``"cpu"`` (gloo; memory is the accounted live
     bytes), ``"cuda"`` (NCCL, one GPU per rank; fails when a rank has none)
@@ -84,8 +84,12 @@ class RunConfig:
     def __post_init__(self) -> None:
         if isinstance(self.strategy, dict):
             self.strategy = Strategy.from_dict(self.strategy)
-        if isinstance(self.predicted, dict):
+        if self.predicted is None:  # no prediction to compare with
+            self.predicted = RunPrediction()
+        elif isinstance(self.predicted, dict):
             self.predicted = from_data(RunPrediction, self.predicted, "predicted")
+        elif not isinstance(self.predicted, RunPrediction):
+            raise ConfigError(f"predicted must be a RunPrediction, a mapping or None, got {type(self.predicted).__name__}")
         check_batch_size(self.batch_size, "batch_size")
         check_positive_int(self.steps, "steps")
         if self.dtype not in TRAIN_DTYPES:

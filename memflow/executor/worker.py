@@ -313,6 +313,17 @@ def _one_line(e: BaseException) -> str:
     return msg[:1000] if msg else type(e).__name__
 
 
+def _out_json(cfg_path: str) -> str:
+    """Where the launcher looks for this rank's error report when the config itself would not load:
+    the file's ``out_json`` where it can be read, else beside the config."""
+    try:
+        with open(cfg_path) as f:
+            out = json.load(f).get("out_json")
+    except (OSError, ValueError, AttributeError):
+        out = None
+    return out if isinstance(out, str) and out else cfg_path
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -331,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         msg = _one_line(e)
         if not isinstance(e, DeviceOutOfMemoryError) and f"rank {rank}" not in msg:
             msg = f"rank {rank}: {msg}"
-        out = cfg.out_json if cfg is not None and cfg.out_json else argv[0]
+        out = cfg.out_json if cfg is not None and cfg.out_json else _out_json(argv[0])
         try:
             with open(error_path(out, rank), "w") as f:
                 json.dump(dict(rank=rank, type=kind, message=msg, time=time.time(),

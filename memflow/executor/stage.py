@@ -268,7 +268,7 @@ class Stage:
             sts.append(prog.forward_node(k, env, wrap=self.wrap))
             if self.z3 is not None:
                 self.z3.after_forward(k - self.lo)
-            prog.drop_dead(env, k, self.keep)
+            prog.drop_dead(env, k, self.keep, self.hi)
         loss = None
         if self.next is not None:
             self.current.update(phase="send (forward)", node=self.hi - 1)

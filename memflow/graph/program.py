@@ -129,9 +129,11 @@ class StepProgram:
             raise RuntimeError("split graph does not call its nodes in order")
         # for each value: the last node that reads it (to drop references early)
         self.last_reader: dict[str, int] = {}
+        self.readers: dict[str, list[int]] = {}  # every node that reads it, in order
         for c in self.calls:
             for a in c.arg_names:
                 self.last_reader[a] = c.index
+                self.readers.setdefault(a, []).append(c.index)
 
     @property
     def n(self) -> int:
@@ -197,11 +199,18 @@ class StepProgram:
                 st.outputs[name] = v if name == self.loss_name else get_gradient_edge(v)
         return st
 
-    def drop_dead(self, env: dict[str, Any], k: int, keep: set[str] | None = None) -> None:
-        """Forget values no node after k reads (they may still live in autograd)."""
+    def drop_dead(self, env: dict[str, Any], k: int, keep: set[str] | None = None, until: int | None = None) -> None:
+        """Forget values no node after k reads (they may still live in autograd); with ``until`` (a pipeline
+        stage's end), no node after k and before it: what later stages read reaches them sent on (``keep``) or
+        as their own copy of the batch (a stage held a batch input a later stage reads too to its forward's
+        end, 51 KiB above its plan: SpeechT5's attention mask)."""
         for a in list(env):
-            if (self.last_reader.get(a, -1) <= k and a != self.loss_name and a not in self.attrs
-                    and not (keep and a in keep)):
+            if a == self.loss_name or a in self.attrs or (keep and a in keep):
+                continue
+            last = self.last_reader.get(a, -1)
+            if until is not None and last >= until:
+                last = max((r for r in self.readers[a] if r < until), default=-1)
+            if last <= k:
                 del env[a]
 
     # ----------------------------------------------------------- backward

@@ -44,9 +44,10 @@ def main() -> None:
 
 
 def run_models(models: list, section: str, title: str, command: str, batch_norm: set, random: set,
-               stateful: set, per_microbatch: set = frozenset()) -> None:
+               stateful: set, per_microbatch: set = frozenset(), noisy: dict | None = None) -> None:
     """Plan and run each of ``models`` (see the module docstring) into ``section`` of BENCHMARKS.md; the
-    sets name the models whose losses part from plain training's with micro-batches, and why."""
+    sets name the models whose losses part from plain training's with micro-batches, and why; ``noisy``
+    maps a model whose training amplifies float rounding to the measurement that shows it."""
     rows, errors = [], []
     with tempfile.TemporaryDirectory(prefix="memflow_outside_") as tmp, env(MEMFLOW_CACHE_DIR=tmp):
         for path in models:
@@ -69,6 +70,8 @@ def run_models(models: list, section: str, title: str, command: str, batch_norm:
             loss += " (its own buffers updated per micro-batch)"
         elif r["model"] in per_microbatch and st.dp * st.microbatches > 1 and loss != "equal":
             loss += " (a loss term nonlinear in each micro-batch's statistics: the router's load balance)"
+        elif r["model"] in (noisy or {}) and loss != "equal":
+            loss += f" ({noisy[r['model']]})"
         table.append([r["model"], f"{r['frac']:.2f}", "yes" if r["fits"] else "no (run uncapped)", r["summary"],
                       f"out of memory: {r['oom'][:120]}" if r["oom"] else errs, loss])
     errs = [e for r in rows for e in r["errors"]]

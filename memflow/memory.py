@@ -232,6 +232,8 @@ class LiveBytes(TorchDispatchMode):
         self._made = 0
         self._kept: set = set()  # (track_kept)
         self.freed_at: dict[int, int] = {}
+        # per kept storage let go: (phase, that phase's peak and steady peak so far, bytes) (:meth:`early_frees`)
+        self.kept_free: dict[int, tuple] = {}
 
     # --------------------------------------------------------------- control
     def set_phase(self, phase: int) -> None:
@@ -424,6 +426,23 @@ class LiveBytes(TorchDispatchMode):
                 keys.append(id(st))
         return keys
 
+    def early_frees(self) -> set:
+        """The kept storages (:meth:`track_kept`) let go before their phase's peak by at least their own bytes:
+        the phase's peak, and its steady one where followed, counted with them, is at least the peak before they
+        went plus their bytes, so that peak less their bytes is the phase's peak without them. Only one let go in
+        its phase (two: each could be counted off a peak the other was not gone for)."""
+        per_phase: dict[int, int] = {}
+        for p, *_ in self.kept_free.values():
+            per_phase[p] = per_phase.get(p, 0) + 1
+        out = set()
+        for key, (p, before, steady, nbytes) in self.kept_free.items():
+            if per_phase[p] != 1 or self.phase_peak.get(p, 0) < before + nbytes:
+                continue
+            if steady is not None and self.phase_peak_steady.get(p, 0) < steady + nbytes:
+                continue
+            out.add(key)
+        return out
+
     def _on_free(self, key: int, _ref=None) -> None:
         entry = self._refs.pop(key, None)
         if entry is None:
@@ -431,6 +450,8 @@ class LiveBytes(TorchDispatchMode):
         if key in self._kept:
             self._kept.discard(key)
             self.freed_at[key] = self.phase
+            steady = self.phase_peak_steady.get(self.phase, 0) if self.phase_peak_steady is not None else None
+            self.kept_free[key] = (self.phase, self.phase_peak.get(self.phase, 0), steady, entry[1])
             return
         _, nbytes, ev, on_host = entry
         if on_host:

@@ -164,6 +164,9 @@ class StageLayout:
     # per batch input the executor lets go before the stage's last backward phase: (bytes, the local phase
     # it is held through with every node kept, its local readers) (TaskGraph.input_deaths)
     input_deaths: tuple = ()
+    # ... per entry, whether it is let go before its phase's peak (TaskGraph.early_deaths): out of that phase's
+    # carried bytes too, where its readers are kept (a checkpointed reader's replay, a swapped one's, runs with it)
+    input_early: tuple = ()
     # per local node: of its backward's transient, the gradients it makes that a later micro-batch's
     # backward finds there already (counted in the step buffers then; the new one is added into it)
     bcut: list = ()
@@ -552,7 +555,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     rec_held_extra = [max(0, int(nd.rec_held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
                       if nd.rec_held_bwd_transient_bytes >= 0 else 0 for nd in nodes]
     return StageLayout(
-        a=a, b=b, m=m, input_deaths=_held_deaths(graph, a, b), bcut=bcut, swap_bcut=swap_bcut if any(swap_bcut) else (),
+        a=a, b=b, m=m, input_deaths=_held_deaths(graph, a, b), input_early=graph.early_deaths(a, b), bcut=bcut, swap_bcut=swap_bcut if any(swap_bcut) else (),
         g_bytes=[groups[k] for k in keys],
         g_alloc=[k[0] for k in keys],
         g_free=[k[1] for k in keys],

@@ -617,13 +617,18 @@ def _running(base: list, d: list, n: int) -> list:
     return out
 
 
-def _input_extensions(deaths: tuple, actions: tuple, m: int, dc: list) -> int:
+def _input_extensions(deaths: tuple, early: tuple, actions: tuple, m: int, dc: list) -> int:
     """The batch inputs let go early (:attr:`StageLayout.input_deaths`) under ``actions``: a reader
     recomputed or selective holds what it reads (its checkpoint) to its own backward, so such an
-    input is carried on to that phase (added to the carried changes ``dc``). Returns the bytes of
+    input is carried on to that phase (added to the carried changes ``dc``). One let go before its
+    phase's peak (``early``, :attr:`StageLayout.input_early`) is counted through that phase again
+    where a reader is not kept (a replay, a swap's copies back, run with it). Returns the bytes of
     them gone by the end of the F half (not held by an in-flight micro-batch)."""
     gone = 0
-    for nb, d0, readers in deaths:
+    for i, (nb, d0, readers) in enumerate(deaths):
+        if early and early[i] and any(actions[x] != KEEP for x in readers):
+            dc[d0] += nb
+            dc[d0 + 1] -= nb
         d = d0
         for x in readers:
             if actions[x] in _CHECKPOINTED and 2 * m - 1 - x > d:
@@ -709,8 +714,10 @@ class _KeepTables:
             for u in L.g_fusers[i]:
                 fg[u].append(i)
         self.inputs_gone = 0
-        for nb, d, _ in L.input_deaths:  # (a batch input let go early: out of the carried bytes after its phase)
-            dc[d + 1] -= nb
+        # (a batch input let go early: out of the carried bytes after its phase; let go before its phase's peak,
+        # out of that phase's too: SegFormer's per-pixel labels, at its loss's backward, 1.6% over counted there)
+        for (nb, d, _), early in zip(L.input_deaths, L.input_early or (False,) * len(L.input_deaths)):
+            dc[d + 1 - early] -= nb
             if d < m:
                 self.inputs_gone += nb
         self.carried = _running([0] * (2 * m), dc, 2 * m)
@@ -1150,8 +1157,8 @@ class StageModel:
                 node_end = _suffix_sums(btn)
             # ---- memory: the touched groups' all-keep share out, their actual one in
             R = K.R + sel_R
-            if has_rec and L.input_deaths:
-                inp_gone = _input_extensions(L.input_deaths, actions, m, dc)
+            if (has_rec or has_swap) and L.input_deaths:
+                inp_gone = _input_extensions(L.input_deaths, L.input_early, actions, m, dc)
             fheld = {}
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,

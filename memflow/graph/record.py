@@ -236,6 +236,10 @@ class TaskGraph:
     # ends: its last reader's forward (an L1 loss's target), or the backward of a node whose autograd held
     # it (saved, or kept on a custom op's ctx); traced, the step holding its copy alone
     input_free: dict[str, int] = field(default_factory=dict)
+    # ... of those, the ones let go before that phase's peak by at least their bytes (its peak without them is
+    # the traced one less them: a segmentation loss's per-pixel labels, let go by the NLL backward before the
+    # log-softmax backward's allocation), where the phase's figures count the batch to the step's end
+    input_early: list[str] = field(default_factory=list)
     # ... and per batch input the nodes whose forward saved it (a saved-tensor hook saw it), where no node
     # reads it through views another made: the stage a reader is on lets its own copy of an input other
     # stages read too (an autoencoder's image, its own target) go by these (:meth:`input_deaths`)
@@ -387,6 +391,16 @@ class TaskGraph:
         another stage reads too, or let go in another stage's phase, is let go by what this stage's
         readers save (:attr:`input_holders`), a reader that saved none of it held to its backward but
         where the whole step let it go before; one read through views sent on is held to the end."""
+        return tuple((nb, local, readers) for _name, nb, local, readers, _alone in self._deaths(a, b))
+
+    def early_deaths(self, a: int, b: int) -> tuple:
+        """Per entry of :meth:`input_deaths` (same order), whether the input is let go before its phase's
+        peak (:attr:`input_early`): only where this stage lets it go where the whole step did."""
+        return tuple(alone and name in self.input_early for name, _nb, _local, _readers, alone in self._deaths(a, b))
+
+    def _deaths(self, a: int, b: int) -> list:
+        """:meth:`input_deaths`' entries as ``(name, bytes, local phase, local readers, alone)``; ``alone``: no
+        other stage reads it and this stage lets it go where the whole step did."""
         m, n = b - a, self.n
         out = []
         for name, nb in self.inputs.items():
@@ -395,13 +409,11 @@ class TaskGraph:
             if p is None or not readers or nb <= 0:
                 continue
             k = p if p < n else 2 * n - 1 - p
-            if a <= k < b and not any(name in nd.read_inputs for nd in self.nodes[:a] + self.nodes[b:]):
-                local = k - a if p < n else 2 * m - 1 - (k - a)
-            else:
-                local = self._held_by_savers(name, p, a, b)
+            alone = a <= k < b and not any(name in nd.read_inputs for nd in self.nodes[:a] + self.nodes[b:])
+            local = (k - a if p < n else 2 * m - 1 - (k - a)) if alone else self._held_by_savers(name, p, a, b)
             if local is not None and local < 2 * m - 1:
-                out.append((nb, local, tuple(readers)))
-        return tuple(out)
+                out.append((name, nb, local, tuple(readers), alone))
+        return out
 
     def _held_by_savers(self, name: str, p: int, a: int, b: int) -> int | None:
         """The local phase the copy of input ``name`` on the stage of nodes ``a .. b-1`` is let go in,

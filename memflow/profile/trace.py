@@ -629,6 +629,7 @@ def trace_step(
         optimizer=type(optimizer).__name__, opt_transient_bytes=transient[2 * n], input_bytes=input_bytes,
         inputs=input_of, params=param_table, cast_params=sorted(cast_names),
         input_free={batch_keys[k]: p for k, p in live.freed_at.items() if k in batch_keys and p < 2 * n},
+        input_early=sorted(batch_keys[k] for k in live.early_frees() if k in batch_keys and live.freed_at[k] < 2 * n),
         input_holders={name: sorted(saved_inputs.get(name, ())) for name in input_of
                        if not any(name in v for v in viewed)},
         whole_params=sorted(names_by_id[i] for i in escaping_params(program) if i in names_by_id),

@@ -75,6 +75,43 @@ def test_a_deep_copied_layers_weights_are_the_modes_own_and_cost_nothing_to_read
         assert live.live - before == y.numel() * 4  # (the output; the weight's transpose is a view)
 
 
+def test_every_fake_parameter_is_its_own_after_the_build(tmp_path):
+    """The fake build keyed the tensors it replaced by ``id``; one replaced then dropped could have its id
+    taken by a later one, which was then given the first one's fake copy: a DETR-like detector (an
+    ``nn.TransformerEncoder`` and an ``nn.TransformerDecoder``, each deep-copying its layer) crashed the
+    planner with a segmentation fault in the optimizer's fake state (``bench/outside10/detr_like.py``).
+    In a child process (a crash fails the test, not the run): every parameter keeps its shape and is
+    the build's own, and a fake optimizer step runs."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "check.py"
+    script.write_text(f"""
+import sys, torch
+sys.path.insert(0, {str(ROOT)!r})
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from memflow.graph.fakebuild import build_fake
+from memflow.model_file import load_model_file
+spec = load_model_file({str(ROOT / "bench" / "outside10" / "detr_like.py")!r})
+mode = FakeTensorMode(allow_non_fake_inputs=True)
+m = build_fake(spec, mode)
+got = dict(m.named_parameters())
+params = [p for p in m.parameters() if p.requires_grad]
+with mode:
+    opt = spec.make_optimizer(params)
+    for p in params:
+        p.grad = torch.empty_like(p)
+    opt.step()
+assert len({{id(p) for p in got.values()}}) == len(got)
+assert all(isinstance(p, FakeTensor) and p.fake_mode is mode for p in got.values())
+real = {{n: tuple(p.shape) for n, p in spec.build().named_parameters()}}
+assert {{n: tuple(p.shape) for n, p in got.items()}} == real
+print("ok")
+""")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-2000:])
+
+
 def test_hf_vit_plans_for_a_named_gpu(monkeypatch):
     """HF's ViT (truncated-normal init, a patch convolution, a CLS token) captured in fake mode."""
     import memflow

@@ -93,6 +93,8 @@ def _to_fake(model: nn.Module, mode: FakeTensorMode, foreign_only: bool = False)
     ``linear`` saves for its backward, counted as an allocation of the weight's bytes (a plain-torch
     encoder-decoder's fake step 17% above what its parameters streamed from the host hold)."""
     made: dict[int, torch.Tensor] = {}
+    # the tensors replaced, held to the end: keyed by id, a dead one's id could be a later tensor's
+    replaced: list = []
 
     def fake(t: torch.Tensor) -> torch.Tensor:
         if t.device.type == "meta" or foreign_only:
@@ -110,10 +112,12 @@ def _to_fake(model: nn.Module, mode: FakeTensorMode, foreign_only: bool = False)
                 continue
             if id(p) not in made:
                 made[id(p)] = nn.Parameter(fake(p.detach()), requires_grad=p.requires_grad)
+                replaced.append(p)
             mod._parameters[name] = made[id(p)]
         for name, b in list(mod._buffers.items()):
             if b is None or skip(b):
                 continue
             if id(b) not in made:
                 made[id(b)] = fake(b)
+                replaced.append(b)
             mod._buffers[name] = made[id(b)]

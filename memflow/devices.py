@@ -263,7 +263,12 @@ def load_device(name_or_path: str | os.PathLike, *, remeasure: bool = False) -> 
     else:
         path = DEVICE_DIR / f"{s.lower()}.yaml"
         if not path.is_file():
-            raise ConfigError(f"unknown device {s!r}; available: {', '.join(list_devices())}")
+            # a model's name alone where one preset has it (v100: v100-16gb); two, named in the error (a100)
+            like = [d for d in list_devices() if d.startswith(s.lower() + "-")] if s else []
+            if len(like) != 1:
+                hint = f" (did you mean {' or '.join(like)}?)" if like else ""
+                raise ConfigError(f"unknown device {s!r}{hint}; available: {', '.join(list_devices())}")
+            path = DEVICE_DIR / f"{like[0]}.yaml"
     data = read_yaml_mapping(path)
     data.setdefault("name", path.stem)
     if data.get("measured"):

@@ -207,6 +207,15 @@ def test_unknown_device_lists_available():
         assert name in str(e.value)
 
 
+def test_a_gpus_name_alone_is_its_one_preset():
+    # a user typed --gpu-type v100 and got 'unknown device': the one preset of that name is meant
+    assert load_device("v100") == load_device("v100-16gb") and load_device("V100").name == "v100-16gb"
+    with pytest.raises(ConfigError, match=r"did you mean a100-40gb or a100-80gb\?"):
+        load_device("a100")  # (two presets: named, not picked)
+    with pytest.raises(ConfigError, match="unknown device 'v10'; available"):
+        load_device("v10")
+
+
 def test_cpu_is_measured_and_cached():
     cpu = load_device("cpu")
     assert cpu.kind == "cpu" and cpu.measured

@@ -70,7 +70,7 @@ def _plan_options(p: ArgParser) -> None:
     p.add_argument("model", help="model file defining build_model() and example_batch(batch_size)")
     p.add_argument("--gpus", type=int, default=None, metavar="N", help="number of devices (default: the cluster's, or 1)")
     p.add_argument("--gpu-type", default=None, metavar="NAME",
-                   help="device name (listed below; default v100-16gb); cpu: N local processes on this host")
+                   help="device name (listed below; a name alone where one preset has it: v100; default v100-16gb); cpu: N local processes on this host")
     p.add_argument("--gpu-memory", default=None, metavar="SIZE",
                    help="memory per device instead of the device's own, e.g. 16GiB, 12GB, 512MiB")
     p.add_argument("--cluster", default=None, metavar="NAME|FILE", help="cluster preset name (listed below) or YAML file")

@@ -465,12 +465,14 @@ def replay(graph: TaskGraph, executor: bool = False) -> Replay:
     """The graph's own liveness replay of one plain single-device training step (the traced one: a
     training loop holding its batch to the end). ``executor``: as the executor runs it, where each
     micro-batch's inputs are held by the step alone, and one no node's backward needs is let go once
-    its last reader's forward ends (:meth:`TaskGraph.input_deaths`): the simulator's single stage."""
+    its last reader's forward ends (:meth:`TaskGraph.input_deaths`), and one let go before its phase's
+    peak is not counted at it (:meth:`TaskGraph.early_deaths`): the simulator's single stage, every node
+    kept."""
     arr = graph.buffer_arrays()
     carried = carried_bytes(graph.num_phases, arr["nbytes"], arr["alloc"], arr["free"])
     if executor:
-        for nb, d, _ in graph.input_deaths(0, graph.n):
-            carried[d + 1:2 * graph.n] -= nb
+        for (nb, d, _), early in zip(graph.input_deaths(0, graph.n), graph.early_deaths(0, graph.n)):
+            carried[d + 1 - early:2 * graph.n] -= nb
     state = graph.state_bytes
     phase = state + carried + graph.transient_array()
     return Replay(phase_bytes=phase, carried_bytes=carried, state_bytes=state)

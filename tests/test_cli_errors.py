@@ -57,6 +57,7 @@ CASES = [
     ("plan bad memory unit", lambda t: ["plan", EX, "--gpu-memory", "12XB"], "--gpu-memory"),
     ("plan zero memory", lambda t: ["plan", EX, "--gpu-memory", "0"], "--gpu-memory"),
     ("plan unknown gpu type", lambda t: ["plan", EX, "--gpu-type", "voodoo-5"], "voodoo-5"),
+    ("plan ambiguous gpu name", lambda t: ["plan", EX, "--gpu-type", "a100"], "did you mean a100-40gb or a100-80gb"),
     ("plan unknown cluster", lambda t: ["plan", EX, "--cluster", "nosuch-cluster"], "nosuch-cluster"),
     ("plan cluster and gpu-type", lambda t: ["plan", EX, "--cluster", "cpu-2", "--gpu-type", "l4"], "not both"),
     ("plan batch 0", lambda t: ["plan", EX, "--batch-size", "0"], "--batch-size"),

@@ -230,6 +230,11 @@ class LiveBytes(TorchDispatchMode):
         # new one, made beside it, is added into it and let go
         self.phase_peak_steady: dict[int, int] | None = None
         self._made = 0
+        # per phase, the peak had each parameter gradient added into one an earlier phase made been kept instead
+        # once added (the profiler's, :meth:`follow_added`; None: not followed): a pipeline stage holding a tied
+        # weight whose gradient a later stage's node made first in the trace makes its own there
+        self.phase_peak_first: dict[int, int] | None = None
+        self._added = 0
         self._kept: set = set()  # (track_kept)
         self.freed_at: dict[int, int] = {}
         # per kept storage let go: (phase, that phase's peak and steady peak so far, bytes) (:meth:`early_frees`)
@@ -252,6 +257,9 @@ class LiveBytes(TorchDispatchMode):
         if self.phase_peak_steady is not None:
             self._made = 0
             self._st()
+        if self.phase_peak_first is not None:
+            self._added = 0
+            self._fi()
         if self.phase_peak_held_f is not None:
             self._held_f = 0
             self._hf()
@@ -285,6 +293,22 @@ class LiveBytes(TorchDispatchMode):
         v = self.live - self._made
         if v > self.phase_peak_steady.get(self.phase, -1):
             self.phase_peak_steady[self.phase] = v
+
+    def follow_added(self) -> None:
+        """Follow, per phase, its peak had each gradient added into a parameter's, made in an earlier phase,
+        been held from then to the phase's end (``phase_peak_first``; the caller tells each one added:
+        :meth:`grad_added`)."""
+        self.phase_peak_first = {}
+        self._added = 0
+
+    def grad_added(self, nbytes: int) -> None:
+        """A new gradient of ``nbytes`` has just been added into a parameter's, made in an earlier phase."""
+        self._added += nbytes
+
+    def _fi(self) -> None:
+        v = self.live + self._added
+        if v > self.phase_peak_first.get(self.phase, -1):
+            self.phase_peak_first[self.phase] = v
 
     def hold_saved(self, min_bytes: int = 0) -> None:
         """Follow, per phase, what its peak would be were the saved tensors of at least ``min_bytes`` it
@@ -530,6 +554,8 @@ class LiveBytes(TorchDispatchMode):
             self._hf()
         if self.phase_peak_steady is not None and not _accumulating():
             self._st()
+        if self.phase_peak_first is not None:
+            self._fi()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

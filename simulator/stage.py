@@ -713,6 +713,9 @@ class _KeepTables:
                 og[la].append(i)
             for u in L.g_fusers[i]:
                 fg[u].append(i)
+        for p, nb in enumerate(L.grad_first):  # (in the phase that made it too: no trace of it counts it there)
+            dst[p] += nb
+            dst[p + 1] -= nb
         self.inputs_gone = 0
         # (a batch input let go early: out of the carried bytes after its phase; let go before its phase's peak,
         # out of that phase's too: SegFormer's per-pixel labels, at its loss's backward, 1.6% over counted there)

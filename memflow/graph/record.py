@@ -129,6 +129,11 @@ class Node:
     # a later micro-batch's backward, where each gradient is there already (a step buffer) and the new one
     # is added into it and let go (-1: not traced; bwd_transient_bytes, which counts them twice there)
     steady_bwd_transient_bytes: int = -1
+    # its backward's in-phase peak above the carried bytes had each parameter gradient it adds into one an
+    # earlier phase made (a tied weight's, read again by a later node) been held from then on: a pipeline
+    # stage that holds that parameter without the later node makes its gradient there (-1: not traced; the
+    # layout adds the gradient's bytes through the phase)
+    first_bwd_transient_bytes: int = -1
     fwd_time_s: float = 0.0  # on the graph's device (measured or predicted)
     bwd_time_s: float = 0.0
     # measured on the CPU: its forward/backward time when swapped as the CPU executor swaps (the

@@ -450,6 +450,7 @@ def trace_step(
     live.hold_inputs(n)  # (... and with what it frees of its node's inputs held to its end: a recompute's checkpoint)
     live.hold_old({p: p for p in range(n)})  # (each forward's peak with what it frees of earlier phases' buffers held)
     live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
+    live.follow_added()  # (... and with the gradients it adds into one an earlier phase made held instead)
     state_bytes = live.live
     grad_events = []
     _, _, names_by_id = node_state(program, optimizer)
@@ -504,12 +505,15 @@ def trace_step(
 
     watch = NodeWatch(program, live) if selective == "nodes" else None
     sends = SendCopies(program, live, watch, inputs=set(batch_keys))  # (what a cut's sends copy: memory no traced phase holds)
-    made: set = set()
+    made: dict = {}  # id(parameter) -> the phase that made its gradient
 
     def grad_made(prm):  # a parameter's gradient set (made, the first time in the step): a later micro-batch adds into it
-        if n <= live.phase < 2 * n and id(prm) not in made and prm.grad is not None:
-            made.add(id(prm))
-            live.grad_made(sum(st.nbytes() for st in storages(prm.grad)))
+        if n <= live.phase < 2 * n and prm.grad is not None:
+            if id(prm) not in made:
+                made[id(prm)] = live.phase
+                live.grad_made(sum(st.nbytes() for st in storages(prm.grad)))
+            elif made[id(prm)] != live.phase:  # (added into one an earlier phase made: a tied weight's)
+                live.grad_added(sum(st.nbytes() for st in storages(prm.grad)))
 
     hooks = [prm.register_post_accumulate_grad_hook(grad_made) for prm in params if prm.requires_grad]
     try:
@@ -560,6 +564,7 @@ def trace_step(
     held_in = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_in)
     held_f = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)
     steady = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)
+    first = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_first)
     low = dict(low_fwd_transient_bytes=-1, low_bwd_transient_bytes=-1, low_rec_fwd_transient_bytes=-1,
                low_held_bwd_transient_bytes=-1, low_rec_held_bwd_transient_bytes=-1)
     lows = [low] * n
@@ -621,6 +626,7 @@ def trace_step(
             rec_held_bwd_transient_bytes=max(held_in[bp], transient[bp]),
             held_fwd_transient_bytes=max(held_f[fp], transient[fp]),
             steady_bwd_transient_bytes=min(steady[bp], transient[bp]),
+            first_bwd_transient_bytes=max(first[bp], transient[bp]),
             read_inputs=sorted(set(_data_reads(program.calls[k], input_of)) | viewed[k]),
             **states[k], **sel[k], **lows[k],
         ))

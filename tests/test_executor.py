@@ -203,8 +203,11 @@ def test_pp4_gpipe_lstm_with_swap_and_recompute():
     # two values summed by the next stage: one gradient for both, sent once (sent twice, the first stage held two:
     # 65,536 bytes, 13%, under)
     ("shared_grad", 2, ["keep", "keep", "keep", "keep"], "1f1b"),
+    # ... the one gradient transposed for one of them (a positional convolution's output, channels first): sent
+    # once too, received as a view of the other (sent twice: 65,536 bytes, 11%, under)
+    ("shared_grad_t", 2, ["keep", "keep", "keep", "keep"], "1f1b"),
 ], ids=["recomputed-last", "embedding-stage", "transposed-gradient", "sliced-kept", "sliced-recomputed",
-        "sliced-swapped-last", "shared-gradient"])
+        "sliced-swapped-last", "shared-gradient", "shared-gradient-transposed"])
 def test_pp2_values_sent_on_as_predicted(model, cut, actions, schedule):
     """Values crossing a pipeline cut (a mask made before the stage's last node, read without being saved,
     as GPT-NeoX's; the embedding's output; a transposed gradient; a slice, sent as a copy): each rank's peak

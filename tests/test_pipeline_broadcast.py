@@ -12,7 +12,7 @@ import torch
 
 from memflow.errors import ExecutionError
 from memflow.executor.comm import StageLink, ValueMeta
-from memflow.graph.sending import aliases, send_copy_bytes
+from memflow.graph.sending import aliases, memory_order, send_copy_bytes
 from memflow.memory import view_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +42,18 @@ def test_one_tensor_under_two_names_travels_once():
     g = torch.zeros(4, 8)
     assert aliases([g, g, torch.zeros(4, 8), g.view(4, 8), g[:2], 3, None]) == [None, 0, None, 0, None, None, None]
     assert aliases([g.t(), g]) == [None, None]  # the same storage laid out otherwise: its own
+    # ... except gradients sent back: the same elements in another dense layout travel once, viewed as told
+    h = torch.zeros(4, 8, 6)
+    assert aliases([h, h.transpose(1, 2), h[:2].transpose(1, 2), h.transpose(1, 2)[:, ::2]], views=True) == \
+        [None, [0, [48, 1, 6]], None, None]
+    assert aliases([h.transpose(0, 2), torch.zeros(6), h], views=True) == [None, None, [0, [48, 6, 1]]]
+    a = torch.arange(4 * 8 * 6.0).reshape(4, 8, 6)
+    sent = [a.transpose(1, 2), a]
+    got = aliases(sent, views=True)
+    # (received as StageLink does: the first in its memory order, the second viewed from it as told)
+    first = torch.empty_permuted(sent[0].shape, memory_order(sent[0]))
+    first.copy_(sent[0])
+    assert torch.equal(first.as_strided(a.shape, got[1][1], first.storage_offset()), a)
 
 
 def test_values_that_alias_otherwise_than_first_told_stop_the_step():

@@ -202,7 +202,7 @@ class StageLink:
             # receiving stage held through its backward, under its plan)
             self.grad_none = [g is None for _, g in out]
             self.grad_perms = [memory_order(g) if g is not None and not g.is_contiguous() else None for _, g in out]
-            self.grad_alias = aliases([g for _, g in out])
+            self.grad_alias = aliases([g for _, g in out], views=True)
             dist.send_object_list([(self.grad_perms, self.grad_alias, self.grad_none)], dst=self.peer,
                                   group=self.group)
         else:
@@ -214,7 +214,7 @@ class StageLink:
                                          "on it every step, or on none)")
             out = [(i, torch.zeros(self.meta[i].shape, dtype=self.meta[i].dtype, device=self.device)
                     if g is None and not none else g) for (i, g), none in zip(out, self.grad_none)]
-            _same_aliases(self.grad_alias, [g for _, g in out], "gradient")
+            _same_aliases(self.grad_alias, [g for _, g in out], "gradient", views=True)
         for (i, g), perm, alias in zip(out, self.grad_perms, self.grad_alias):
             if alias is None and g is not None:  # (an alias travelled as the earlier gradient it is)
                 self._isend(g, BWD_TAG + i, perm=perm)  # (another layout than the first's: sent as a copy)
@@ -231,6 +231,10 @@ class StageLink:
         for (i, n, m), perm, alias, none in zip(names, self.grad_perms, self.grad_alias, self.grad_none):
             if none:  # (no gradient: the sender's backward made none)
                 continue
+            if isinstance(alias, list):  # the same elements as an earlier gradient, in its own layout
+                base = out[names[alias[0]][1]]
+                out[n] = base.as_strided(m.shape, alias[1], base.storage_offset())
+                continue
             if alias is not None:  # the same tensor as an earlier gradient: received once
                 out[n] = out[names[alias][1]]
                 continue
@@ -245,10 +249,10 @@ class StageLink:
         return out
 
 
-def _same_aliases(told: list, values: list, what: str) -> None:
+def _same_aliases(told: list, values: list, what: str, views: bool = False) -> None:
     """The aliases told at the first transfer must hold at every one (the receiver posts one receive per
     tensor told): a step whose values alias otherwise is stopped with what changed."""
-    now = aliases(values)
+    now = aliases(values, views)
     if now != told:
         raise ExecutionError(f"a pipeline stage's {what}s that cross its cut alias each other differently from "
                              f"the first micro-batch's ({told} then {now}); the step was stopped: its transfers "

@@ -11,6 +11,10 @@ One rule for the executor (:mod:`memflow.executor.comm`, which sends) and the pr
 * a value that is the very tensor an earlier value of the same send is (autograd's add hands both
   its inputs one gradient) travels once, and arrives as one tensor under both names: sent twice, a
   stage received two tensors where the step held one (a wav2vec2 stage, 40,448 bytes under its plan);
+  a gradient that is the same elements of the same storage in another dense layout (the add's one
+  gradient, transposed for a value sent before the transpose) travels once too, and arrives as a view
+  of that one in its own layout (a Data2VecAudio stage whose positional convolution's output is sent
+  beside the hidden states it is added to: 40,704 bytes under per micro-batch);
 * anything else, a view of part of a storage (a slice of the last dimension, one piece of a
   concatenation's gradient), travels as a contiguous copy of its own elements: a buffer beside the
   storage, held until the send completes (a forward's: until the micro-batch's backward starts; a
@@ -54,16 +58,27 @@ def send_copy_bytes(t, requires_grad: bool) -> int:
     return t.numel() * t.element_size()
 
 
-def aliases(values: list) -> list:
+def aliases(values: list, views: bool = False) -> list:
     """Per value, the index of an earlier one that is the same tensor (the same elements of the same
-    storage, laid out alike), else None: it travels once (see the module docstring)."""
+    storage, laid out alike), else None: it travels once (see the module docstring). ``views`` (the
+    gradients sent back): also one whose elements are the same in another dense layout, as
+    ``[index, strides]``: received as a view of that one with those strides."""
     out: list = []
     seen: dict[tuple, int] = {}
+    dense: dict[tuple, int] = {}
     for i, t in enumerate(values):
         key = None
         if isinstance(t, torch.Tensor) and t.numel():
-            key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+            ptr = t.untyped_storage().data_ptr()
+            key = (ptr, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+            if key not in seen and views and memory_order(t) is not None:
+                same = dense.get((ptr, t.storage_offset(), t.numel(), t.dtype))
+                if same is not None:
+                    out.append([same, list(t.stride())])
+                    continue
         out.append(seen.get(key) if key is not None else None)
         if key is not None and key not in seen:
             seen[key] = i
+            if views and memory_order(t) is not None:
+                dense.setdefault((ptr, t.storage_offset(), t.numel(), t.dtype), i)
     return out

@@ -60,3 +60,44 @@ def test_a_recomputed_node_no_backward_runs_through_is_priced_without_a_replay()
             r.rank, r.predicted_peak_bytes, r.measured_peak_bytes, r.peak_at)
     want = plain_losses(path, 4, 3, seed=0)
     assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(rep.losses, want)), (rep.losses, want)
+
+
+
+def test_an_unread_pooler_holds_no_input_for_a_backward():
+    """HF LayoutLM for token classification (tests/models/layoutlm_tokencls.py, written for the tenth outside round):
+    its pooler, computed and unread, first on the last stage, reads the received encoder output beside the
+    classifier. Recomputed, its checkpoint goes with its unread output, as a kept node's saved tensors would; the
+    model had it hold the encoder output to the pooler's backward phase, counted beside the trace's figure for the
+    classifier's backward, where it dies: 5,120 B, 25% of the small last stage, over. And the optimizer step priced
+    the pooler's weights as gradients and stepped them: the optimizer skips parameters without one (36% over on a
+    stage holding an unread pooler, tests/models/unused_pooler.py)."""
+    from memflow.strategy import Strategy
+    path = str(Path(__file__).resolve().parent / "models" / "layoutlm_tokencls.py")
+    from memflow.cluster import Cluster
+    from memflow.planner import GraphSource, resolve_spec
+    g = GraphSource(resolve_spec(path), Cluster.load("cpu-2"))(2)
+    cut = [nd.name for nd in g.nodes].index("layoutlm.pooler")
+    assert g.meta["no_backward"] == [cut]
+    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut), actions=["recompute"] * g.n, microbatches=2)
+    _, rep = predicted_ranks(path, g, st, batch=4, cluster="cpu-2")
+    for r in rep.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.005 * r.measured_peak_bytes, (
+            r.rank, r.predicted_peak_bytes, r.measured_peak_bytes, r.peak_at)
+
+
+@pytest.mark.parametrize("acts", [("recompute", "recompute"), ("selective", "keep"), ("recompute", "keep")])
+def test_a_stage_holding_an_unread_pooler_steps_no_gradient_for_it(acts):
+    """An unread pooler first on the last stage, its weights without gradients: the stage's optimizer step was
+    priced with them as gradients, and their temporaries (36% over); the optimizer skips them."""
+    from memflow.strategy import Strategy
+    path = str(Path(__file__).resolve().parent / "models" / "unused_pooler.py")
+    from memflow.cluster import Cluster
+    from memflow.planner import GraphSource, resolve_spec
+    g = GraphSource(resolve_spec(path), Cluster.load("cpu-2"))(4)
+    cut = [nd.name for nd in g.nodes].index("pooler")
+    assert g.meta["no_backward"] == [cut] and g.n == cut + 2
+    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1, 1], actions=["keep"] * cut + list(acts))
+    _, rep = predicted_ranks(path, g, st, batch=4, cluster="cpu-2")
+    for r in rep.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.005 * r.measured_peak_bytes, (
+            r.rank, r.predicted_peak_bytes, r.measured_peak_bytes, r.peak_at)

@@ -1204,12 +1204,16 @@ class StageModel:
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             steady = None
-            if (K.keep_Bs is not None or L.swap_bcut) and not (z3 or z2):  # (gradients sharded: each one made anew)
+            if (K.keep_Bs is not None or L.swap_bcut) and not z2:  # (gradients sharded: each one made anew)
                 # (swapped: the CPU executor's traced figure; a GPU's swap, untraced, takes them made anew)
                 scut = L.swap_bcut if cpu and L.swap_trans is not None and L.swap_bcut else None
                 bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else K.sel_bcut[x]
                         if a == SELECTIVE else scut[x] if a == SWAP and scut else 0 for x, a in enumerate(actions)]
-                steady = _steady_B(m, kv, d, bcut)
+                if z3:  # (a unit's gradient is made anew each micro-batch; a weight read by several nodes or
+                    # stages is held whole, its gradient accumulated there: a GRU decoder's second micro-batch
+                    # was priced with its shared weights' gradients twice, 16% over)
+                    bcut = [max(0, c - int(u[1])) for c, u in zip(bcut, self.z3.units)]
+                steady = _steady_B(m, kv, d, bcut) if any(bcut) else None
             if detail and sync:
                 pts = _sync_points(copies, m, kv, kv0, list(accumulate(d)), S_after, input_bytes)
                 sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)

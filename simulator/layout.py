@@ -167,6 +167,9 @@ class StageLayout:
     # ... per entry, whether it is let go before its phase's peak (TaskGraph.early_deaths): out of that phase's
     # carried bytes too, where its readers are kept (a checkpointed reader's replay, a swapped one's, runs with it)
     input_early: tuple = ()
+    # ... and whether the CPU executor's swap lets it go so too (TaskGraph.early_swapped_deaths): a swapped reader's
+    # phase, priced from the all-swapped trace, is counted without it as a kept one's is
+    input_early_swap: tuple = ()
     # per local node: of its backward's transient, the gradients it makes that a later micro-batch's
     # backward finds there already (counted in the step buffers then; the new one is added into it)
     bcut: list = ()
@@ -583,7 +586,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     rec_held_extra = [max(0, int(nd.rec_held_bwd_transient_bytes) - int(nd.bwd_transient_bytes))
                       if nd.rec_held_bwd_transient_bytes >= 0 else 0 for nd in nodes]
     return StageLayout(
-        a=a, b=b, m=m, input_deaths=_held_deaths(graph, a, b), input_early=graph.early_deaths(a, b), bcut=bcut, swap_bcut=swap_bcut if any(swap_bcut) else (),
+        a=a, b=b, m=m, input_deaths=_held_deaths(graph, a, b), input_early=graph.early_deaths(a, b),
+        input_early_swap=graph.early_swapped_deaths(a, b), bcut=bcut, swap_bcut=swap_bcut if any(swap_bcut) else (),
         grad_first=_first_grads(grad_first, nodes),
         g_bytes=[groups[k] for k in keys],
         g_alloc=[k[0] for k in keys],

@@ -617,16 +617,19 @@ def _running(base: list, d: list, n: int) -> list:
     return out
 
 
-def _input_extensions(deaths: tuple, early: tuple, actions: tuple, m: int, dc: list) -> int:
+def _input_extensions(deaths: tuple, early: tuple, actions: tuple, m: int, dc: list, early_swap: tuple = ()) -> int:
     """The batch inputs let go early (:attr:`StageLayout.input_deaths`) under ``actions``: a reader
     recomputed or selective holds what it reads (its checkpoint) to its own backward, so such an
     input is carried on to that phase (added to the carried changes ``dc``). One let go before its
     phase's peak (``early``, :attr:`StageLayout.input_early`) is counted through that phase again
-    where a reader is not kept (a replay, a swap's copies back, run with it). Returns the bytes of
-    them gone by the end of the F half (not held by an in-flight micro-batch)."""
+    where a reader is not kept (a replay run with it), or swapped where the all-swapped trace did not
+    let it go so too (``early_swap``, :attr:`StageLayout.input_early_swap`; a CPU's swap: a GPU's is
+    untraced). Returns the bytes of them gone by the end of the F half (not held by an in-flight
+    micro-batch)."""
     gone = 0
     for i, (nb, d0, readers) in enumerate(deaths):
-        if early and early[i] and any(actions[x] != KEEP for x in readers):
+        sw = bool(early_swap) and early_swap[i]
+        if early and early[i] and any(actions[x] != KEEP and not (sw and actions[x] == SWAP) for x in readers):
             dc[d0] += nb
             dc[d0 + 1] -= nb
         d = d0
@@ -1161,7 +1164,8 @@ class StageModel:
             # ---- memory: the touched groups' all-keep share out, their actual one in
             R = K.R + sel_R
             if (has_rec or has_swap) and L.input_deaths:
-                inp_gone = _input_extensions(L.input_deaths, L.input_early, actions, m, dc)
+                inp_gone = _input_extensions(L.input_deaths, L.input_early, actions, m, dc,
+                                             L.input_early_swap if cpu and L.swap_trans is not None else ())
             fheld = {}
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,

@@ -245,6 +245,9 @@ class TaskGraph:
     # the traced one less them: a segmentation loss's per-pixel labels, let go by the NLL backward before the
     # log-softmax backward's allocation), where the phase's figures count the batch to the step's end
     input_early: list[str] = field(default_factory=list)
+    # ... and those the CPU executor's swap lets go so too, traced with every node swapped (a swapped reader's
+    # phase is priced from that trace: SegFormer's labels, its loss node swapped, 6-7.5% over counted there)
+    input_early_swapped: list[str] = field(default_factory=list)
     # ... and per batch input the nodes whose forward saved it (a saved-tensor hook saw it), where no node
     # reads it through views another made: the stage a reader is on lets its own copy of an input other
     # stages read too (an autoencoder's image, its own target) go by these (:meth:`input_deaths`)
@@ -402,6 +405,12 @@ class TaskGraph:
         """Per entry of :meth:`input_deaths` (same order), whether the input is let go before its phase's
         peak (:attr:`input_early`): only where this stage lets it go where the whole step did."""
         return tuple(alone and name in self.input_early for name, _nb, _local, _readers, alone in self._deaths(a, b))
+
+    def early_swapped_deaths(self, a: int, b: int) -> tuple:
+        """Per entry of :meth:`input_deaths`, whether the input is let go before its phase's peak in the trace
+        with every node swapped as the CPU executor swaps too (:attr:`input_early_swapped`)."""
+        return tuple(alone and name in self.input_early and name in self.input_early_swapped
+                     for name, _nb, _local, _readers, alone in self._deaths(a, b))
 
     def _deaths(self, a: int, b: int) -> list:
         """:meth:`input_deaths`' entries as ``(name, bytes, local phase, local readers, alone)``; ``alone``: no

@@ -143,12 +143,17 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     n = program.n
     state = state_tensors(program, optimizer)
     live = LiveBytes(record=True)
-    live.track(state + list(inputs), kind="state")
+    live.track(state, kind="state")
+    # (a copy of the batch the step alone holds, as the main trace's: counted to the end all the same; which
+    # inputs it lets go before their phase's peak is the fifth figure)
+    batch = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+    batch_keys = {key: name for name, t in zip(program.placeholders, batch) if isinstance(t, torch.Tensor)
+                  for key in live.track_kept([t])}
     live.follow_grads()
     live.hold_old({p: p for p in range(n)})
     state_bytes = live.live
     swap = HostSwap(live, {t.untyped_storage().data_ptr() for t in state})
-    swap.batch_inputs(inputs)  # (as the executor: the batch stays on the device)
+    swap.batch_inputs(batch)  # (as the executor: the batch stays on the device)
     made: set = set()
 
     def grad_made(prm):
@@ -160,7 +165,7 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     hooks = [prm.register_post_accumulate_grad_hook(grad_made) for prm in params if prm.requires_grad]
     try:
         with live:
-            program.run_step(inputs, on_phase=live.set_phase, wrap=make_wrap([SWAP] * n, swap))
+            program.run_step(batch, on_phase=live.set_phase, wrap=make_wrap([SWAP] * n, swap), consume=True)
             live.set_phase(2 * n)
     finally:
         for h in hooks:
@@ -170,9 +175,10 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     carried = [ev.nbytes for ev in evs], [ev.alloc_phase for ev in evs], \
         [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs]
     freed = [sum(ev.nbytes for ev in evs if ev.alloc_phase < p == ev.free_phase) for p in range(n)]
+    early = sorted(batch_keys[k] for k in live.early_frees() if k in batch_keys and live.freed_at[k] < 2 * n)
     return (_transients(live, state_bytes, n, *carried)[:2 * n],
             _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)[:2 * n],
-            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)[:n], freed)
+            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)[:n], freed, early)
 
 
 def _checkpointed_fwd_transients(program: StepProgram, inputs: list[torch.Tensor],
@@ -582,8 +588,8 @@ def trace_step(
                      low_rec_held_bwd_transient_bytes=max(hi_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]))
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
-    swapped, swapped_steady, swapped_held_f, swapped_freed = (_cpu_swap_transients(program, inputs, optimizer)
-                                                              if cpu_swap else ([-1] * (2 * n),) * 2 + ([-1] * n,) * 2)
+    swapped, swapped_steady, swapped_held_f, swapped_freed, swapped_early = (
+        _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else ([-1] * (2 * n),) * 2 + ([-1] * n,) * 2 + ([],))
     # (fp32 only: under bf16 autocast a recomputed loss head's forward ran 1,728 bytes above its traced figure on
     # the CPU, not located; there the kept forward's figure stays, an upper bound)
     ck = _checkpointed_fwd_transients(program, inputs, optimizer) if not casts(dtype) else [-1] * n
@@ -636,6 +642,7 @@ def trace_step(
         inputs=input_of, params=param_table, cast_params=sorted(cast_names),
         input_free={batch_keys[k]: p for k, p in live.freed_at.items() if k in batch_keys and p < 2 * n},
         input_early=sorted(batch_keys[k] for k in live.early_frees() if k in batch_keys and live.freed_at[k] < 2 * n),
+        input_early_swapped=swapped_early,
         input_holders={name: sorted(saved_inputs.get(name, ())) for name in input_of
                        if not any(name in v for v in viewed)},
         whole_params=sorted(names_by_id[i] for i in escaping_params(program) if i in names_by_id),

@@ -104,6 +104,9 @@ class BufferEvent:
     views: dict = field(default_factory=dict)
     cast: str = ""  # autocast's bf16 cast of this watched parameter (LiveBytes.watch_casts)
     packed: bool = False  # a forward saved it through autograd's saved-tensor hooks (the profiler's trace)
+    # made in an earlier phase and freed in this one at its peak so far: how far the phase's peak after its
+    # free is below that (:meth:`LiveBytes.follow_frees`); 0: the peak came after it; -1: not followed
+    free_gap: int = -1
 
     def read(self, t: torch.Tensor, storage_bytes: int, phase: int) -> None:
         """An op of ``phase`` read ``t``, a tensor on this storage."""
@@ -237,11 +240,16 @@ class LiveBytes(TorchDispatchMode):
         self._added = 0
         self._kept: set = set()  # (track_kept)
         self.freed_at: dict[int, int] = {}
+        # per phase, the buffers made before it freed in it at its peak so far, and the most live bytes since
+        # the last of them went (the profiler's, :meth:`follow_frees`; None: not followed)
+        self._fr: list | None = None
         # per kept storage let go: (phase, that phase's peak and steady peak so far, bytes) (:meth:`early_frees`)
         self.kept_free: dict[int, tuple] = {}
 
     # --------------------------------------------------------------- control
     def set_phase(self, phase: int) -> None:
+        if self._fr is not None:
+            self._close_frees()
         self.phase = phase
         self.phase_peak[phase] = max(self.phase_peak.get(phase, 0), self.live)
         if self._cast_keys is not None:
@@ -263,6 +271,20 @@ class LiveBytes(TorchDispatchMode):
         if self.phase_peak_held_f is not None:
             self._held_f = 0
             self._hf()
+
+    def follow_frees(self) -> None:
+        """Follow, per recorded buffer made in an earlier phase and freed in this one at the phase's peak so far,
+        how far the phase's peak after its free is below that peak (``BufferEvent.free_gap``): the phase's
+        peak had the buffer been smaller by d is the peak less ``min(d, free_gap)`` (a pipeline stage receives
+        only the slice of a storage it reads: a concatenation's gradient, one slice of it a skip's)."""
+        self._fr = []
+
+    def _close_frees(self) -> None:
+        peak, after = self.phase_peak.get(self.phase, 0), 0
+        for ent in reversed(self._fr):  # [event, the phase's peak so far at its free, most live bytes since]
+            after = max(after, ent[2])
+            ent[0].free_gap = peak - after if ent[1] >= peak else 0
+        self._fr = []
 
     def hold_old(self, cutoffs: dict[int, int]) -> None:
         """Follow, per phase p in ``cutoffs``, what its peak would be were the buffers made before phase
@@ -427,6 +449,8 @@ class LiveBytes(TorchDispatchMode):
                 self._hi()
             if self.phase_peak_held_f is not None:
                 self._hf()
+            if self._fr:
+                self._fr[-1][2] = max(self._fr[-1][2], self.live)
         self._refs[key] = (ref, new, ev, on_host)
 
     def event_of(self, t: torch.Tensor) -> BufferEvent | None:
@@ -507,6 +531,8 @@ class LiveBytes(TorchDispatchMode):
             self.cast_live -= nbytes
         if ev is not None:
             ev.free_phase = self.phase
+            if self._fr is not None and ev.alloc_phase < self.phase:
+                self._fr.append([ev, self.phase_peak.get(self.phase, 0), self.live])
 
     def _add(self, st, kind: str, check: bool = True, record: bool = True, cast: str = "") -> None:
         key = id(st)
@@ -556,6 +582,8 @@ class LiveBytes(TorchDispatchMode):
             self._st()
         if self.phase_peak_first is not None:
             self._fi()
+        if self._fr:
+            self._fr[-1][2] = max(self._fr[-1][2], self.live)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -353,6 +353,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     sel_recv = [0] * m
     sel_recv_ck = [0] * m
     grad_first = [0] * (2 * m)
+    tdrop = [0] * (2 * m)  # per phase, what its traced transient counts of storages received smaller
     no_backward = set(graph.meta.get("no_backward", ()))
     for buf in graph.buffers:
         nb = int(buf.nbytes)
@@ -471,7 +472,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         else:  # odd direction (e.g. a forward buffer read by an earlier stage's backward)
             if not use_nodes_local:
                 continue
-            la, late = m - 1, True
+            la, late, relay = m - 1, True, False
             need = max([la] + use_nodes_local)
         saver = (-1, 0, ())
         if lf_native is not None and lf_native >= need and lf_native < 2 * m:
@@ -487,13 +488,21 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 # flight held in the plan, gone in the run)
                 saver = _swapped_by(la, need, use_nodes_local, fusers_t, m, m if relay else la)
         add(nb, la, lf, extra, False, grad, late, fusers_t, saver, buf=buf)
+        if not (extra or relay) and lf == lf_native and 0 < nb < int(buf.nbytes) and buf.free_gap > 0:
+            # received smaller than the storage the trace freed at its phase's peak: that peak less the
+            # difference, at most down to the peak after its free (Buffer.free_gap; a 1-D U-Net's skip
+            # gradients, a slice of each decoder concatenation's, 6-8% over at the encoder's backward)
+            tdrop[lf] = max(tdrop[lf], min(int(buf.nbytes) - nb, int(buf.free_gap)))
         if fwd_alloc and not late:
             fdied(buf, nb, lf, extra, saver)
             held_by = int(graph.nodes[owner].sel_held_out_bytes) if owner < a else 0
             if not extra and m <= lf < 2 * m and 0 < int(buf.nbytes) <= held_by:
                 sel_recv[2 * m - 1 - lf] += nb
-            x = 2 * m - 1 - lf
-            if (extra and m <= lf < 2 * m and not relay and fusers_t and fusers_t[0] == x and int(buf.nbytes) > held_by
+            # (read here only by forwards that do not save it, the first of them x: a checkpointed x holds it to
+            # B_x, where the all-selective trace freed it too; a 1-D U-Net's skip, received for its last decoder
+            # level's concatenation, selective: 256 KiB counted twice, 6% over)
+            x = 2 * m - 1 - lf if lf >= m else (fusers_t[0] if fusers_t else -1)
+            if (extra and 0 <= x <= lf < 2 * m and not relay and fusers_t and fusers_t[0] == x and int(buf.nbytes) > held_by
                     and min(u for u in buf.uses if owner < u < n and graph.nodes[u].saved_tensors != 0) == a + x):
                 sel_recv_ck[x] += nb
 
@@ -513,6 +522,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     for x, nd in enumerate(nodes):
         trans[x] = int(nd.fwd_transient_bytes)
         trans[2 * m - 1 - x] = int(nd.bwd_transient_bytes)
+    for p, v in enumerate(tdrop):
+        trans[p] = max(0, trans[p] - v)
     # a micro-batch's sent values are released once its gradients have been received, just before
     # its backward starts: at that moment they are live beside the received gradients
     trans[m] = max(trans[m], sent_fwd)
@@ -540,7 +551,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         v = nd.steady_bwd_transient_bytes
         if 0 <= v < nd.bwd_transient_bytes:
             p = 2 * m - 1 - x
-            bcut[x] = trans[p] - max(int(v), sent_fwd if p == m else 0, at_send.get(p, 0))
+            bcut[x] = max(0, trans[p] - max(int(v), sent_fwd if p == m else 0, at_send.get(p, 0)))
     swap_trans = None
     if all(nd.cpu_swap_fwd_transient_bytes >= 0 and nd.cpu_swap_bwd_transient_bytes >= 0 for nd in nodes):
         swap_trans = list(trans)

@@ -205,6 +205,11 @@ class Buffer:
     # stage [a, b) sends those with a <= maker < b <= last reader; a copy is held until the micro-batch's
     # backward starts, and holds the storage no longer than the send
     copies: list[list[int]] = field(default_factory=list)
+    # read as views smaller than it (``views``), made before the phase that frees it and freed there at that
+    # phase's peak so far: how far the phase's peak after its free is below that (a stage that receives a
+    # slice of it d bytes smaller peaks ``min(d, free_gap)`` lower there: a skip's gradient, a slice of a
+    # concatenation's, alive at its backward's peak); 0: that peak came after it; -1: not traced
+    free_gap: int = -1
 
     def read_bytes(self, phases) -> int:
         """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read

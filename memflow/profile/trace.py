@@ -457,6 +457,7 @@ def trace_step(
     live.hold_old({p: p for p in range(n)})  # (each forward's peak with what it frees of earlier phases' buffers held)
     live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
     live.follow_added()  # (... and with the gradients it adds into one an earlier phase made held instead)
+    live.follow_frees()  # (... and with each buffer made before it that it frees smaller: a received slice)
     state_bytes = live.live
     grad_events = []
     _, _, names_by_id = node_state(program, optimizer)
@@ -560,7 +561,7 @@ def trace_step(
         buffers.append(Buffer(nbytes=ev.nbytes, alloc_phase=ev.alloc_phase, free_phase=free, kind=kind,
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), ""),
                               views=ev.partial_views(), cast=ev.cast, packed=ev.packed,
-                              copies=copied.get(id(ev), [])))
+                              copies=copied.get(id(ev), []), free_gap=ev.free_gap if ev.views else -1))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
     carried = [b.nbytes for b in buffers], [b.alloc_phase for b in buffers], [b.free_phase for b in buffers]

@@ -233,6 +233,10 @@ class LiveBytes(TorchDispatchMode):
         # new one, made beside it, is added into it and let go
         self.phase_peak_steady: dict[int, int] | None = None
         self._made = 0
+        # ... the same less only the gradients of the parameters the caller calls shared (read by more than one
+        # node: under ZeRO-3 the others' are made anew each micro-batch, the shared ones' added into)
+        self.phase_peak_steady_shared: dict[int, int] | None = None
+        self._made_shared = 0
         # per phase, the peak had each parameter gradient added into one an earlier phase made been kept instead
         # once added (the profiler's, :meth:`follow_added`; None: not followed): a pipeline stage holding a tied
         # weight whose gradient a later stage's node made first in the trace makes its own there
@@ -263,7 +267,7 @@ class LiveBytes(TorchDispatchMode):
             self._hin_armed = False
             self._hi()
         if self.phase_peak_steady is not None:
-            self._made = 0
+            self._made = self._made_shared = 0
             self._st()
         if self.phase_peak_first is not None:
             self._added = 0
@@ -305,16 +309,23 @@ class LiveBytes(TorchDispatchMode):
         """Follow, per phase, its peak less the parameter gradients made in it so far
         (``phase_peak_steady``; the caller tells each one made: :meth:`grad_made`)."""
         self.phase_peak_steady = {}
-        self._made = 0
+        self.phase_peak_steady_shared = {}
+        self._made = self._made_shared = 0
 
-    def grad_made(self, nbytes: int) -> None:
-        """A parameter's gradient of ``nbytes`` has just been made in this phase."""
+    def grad_made(self, nbytes: int, shared: bool = False) -> None:
+        """A parameter's gradient of ``nbytes`` has just been made in this phase (``shared``: a parameter more
+        than one node reads, ``phase_peak_steady_shared``)."""
         self._made += nbytes
+        if shared:
+            self._made_shared += nbytes
 
     def _st(self) -> None:
         v = self.live - self._made
         if v > self.phase_peak_steady.get(self.phase, -1):
             self.phase_peak_steady[self.phase] = v
+        v = self.live - self._made_shared
+        if v > self.phase_peak_steady_shared.get(self.phase, -1):
+            self.phase_peak_steady_shared[self.phase] = v
 
     def follow_added(self) -> None:
         """Follow, per phase, its peak had each gradient added into a parameter's, made in an earlier phase,

@@ -175,6 +175,10 @@ class StageLayout:
     bcut: list = ()
     # ... the same for the node swapped as the CPU executor swaps (empty: none, or untraced)
     swap_bcut: list = ()
+    # ... both under ZeRO-3: of those gradients, the ones of weights more than one node reads, held whole and added
+    # into (a unit's is made anew each micro-batch; Node.z3_steady_bwd_transient_bytes; empty: untraced)
+    z3_bcut: list = ()
+    z3_swap_bcut: list = ()
     # per local phase: the bytes of the parameter gradients first made there on this stage whose traced maker
     # is a node of a later stage (a tied weight), at most what holding them raises the phase's traced peak:
     # the trace's backward here added its new gradient into one already made and let it go; here it is the
@@ -546,12 +550,18 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                                           and not (k[2] or k[3]) and not (k[6] == m - 1 and not k[9] and not k[11]))
     # per local node, what its backward's transient counts of the gradients it makes that a later
     # micro-batch's finds made already (traced: Node.steady_bwd_transient_bytes; the stage's step buffers)
-    bcut = [0] * m
-    for x, nd in enumerate(nodes):
-        v = nd.steady_bwd_transient_bytes
-        if 0 <= v < nd.bwd_transient_bytes:
-            p = 2 * m - 1 - x
-            bcut[x] = max(0, trans[p] - max(int(v), sent_fwd if p == m else 0, at_send.get(p, 0)))
+    def cuts(tr, steady, whole, send):
+        out = [0] * m
+        for x, nd in enumerate(nodes):
+            v = getattr(nd, steady)
+            if 0 <= v < getattr(nd, whole):
+                p = 2 * m - 1 - x
+                out[x] = max(0, tr[p] - max(int(v), sent_fwd if p == m else 0, send.get(p, 0)))
+        return out
+
+    bcut = cuts(trans, "steady_bwd_transient_bytes", "bwd_transient_bytes", at_send)
+    z3_bcut = (cuts(trans, "z3_steady_bwd_transient_bytes", "bwd_transient_bytes", at_send)
+               if all(nd.z3_steady_bwd_transient_bytes >= 0 for nd in nodes) else ())
     swap_trans = None
     if all(nd.cpu_swap_fwd_transient_bytes >= 0 and nd.cpu_swap_bwd_transient_bytes >= 0 for nd in nodes):
         swap_trans = list(trans)
@@ -569,12 +579,11 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_hfdelta = [int(nd.cpu_swap_held_fwd_transient_bytes - nd.cpu_swap_fwd_transient_bytes) for nd in nodes]
         swap_ffreed = [int(nd.cpu_swap_fwd_freed_bytes) for nd in nodes]
     # ... and swapped as the CPU executor swaps (traced: Node.cpu_swap_steady_bwd_transient_bytes)
-    swap_bcut = [0] * m
-    for x, nd in enumerate(nodes):
-        v = nd.cpu_swap_steady_bwd_transient_bytes
-        if swap_trans is not None and 0 <= v < nd.cpu_swap_bwd_transient_bytes:
-            p = 2 * m - 1 - x
-            swap_bcut[x] = max(0, swap_trans[p] - max(int(v), sent_fwd if p == m else 0, at_send_swap.get(p, 0)))
+    swap_bcut = z3_swap_bcut = [0] * m
+    if swap_trans is not None:
+        swap_bcut = cuts(swap_trans, "cpu_swap_steady_bwd_transient_bytes", "cpu_swap_bwd_transient_bytes", at_send_swap)
+        z3_swap_bcut = (cuts(swap_trans, "cpu_swap_z3_steady_bwd_transient_bytes", "cpu_swap_bwd_transient_bytes",
+                             at_send_swap) if all(nd.cpu_swap_z3_steady_bwd_transient_bytes >= 0 for nd in nodes) else ())
     dp_grads, ddp_grads = [], []
     gradless = set(graph.meta.get("gradless_params", ()))  # (no gradient: the all-reduce's buckets leave them out)
     for nd in nodes:
@@ -599,6 +608,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     return StageLayout(
         a=a, b=b, m=m, input_deaths=_held_deaths(graph, a, b), input_early=graph.early_deaths(a, b),
         input_early_swap=graph.early_swapped_deaths(a, b), bcut=bcut, swap_bcut=swap_bcut if any(swap_bcut) else (),
+        z3_bcut=z3_bcut, z3_swap_bcut=z3_swap_bcut,
         grad_first=_first_grads(grad_first, nodes),
         g_bytes=[groups[k] for k in keys],
         g_alloc=[k[0] for k in keys],

@@ -1213,9 +1213,14 @@ class StageModel:
                 scut = L.swap_bcut if cpu and L.swap_trans is not None and L.swap_bcut else None
                 bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else K.sel_bcut[x]
                         if a == SELECTIVE else scut[x] if a == SWAP and scut else 0 for x, a in enumerate(actions)]
-                if z3:  # (a unit's gradient is made anew each micro-batch; a weight read by several nodes or
-                    # stages is held whole, its gradient accumulated there: a GRU decoder's second micro-batch
-                    # was priced with its shared weights' gradients twice, 16% over)
+                if z3 and L.z3_bcut:  # (a unit's gradient is made anew each micro-batch; a weight read by several
+                    # nodes or stages is held whole, its gradient accumulated there: a GRU decoder's second
+                    # micro-batch was priced with its shared weights' gradients twice, 16% over; traced, of the
+                    # cut only theirs, else the cut less the unit's: an AWD-LSTM's tied decoder 9% over so)
+                    zs = L.z3_swap_bcut if scut else None
+                    bcut = [min(c, zs[x] if a == SWAP and zs else L.z3_bcut[x]) for x, (c, a) in
+                            enumerate(zip(bcut, actions))]
+                elif z3:
                     bcut = [max(0, c - int(u[1])) for c, u in zip(bcut, self.z3.units)]
                 steady = _steady_B(m, kv, d, bcut) if any(bcut) else None
             if detail and sync:

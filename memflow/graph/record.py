@@ -105,6 +105,9 @@ class Node:
     # is there already (steady_bwd_transient_bytes under the CPU executor's swap; -1: not traced, taken as
     # made anew: a swapped layer first on its stage, two micro-batches, 12% over)
     cpu_swap_steady_bwd_transient_bytes: int = -1
+    # ... less only the gradients of parameters more than one node reads (z3_steady_bwd_transient_bytes
+    # under that swap; -1: not traced)
+    cpu_swap_z3_steady_bwd_transient_bytes: int = -1
     # ... its forward's under that swap had what it frees of the buffers made before it (what it reads last)
     # been held to its end, and the bytes of those it frees: a value every saver swapped dies in the last
     # forward reading it, inside that transient; a plan in which another node holds it (a reader's checkpoint,
@@ -129,6 +132,11 @@ class Node:
     # a later micro-batch's backward, where each gradient is there already (a step buffer) and the new one
     # is added into it and let go (-1: not traced; bwd_transient_bytes, which counts them twice there)
     steady_bwd_transient_bytes: int = -1
+    # ... less only the gradients of the parameters more than one node reads (or reads through views another
+    # handed on): a later micro-batch's under ZeRO-3, where a unit's gradient is made anew and a weight held
+    # whole has its gradient there already (-1: not traced; the simulator takes the unit's gradients out of
+    # steady_bwd_transient_bytes' cut, an AWD-LSTM's tied decoder 9% over so)
+    z3_steady_bwd_transient_bytes: int = -1
     # its backward's in-phase peak above the carried bytes had each parameter gradient it adds into one an
     # earlier phase made (a tied weight's, read again by a later node) been held from then on: a pipeline
     # stage that holds that parameter without the later node makes its gradient there (-1: not traced; the

@@ -119,6 +119,20 @@ def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None
     return out, table, names_by_id
 
 
+def shared_param_ids(program: StepProgram) -> set[int]:
+    """``id()`` of the parameters more than one node reads, or a node reads through views another handed on:
+    under ZeRO-3 held whole, their gradients added into across micro-batches (:func:`simulator.zero3.node_units`;
+    one it holds whole for another reason is taken as a unit's here, its gradient made anew: over, not under)."""
+    states, table, names_by_id = node_state(program, None)
+    readers: dict[str, int] = {}
+    for st in states:
+        for k in st["read_params"]:
+            readers[k] = readers.get(k, 0) + 1
+        for k in st["handed_params"]:
+            readers[k] = readers.get(k, 0) + 2
+    return {i for i, name in names_by_id.items() if readers.get(name, 0) > 1}
+
+
 def state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     ts: list[torch.Tensor] = []
     ts.extend(program.split.parameters())
@@ -155,11 +169,12 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     swap = HostSwap(live, {t.untyped_storage().data_ptr() for t in state})
     swap.batch_inputs(batch)  # (as the executor: the batch stays on the device)
     made: set = set()
+    shared = shared_param_ids(program)
 
     def grad_made(prm):
         if n <= live.phase < 2 * n and id(prm) not in made and prm.grad is not None:
             made.add(id(prm))
-            live.grad_made(sum(st.nbytes() for st in storages(prm.grad)))
+            live.grad_made(sum(st.nbytes() for st in storages(prm.grad)), id(prm) in shared)
 
     params = unique_params(program.split)
     hooks = [prm.register_post_accumulate_grad_hook(grad_made) for prm in params if prm.requires_grad]
@@ -178,6 +193,7 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     early = sorted(batch_keys[k] for k in live.early_frees() if k in batch_keys and live.freed_at[k] < 2 * n)
     return (_transients(live, state_bytes, n, *carried)[:2 * n],
             _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)[:2 * n],
+            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady_shared)[:2 * n],
             _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)[:n], freed, early)
 
 
@@ -513,12 +529,13 @@ def trace_step(
     watch = NodeWatch(program, live) if selective == "nodes" else None
     sends = SendCopies(program, live, watch, inputs=set(batch_keys))  # (what a cut's sends copy: memory no traced phase holds)
     made: dict = {}  # id(parameter) -> the phase that made its gradient
+    shared = shared_param_ids(program)
 
     def grad_made(prm):  # a parameter's gradient set (made, the first time in the step): a later micro-batch adds into it
         if n <= live.phase < 2 * n and prm.grad is not None:
             if id(prm) not in made:
                 made[id(prm)] = live.phase
-                live.grad_made(sum(st.nbytes() for st in storages(prm.grad)))
+                live.grad_made(sum(st.nbytes() for st in storages(prm.grad)), id(prm) in shared)
             elif made[id(prm)] != live.phase:  # (added into one an earlier phase made: a tied weight's)
                 live.grad_added(sum(st.nbytes() for st in storages(prm.grad)))
 
@@ -571,6 +588,7 @@ def trace_step(
     held_in = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_in)
     held_f = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)
     steady = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)
+    steady_sh = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady_shared)
     first = _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_first)
     low = dict(low_fwd_transient_bytes=-1, low_bwd_transient_bytes=-1, low_rec_fwd_transient_bytes=-1,
                low_held_bwd_transient_bytes=-1, low_rec_held_bwd_transient_bytes=-1)
@@ -589,8 +607,8 @@ def trace_step(
                      low_rec_held_bwd_transient_bytes=max(hi_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]))
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
-    swapped, swapped_steady, swapped_held_f, swapped_freed, swapped_early = (
-        _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else ([-1] * (2 * n),) * 2 + ([-1] * n,) * 2 + ([],))
+    swapped, swapped_steady, swapped_steady_sh, swapped_held_f, swapped_freed, swapped_early = (
+        _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else ([-1] * (2 * n),) * 3 + ([-1] * n,) * 2 + ([],))
     # (fp32 only: under bf16 autocast a recomputed loss head's forward ran 1,728 bytes above its traced figure on
     # the CPU, not located; there the kept forward's figure stays, an upper bound)
     ck = _checkpointed_fwd_transients(program, inputs, optimizer) if not casts(dtype) else [-1] * n
@@ -627,12 +645,14 @@ def trace_step(
             bwd_pre_replay_bytes=pre.get(bp, 0),
             cpu_swap_fwd_transient_bytes=swapped[fp], cpu_swap_bwd_transient_bytes=swapped[bp],
             cpu_swap_steady_bwd_transient_bytes=min(swapped_steady[bp], swapped[bp]),
+            cpu_swap_z3_steady_bwd_transient_bytes=min(swapped_steady_sh[bp], swapped[bp]),
             cpu_swap_held_fwd_transient_bytes=max(swapped_held_f[fp], swapped[fp]) if swapped[fp] >= 0 else -1,
             cpu_swap_fwd_freed_bytes=swapped_freed[fp],
             held_bwd_transient_bytes=max(held[bp], transient[bp]),
             rec_held_bwd_transient_bytes=max(held_in[bp], transient[bp]),
             held_fwd_transient_bytes=max(held_f[fp], transient[fp]),
             steady_bwd_transient_bytes=min(steady[bp], transient[bp]),
+            z3_steady_bwd_transient_bytes=min(steady_sh[bp], transient[bp]),
             first_bwd_transient_bytes=max(first[bp], transient[bp]),
             read_inputs=sorted(set(_data_reads(program.calls[k], input_of)) | viewed[k]),
             **states[k], **sel[k], **lows[k],

@@ -358,6 +358,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     sel_recv_ck = [0] * m
     grad_first = [0] * (2 * m)
     tdrop = [0] * (2 * m)  # per phase, what its traced transient counts of storages received smaller
+    sdrop = [0] * (2 * m)  # ... and its all-swapped traced one
     no_backward = set(graph.meta.get("no_backward", ()))
     for buf in graph.buffers:
         nb = int(buf.nbytes)
@@ -497,6 +498,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             # difference, at most down to the peak after its free (Buffer.free_gap; a 1-D U-Net's skip
             # gradients, a slice of each decoder concatenation's, 6-8% over at the encoder's backward)
             tdrop[lf] = max(tdrop[lf], min(int(buf.nbytes) - nb, int(buf.free_gap)))
+        if not (extra or relay) and lf == lf_native and 0 < nb < int(buf.nbytes) and buf.swap_free_gap > 0:
+            sdrop[lf] = max(sdrop[lf], min(int(buf.nbytes) - nb, int(buf.swap_free_gap)))  # (the same, swapped)
         if fwd_alloc and not late:
             fdied(buf, nb, lf, extra, saver)
             held_by = int(graph.nodes[owner].sel_held_out_bytes) if owner < a else 0
@@ -571,6 +574,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_trans[m] = max(swap_trans[m], sent_fwd)
         for x in range(m):  # (a stage of one swapped linear head: its received input counted twice, 89% over)
             swap_trans[x] -= swap_fdied[x]
+        for p, v in enumerate(sdrop):
+            swap_trans[p] = max(0, swap_trans[p] - v)
         for p, v in at_send_swap.items():
             swap_trans[p] = max(swap_trans[p], v)
     swap_hfdelta = swap_ffreed = ()

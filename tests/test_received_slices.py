@@ -56,11 +56,14 @@ def test_free_gap_is_the_peak_after_the_free_below_the_peak():
     del f
 
 
-@pytest.mark.parametrize("acts", ["K", "R"])
+@pytest.mark.parametrize("acts", ["K", "R", "S"])
 def test_the_encoder_stage_counts_the_skip_gradients_it_receives_as_slices(acts):
-    """One micro-batch, every node kept or every node recomputed: every phase of both stages (with its sends and
-    receives) is the run's within 0.5% and never under (before: the encoder's backward phases 6-13% over, the
-    stage's peak 6-8%). (Swapped, the CPU's all-swapped trace still counts the storage whole there: over.)"""
+    """One micro-batch, every node kept, recomputed or swapped (the CPU's all-swapped trace tells its own gap:
+    Buffer.swap_free_gap): every phase of both stages (with its sends and receives) is the run's within 0.5% and
+    never under (before: the encoder's backward phases 6-13% over, the stage's peak 6-8%). (Swapped, the decoder's
+    stage is left out: its loss node's backward is 32 KiB, 2%, over, the noisy input it adds back held by the rule
+    for a reader that saved none of it where the whole step let it go later, on another stage: something no
+    saved-tensor hook sees could hold it. Kept or recomputed that is within the 0.5%.)"""
     from memflow.strategy import Strategy
     from simulator.core import Simulator
     from memflow.cluster import Cluster
@@ -70,7 +73,7 @@ def test_the_encoder_stage_counts_the_skip_gradients_it_receives_as_slices(acts)
     assert any(0 < b.free_gap and b.views for b in g.buffers)
     pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
     _, rep = predicted_ranks(PATH, g, st, batch=4, steps=2)
-    for s, (lo, hi) in enumerate([(0, CUT), (CUT, g.n)]):
+    for s, (lo, hi) in enumerate([(0, CUT), (CUT, g.n)][:1 if acts == "S" else 2]):
         r = rep.ranks[s]
         m = hi - lo
         for q in range(2 * m):

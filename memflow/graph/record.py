@@ -218,6 +218,8 @@ class Buffer:
     # slice of it d bytes smaller peaks ``min(d, free_gap)`` lower there: a skip's gradient, a slice of a
     # concatenation's, alive at its backward's peak); 0: that peak came after it; -1: not traced
     free_gap: int = -1
+    # ... the same in the CPU's all-swapped trace (-1: not traced, or not told apart there)
+    swap_free_gap: int = -1
 
     def read_bytes(self, phases) -> int:
         """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read

@@ -165,6 +165,7 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
                   for key in live.track_kept([t])}
     live.follow_grads()
     live.hold_old({p: p for p in range(n)})
+    live.follow_frees()
     state_bytes = live.live
     swap = HostSwap(live, {t.untyped_storage().data_ptr() for t in state})
     swap.batch_inputs(batch)  # (as the executor: the batch stays on the device)
@@ -191,10 +192,15 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
         [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs]
     freed = [sum(ev.nbytes for ev in evs if ev.alloc_phase < p == ev.free_phase) for p in range(n)]
     early = sorted(batch_keys[k] for k in live.early_frees() if k in batch_keys and live.freed_at[k] < 2 * n)
+    gaps: dict = {}  # (a storage read in views, told from the plain trace's by its phases, bytes and readers)
+    for ev in evs:
+        if ev.views and ev.free_gap >= 0:
+            key = (ev.alloc_phase, ev.free_phase, ev.nbytes, tuple(sorted(ev.uses)))
+            gaps[key] = ev.free_gap if key not in gaps else -1  # (two alike: neither told)
     return (_transients(live, state_bytes, n, *carried)[:2 * n],
             _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)[:2 * n],
             _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady_shared)[:2 * n],
-            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)[:n], freed, early)
+            _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_held_f)[:n], freed, early, gaps)
 
 
 def _checkpointed_fwd_transients(program: StepProgram, inputs: list[torch.Tensor],
@@ -607,8 +613,12 @@ def trace_step(
                      low_rec_held_bwd_transient_bytes=max(hi_nc[2 * n - 1 - k], t_nc[2 * n - 1 - k]))
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
-    swapped, swapped_steady, swapped_steady_sh, swapped_held_f, swapped_freed, swapped_early = (
-        _cpu_swap_transients(program, inputs, optimizer) if cpu_swap else ([-1] * (2 * n),) * 3 + ([-1] * n,) * 2 + ([],))
+    swapped, swapped_steady, swapped_steady_sh, swapped_held_f, swapped_freed, swapped_early, swap_gaps = (
+        _cpu_swap_transients(program, inputs, optimizer) if cpu_swap
+        else ([-1] * (2 * n),) * 3 + ([-1] * n,) * 2 + ([], {}))
+    for b in buffers:  # (the all-swapped trace's figure for each storage read in views: Buffer.swap_free_gap)
+        if b.views:
+            b.swap_free_gap = swap_gaps.get((b.alloc_phase, b.free_phase, b.nbytes, tuple(b.uses)), -1)
     # (fp32 only: under bf16 autocast a recomputed loss head's forward ran 1,728 bytes above its traced figure on
     # the CPU, not located; there the kept forward's figure stays, an upper bound)
     ck = _checkpointed_fwd_transients(program, inputs, optimizer) if not casts(dtype) else [-1] * n

@@ -119,11 +119,11 @@ def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None
     return out, table, names_by_id
 
 
-def shared_param_ids(program: StepProgram) -> set[int]:
-    """``id()`` of the parameters more than one node reads, or a node reads through views another handed on:
-    under ZeRO-3 held whole, their gradients added into across micro-batches (:func:`simulator.zero3.node_units`;
-    one it holds whole for another reason is taken as a unit's here, its gradient made anew: over, not under)."""
-    states, table, names_by_id = node_state(program, None)
+def shared_param_ids(states: list[dict[str, Any]], names_by_id: dict[int, str]) -> set[int]:
+    """``id()`` of the parameters more than one node reads, or a node reads through views another handed on
+    (from :func:`node_state`'s ``states`` and ``names_by_id``): under ZeRO-3 held whole, their gradients added
+    into across micro-batches (:func:`simulator.zero3.node_units`; one it holds whole for another reason is
+    taken as a unit's here, its gradient made anew: over, not under)."""
     readers: dict[str, int] = {}
     for st in states:
         for k in st["read_params"]:
@@ -144,7 +144,7 @@ def state_tensors(program: StepProgram, optimizer: torch.optim.Optimizer) -> lis
 
 
 def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
-                         optimizer: torch.optim.Optimizer) -> tuple[list[int], list[int], list[int], list[int]]:
+                         optimizer: torch.optim.Optimizer, shared: set[int]) -> tuple[list[int], list[int], list[int], list[int]]:
     """Per forward/backward phase, the transient (in-phase peak above the state and the buffers
     carried through the phase) of a forward/backward in which every node is swapped as the CPU
     executor swaps. Within a node's forward a saved tensor lives until its last use there, and
@@ -170,7 +170,6 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     swap = HostSwap(live, {t.untyped_storage().data_ptr() for t in state})
     swap.batch_inputs(batch)  # (as the executor: the batch stays on the device)
     made: set = set()
-    shared = shared_param_ids(program)
 
     def grad_made(prm):
         if n <= live.phase < 2 * n and id(prm) not in made and prm.grad is not None:
@@ -482,7 +481,8 @@ def trace_step(
     live.follow_frees()  # (... and with each buffer made before it that it frees smaller: a received slice)
     state_bytes = live.live
     grad_events = []
-    _, _, names_by_id = node_state(program, optimizer)
+    states, _, names_by_id = node_state(program, optimizer)  # (node_state scans the program: once)
+    shared = shared_param_ids(states, names_by_id)
     cast_keys = _watch_casts(program, inputs, dtype, live, names_by_id)
     cast_names = set(cast_keys.values())
     opt = _OptWindow(live, cost, 2 * n)
@@ -535,7 +535,6 @@ def trace_step(
     watch = NodeWatch(program, live) if selective == "nodes" else None
     sends = SendCopies(program, live, watch, inputs=set(batch_keys))  # (what a cut's sends copy: memory no traced phase holds)
     made: dict = {}  # id(parameter) -> the phase that made its gradient
-    shared = shared_param_ids(program)
 
     def grad_made(prm):  # a parameter's gradient set (made, the first time in the step): a later micro-batch adds into it
         if n <= live.phase < 2 * n and prm.grad is not None:
@@ -614,7 +613,7 @@ def trace_step(
                 if any(a == k for a, _ in own) else low for k in range(n)]
 
     swapped, swapped_steady, swapped_steady_sh, swapped_held_f, swapped_freed, swapped_early, swap_gaps = (
-        _cpu_swap_transients(program, inputs, optimizer) if cpu_swap
+        _cpu_swap_transients(program, inputs, optimizer, shared) if cpu_swap
         else ([-1] * (2 * n),) * 3 + ([-1] * n,) * 2 + ([], {}))
     for b in buffers:  # (the all-swapped trace's figure for each storage read in views: Buffer.swap_free_gap)
         if b.views:

@@ -1,4 +1,4 @@
-"""A pipeline cut through a U-Net's skip connections (tests/models/skip_unet1d.py, a 1-D Wave-U-Net written for the
+"""A pipeline cut through a U-Net's skip connections (bench/outside11/unet1d_audio.py, a 1-D Wave-U-Net written for the
 eleventh outside round): each decoder level concatenates its upsampled input with an encoder level's output, so
 the gradient the encoder's stage receives for a skip is a slice of the concatenation's gradient, sent as a
 contiguous copy half its storage's size. The one-device trace holds that whole storage at the encoder level's
@@ -17,7 +17,7 @@ import torch
 from memflow.memory import LiveBytes
 from tests.onerank import phase_where, predicted_ranks
 
-PATH = str(Path(__file__).resolve().parent / "models" / "skip_unet1d.py")
+PATH = str(Path(__file__).resolve().parents[1] / "bench" / "outside11" / "unet1d_audio.py")
 CUT = 5  # (inp, three encoder levels and the first bottleneck block on the first stage)
 
 

@@ -70,7 +70,7 @@ def test_a_zero3_stage_accumulates_its_shared_weights_gradients_across_micro_bat
 
 
 def test_a_zero3_unit_and_a_shared_weight_made_in_one_backward_are_told_apart():
-    """An AWD-LSTM (tests/models/awd_lstm.py, written for the eleventh outside round): each LSTM node's own weights
+    """An AWD-LSTM (bench/outside11/awd_lstm.py, written for the eleventh outside round): each LSTM node's own weights
     are a ZeRO-3 unit, the tied embedding is read by both nodes. The second LSTM's backward makes both its unit's
     gradients (anew each micro-batch) and the decoder's gradient of the embedding (added into from the second
     micro-batch on). The trace tells the two apart (Node.z3_steady_bwd_transient_bytes and its swapped twin);
@@ -79,7 +79,7 @@ def test_a_zero3_unit_and_a_shared_weight_made_in_one_backward_are_told_apart():
     from memflow.strategy import Strategy
     from memflow.cluster import Cluster
     from memflow.planner import GraphSource, resolve_spec
-    path = str(Path(__file__).resolve().parent / "models" / "awd_lstm.py")
+    path = str(Path(__file__).resolve().parents[1] / "bench" / "outside11" / "awd_lstm.py")
     g = GraphSource(resolve_spec(path), Cluster.load("cpu-2"))(2)
     assert all(nd.z3_steady_bwd_transient_bytes >= 0 and nd.cpu_swap_z3_steady_bwd_transient_bytes >= 0
                for nd in g.nodes)

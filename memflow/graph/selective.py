@@ -19,7 +19,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 import torch
-from torch.utils.checkpoint import _RECOMPUTE, CheckpointPolicy, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+try:  # torch >= 2.13: SAC calls the policy after each op, with its output, and keys its cache by op count
+    from torch.utils.checkpoint import _RECOMPUTE
+except ImportError:  # older (the GPU machines' 2.11): before each op, no output; a saved op's cache entry
+    _RECOMPUTE = None  # is appended after it runs and the replay pops them in order (_before_op_context)
 
 __all__ = ["is_expensive", "policy", "selective_context", "EXPENSIVE_OPS"]
 
@@ -101,6 +106,56 @@ def selective_context():
                     saved.setdefault(_storage_key(t), []).append((op, idx))
         return choice
 
+    if _RECOMPUTE is None:
+        return _before_op_context()
     fwd, replay = create_selective_checkpoint_contexts(pol)
     holder.append(fwd.storage)  # (the cache, not its context: the context holds this policy, and a cycle
     return fwd, replay  # would keep the cached outputs until the garbage collector ran: +3% peak measured)
+
+
+def _before_op_context():
+    """:func:`selective_context` for a torch whose SAC calls the policy before each op (no output in its
+    context) and asks it again in the replay: a saved op's output is found in SAC's cache at the next call
+    (appended there after the op ran), and a write into it drops that entry from the cache and has the
+    replay's policy recompute the op (the entries are popped in order, so the rest stay aligned)."""
+    saved: dict[int, list[tuple]] = {}  # storage -> (op, its invocation index, its cache entry)
+    count: dict = defaultdict(int)
+    again: dict = defaultdict(int)  # the replay's invocation counts
+    dropped: set = set()
+    pending: list = []  # the last saved op, its output not yet looked at
+    holder: list = []
+
+    def note_pending() -> None:
+        while pending:
+            op, idx = pending.pop()
+            entries = holder[0].get(op) or []
+            if not entries:
+                continue
+            entry = entries[-1]
+            for w in torch.utils._pytree.tree_leaves(entry):
+                t = getattr(w, "val", None)
+                if isinstance(t, torch.Tensor) and _storage_key(t) is not None:
+                    saved.setdefault(_storage_key(t), []).append((op, idx, entry))
+
+    def pol(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+        if ctx.is_recompute:
+            idx = again[op]
+            again[op] += 1
+            return CheckpointPolicy.PREFER_RECOMPUTE if (op, idx) in dropped else policy(ctx, op, *args, **kwargs)
+        note_pending()
+        idx = count[op]
+        count[op] += 1
+        for t in _written(op, args, kwargs):
+            for key, i, entry in saved.pop(_storage_key(t), ()):
+                if (key, i) not in dropped:
+                    dropped.add((key, i))
+                    lst = holder[0][key]
+                    lst.pop(next(k for k, e in enumerate(lst) if e is entry))
+        choice = policy(ctx, op, *args, **kwargs)
+        if choice == CheckpointPolicy.MUST_SAVE:
+            pending.append((op, idx))
+        return choice
+
+    fwd, replay = create_selective_checkpoint_contexts(pol)
+    holder.append(fwd.storage)
+    return fwd, replay

@@ -39,6 +39,9 @@ ALLOC = {"expandable": "expandable_segments:True", "default": "expandable_segmen
 # (MEMFLOW_BENCH_GPU_ALLOC=expandable runs only the first: half the bench's time)
 RAW = ROOT / "bench" / "runs" / "gpu-rows.json"  # every row's figures, rewritten after each run
 TRACES = ROOT / "bench" / "runs" / "gpu-alloc"  # each run's allocator events (memflow.alloc_trace)
+# the predictions made without the GPU (``--predict``, on the planning host): the roofline simulation and
+# the reserved peak each plan records; a GPU run takes them from here, so it spends its time measuring
+PREDICTED = ROOT / "bench" / "runs" / "gpu-predicted.json"
 NOTE = ("Where the measured-cost prediction is still off, it is swap on the GPU: while copies to the host are pending the executor paces the host to the GPU at node boundaries (so memory is allocated and freed in the GPU's order, as the simulator assumes), which exposes kernel-launch time the simulator does not model; and the swap hook moves about 3% more than the trace counts as the swapped nodes' saved bytes (swap all: 10,361 MiB to the host against 10,073 in the fake trace; not yet pinned down).")
 
 _PROBE = r"""
@@ -71,8 +74,6 @@ def _strategies(n: int) -> list[tuple[str, Strategy]]:
     alt = [SWAP if k % 2 else "keep" for k in range(n)]
     return [
         # (the plans the last GPU run left least settled first: a run cut short by its time limit keeps them)
-        ("keep", Strategy.single(n)),
-        ("recompute all", Strategy.single(n, action=RECOMPUTE)),
         ("swap all", Strategy.single(n, action=SWAP)),
         ("swap every other node", Strategy.from_boundaries(n, [], dp=1, actions=alt)),
         ("swap every other node, copied back 2 nodes ahead", Strategy.from_boundaries(n, [], dp=1, actions=alt,
@@ -80,6 +81,8 @@ def _strategies(n: int) -> list[tuple[str, Strategy]]:
         # bf16 autocast: the weights autocast casts rounded on the host into pinned buffers (memflow.executor.zero3)
         ("FSDP units, parameters + optimizer on host, bf16", Strategy.single(n).copy(
             sharding=["parameters"], optimizer_on_host=[True], params_on_host=[True])),
+        ("recompute all", Strategy.single(n, action=RECOMPUTE)),
+        ("keep", Strategy.single(n)),
         ("optimizer on host", Strategy.single(n).copy(optimizer_on_host=[True])),
         ("FSDP units, parameters + optimizer on host", Strategy.single(n).copy(
             sharding=["parameters"], optimizer_on_host=[True], params_on_host=[True])),
@@ -108,8 +111,6 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
     from memflow.model_file import load_model_file
     from memflow.profile import profile_model
     from memflow.planner import prediction
-    from memflow.planner import swap_leave
-    from memflow.reserved import not_covered, plan_reserved
     from memflow.runner import run as run_plan_file
     from memflow.simulator import Simulator
 
@@ -136,18 +137,22 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
                 device=props.name, total_memory=int(props.total_memory), torch=torch.__version__,
                 cuda=torch.version.cuda, d2h=d2h, h2d=h2d, preset_link=preset.host_link.bandwidth, rows=[])
     before = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
-    for name, st in _strategies(graph("roofline", BATCH).n)[: 3 if quick else None]:
+    n = graph("measured", BATCH).n
+    saved = _predicted_here(props, n)
+    for name, st in _strategies(n)[: 3 if quick else None]:
         mb, dt = st.microbatch_size(BATCH), _dtype(name)
+        here_pred = saved.get(name) if saved.get(name, {}).get("strategy_dict") == st.to_dict() else None
         pred = {src: Simulator(graph(src, mb, dt), clusters[src]).evaluate(st, detail=True)
-                for src in ("roofline", "measured")}
+                for src in (("measured",) if here_pred else ("roofline", "measured"))}
         g = graph("measured", mb, dt)
         plan = Plan(settings=PlanSettings(dtype=dt), model_file=str(spec.path), model_name=spec.name, batch_size=BATCH, strategy=st,
                     cluster=cl.to_dict(), node_names=[nd.name for nd in g.nodes], fingerprint=g.fingerprint,
                     predicted=prediction(pred["measured"], BATCH, st))
-        if not not_covered(st):  # what memflow plan records for such a plan: the rank reports it as predicted reserved
-            plan.predicted.reserved_bytes = [plan_reserved(
-                spec, st, BATCH, device_name=props.name, dtype=dt, live_peak=pred["roofline"].peak_bytes[0],
-                swap_leave=swap_leave(graph("roofline", mb, dt), preset, st))]
+        # what memflow plan records for such a plan (the rank reports it as predicted reserved)
+        planned = here_pred["planned_reserved"] if here_pred else _planned(spec, graph("roofline", mb, dt), preset,
+                                                                            st, dt, props.name)
+        if planned is not None:
+            plan.predicted.reserved_bytes = [planned]
         runs: dict[str, object] = {}
         for alloc, conf in ALLOC.items():
             if alloc not in os.environ.get("MEMFLOW_BENCH_GPU_ALLOC", ",".join(ALLOC)).split(","):
@@ -166,12 +171,72 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
             os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         else:
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = before
-        data["rows"].append(dict(strategy=name, strategy_dict=st.to_dict(), runs=runs, predicted={
-            src: dict(step_time_s=pred[src].step_time_s, peak_bytes=pred[src].peak_bytes[0]) for src in pred},
+        predicted = {src: dict(step_time_s=pred[src].step_time_s, peak_bytes=pred[src].peak_bytes[0]) for src in pred}
+        if here_pred:
+            predicted = dict(roofline=dict(step_time_s=here_pred["step_time_s"], peak_bytes=here_pred["peak_bytes"],
+                                           made_on=here_pred["made_on"]), **predicted)
+        data["rows"].append(dict(strategy=name, strategy_dict=st.to_dict(), runs=runs, predicted=predicted,
             planned_reserved=plan.predicted.reserved_bytes[0] if plan.predicted.reserved_bytes else None))
         RAW.parent.mkdir(parents=True, exist_ok=True)
         RAW.write_text(json.dumps(data, indent=1))  # (a run stopped part way keeps its rows)
     write_section("gpu", "Prediction vs execution on a GPU", render(data), command=data["command"])
+
+
+def _planned(spec, graph, cl: Cluster, st: Strategy, dt: str, device_name: str) -> int | None:
+    """The reserved peak ``memflow plan`` records for the plan (memflow.reserved), None where not covered."""
+    from memflow.planner import swap_leave
+    from memflow.reserved import not_covered, plan_reserved
+    from memflow.simulator import Simulator
+
+    if not_covered(st):
+        return None
+    return plan_reserved(spec, st, BATCH, device_name=device_name, dtype=dt, swap_leave=swap_leave(graph, cl, st),
+                         live_peak=Simulator(graph, cl).evaluate(st).peak_bytes[0])
+
+
+def predict(device_name: str, total_memory: int, out: Path = PREDICTED) -> None:
+    """Every row's predictions made without the GPU, here: the fake-trace (roofline) simulation and the
+    reserved peak its plan records, for a ``device_name`` GPU of ``total_memory`` bytes. A GPU run of
+    :func:`main` uses them where its GPU, node count and strategies match (else it predicts them itself)."""
+    from memflow.model_file import load_model_file
+    from memflow.profile import profile_model
+    from memflow.simulator import Simulator
+
+    os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
+    spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    cl = Cluster.for_gpus(1, PRESET).with_memory(int(total_memory))
+    graphs: dict = {}
+
+    def graph(mb: int, dt: str):
+        if (mb, dt) not in graphs:
+            graphs[(mb, dt)] = profile_model(spec, mb, device=cl.device, dtype=dt, cache=False)
+        return graphs[(mb, dt)]
+
+    n = graph(BATCH, "fp32").n
+    rows = []
+    for name, st in _strategies(n):
+        dt, mb = _dtype(name), st.microbatch_size(BATCH)
+        g = graph(mb, dt)
+        ev = Simulator(g, cl).evaluate(st, detail=True)
+        rows.append(dict(strategy=name, strategy_dict=st.to_dict(), step_time_s=ev.step_time_s,
+                         peak_bytes=int(ev.peak_bytes[0]), planned_reserved=_planned(spec, g, cl, st, dt, device_name)))
+        print(f"bench gpu: predicted {name}: {ev.peak_bytes[0] / 2**20:,.0f} MiB live, reserved "
+              f"{(rows[-1]['planned_reserved'] or 0) / 2**20:,.0f} MiB", flush=True)
+    out.write_text(json.dumps(dict(machine=machine(), device=device_name, total_memory=int(total_memory), n=n,
+                                   fingerprints={f"{k[0]}-{k[1]}": v.fingerprint for k, v in graphs.items()},
+                                   rows=rows), indent=1))
+
+
+def _predicted_here(props, n: int) -> dict:
+    """The saved predictions (:func:`predict`) by strategy name, where they were made for this GPU."""
+    if not PREDICTED.exists():
+        return {}
+    d = json.loads(PREDICTED.read_text())
+    # (the device's memory moves no figure predicted here: the peaks and reserved peaks are the plan's own)
+    if d.get("device") != props.name or d.get("n") != n:
+        print(f"bench gpu: {PREDICTED.name} was made for another GPU or graph; predicting here", flush=True)
+        return {}
+    return {r["strategy"]: dict(r, made_on=d["machine"]) for r in d["rows"]}
 
 
 def repredict(rows_file: str) -> None:
@@ -379,7 +444,14 @@ if __name__ == "__main__":
     ap.add_argument("--repredict", help="predict a run's rows again with this code (no GPU), then write the section")
     ap.add_argument("--replay", help="replay a run's allocator traces (bench/runs/gpu-alloc.tgz) into its rows, "
                                      "then write the section")
+    ap.add_argument("--predict", metavar="GPU_NAME:TOTAL_BYTES",
+                    help="make every row's predictions here, without the GPU, into bench/runs/gpu-predicted.json "
+                         "(e.g. 'NVIDIA H200:150109880320', torch.cuda.get_device_properties' name and total_memory)")
     a = ap.parse_args()
+    if a.predict:
+        name, total = a.predict.rsplit(":", 1)
+        predict(name, int(total))
+        raise SystemExit(0)
     if a.repredict:
         repredict(a.repredict)
     if a.replay:

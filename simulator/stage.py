@@ -1122,7 +1122,9 @@ class StageModel:
                 else:  # prefetched ``pd`` nodes ahead on a side stream, one copy after another
                     land = [-_INF] * m  # when a node's prefetch lands (-inf: none)
                     for z in range(m - 1, max(m - 1 - pd, -1), -1):  # the last pd nodes: as the backward starts
-                        if z in dur:
+                        if z in dur and copy_done[z] > t:
+                            host_s -= dur[z]  # (still held: read where it is, see below)
+                        elif z in dur:
                             s0 = host_free if host_free > t else t
                             host_free = s0 + dur[z]
                             land[z] = host_free
@@ -1134,13 +1136,16 @@ class StageModel:
                             stall += lx - t
                             t = lx
                         z = x - pd
-                        if z in dur:  # prefetch node x - pd's saved buffers when this backward starts
+                        if z in dur and copy_done[z] > t:
+                            # its copy out has not ended as its prefetch is due: not copied back, its device
+                            # tensor still held, read by its backward where it is (HostSwap.prefetch_one; the
+                            # H200's swap-all GPT-2 ran its backward with six blocks' copies out in flight,
+                            # where a prefetch waiting for the whole queue had them gone: 50% under mid-backward)
+                            host_s -= dur[z]
+                        elif z in dur:  # prefetch node x - pd's saved buffers when this backward starts
                             s0 = t
                             if host_free > s0:
                                 s0 = host_free
-                            c = copy_done[z]
-                            if c > s0:
-                                s0 = c
                             host_free = s0 + dur[z]
                             land[z] = host_free
                             if detail:

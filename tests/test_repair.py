@@ -77,7 +77,9 @@ def test_greedy_repair_fits_or_gives_up(kind, n, ndev, frac, gseed, shared):
 # 1F1B's micro-batches in flight; the last, by 2.5%, until the descent also polished strategies
 # that fit on another mesh; the sixth again, by 12.8%, once the host's optimizer step cost what it
 # measures, until the descent also repaired best's own cut in the other schedule without its
-# per-stage options)
+# per-stage options; the ninth again, by 5.1%, once a swap whose copy out is still running at its
+# prefetch stopped stalling the backward (swaps got cheaper), until the repair also walked swapping
+# on one stage alone: on the shared host link its free first swap went to the wrong stage)
 MISSED = [("chain", 6, 2, 0.85, 573, True, 91), ("chain", 4, 2, 0.25, 895, True, 20),
           ("chain", 6, 3, 0.25, 339, False, 97), ("chain", 4, 2, 0.7, 768, True, 21),
           ("random", 7, 4, 0.35, 632, False, 81), ("chain", 5, 3, 0.35, 832, True, 72),

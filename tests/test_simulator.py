@@ -143,6 +143,29 @@ def test_deeper_prefetch_hides_a_long_copy_back_by_hand():
     assert (r1.step_time_s, r1.peak_bytes) == (r2.step_time_s, r2.peak_bytes)
 
 
+def test_a_swap_whose_copy_out_is_in_flight_when_its_prefetch_is_due_is_read_where_it_is_by_hand():
+    """On a GPU a swapped node whose copy to the host has not ended when its prefetch is due is not
+    copied back: its backward reads the device tensor (``HostSwap.prefetch_one``), so the backward
+    does not wait for the copies queued on the link, and buffers whose copies are still running stay
+    on the device into the backward (the H200's swap-all GPT-2: six blocks' copies out in flight at the
+    LM head's backward; a model that waited for the whole queue had them gone, 50% under there)."""
+    g = toy(4)
+    cl = make_cluster(host_bw=S / (3 * MS))  # each copy 3 ms
+    keep, st = Strategy.single(4), Strategy(1, 1, [0] * 4, [SWAP, SWAP, SWAP, KEEP])
+    # F0..F3 0-4 ms; copies out s0 1-4, s1 4-7, s2 7-10. B3 4-6: node 2's prefetch is due, its copy
+    # out runs to 10 ms: held. B2 6-8: node 1's (copy out to 7): held. B1 8-10: node 0's is copied
+    # back after s2's copy out, 10-13: B0 waits 3 ms, 13-15 (a model waiting for each copy out: 21)
+    base = simulate(g, keep, cl)
+    r = simulate(g, st, cl)
+    assert r.step_time_s == pytest.approx(base.step_time_s + 3 * MS)
+    assert r.busy[0]["host"] == pytest.approx(4 * 3 * MS)  # three copies out, one back
+    # memory: s0 is off the device through B3 and B2 (its copy out ended at 4 ms, back from B1);
+    # s2 stays through B1, where its copy out still reads it
+    sim = Simulator(g, cl)
+    pk, ps = sim.phase_bytes(keep)[0], sim.phase_bytes(st)[0]
+    assert [a - b for a, b in zip(ps, pk)] == [0, 0, 0, 0, -S, -S, S, 0]
+
+
 def test_swap_moves_the_buffers_a_node_saves_by_hand():
     """A swapped node's pack hook copies every tensor it saves, its inputs too: on the device each
     lives until its other uses are done, and is back for the node's backward (CPU: on demand); a

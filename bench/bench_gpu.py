@@ -139,6 +139,8 @@ def main(quick: bool = False, rows_file: str | None = None) -> None:
     before = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
     n = graph("measured", BATCH).n
     saved = _predicted_here(props, n)
+    if saved:
+        data["predicted_on"] = f"`python -m bench.bench_gpu --predict`, on {next(iter(saved.values()))['made_on']}"
     for name, st in _strategies(n)[: 3 if quick else None]:
         mb, dt = st.microbatch_size(BATCH), _dtype(name)
         here_pred = saved.get(name) if saved.get(name, {}).get("strategy_dict") == st.to_dict() else None
@@ -401,8 +403,8 @@ def render(data: dict) -> str:
         f"one rank (NCCL); pinned host link measured at {data['d2h'] / 1e9:.1f} GB/s device→host and "
         f"{data['h2d'] / 1e9:.1f} GB/s host→device (the preset says {data.get('preset_link', 50e9) / 1e9:.0f} GB/s). "
         f"GPT-2 small (full config) at batch {BATCH} × 1024, fp32 unless the row says bf16 (TF32 off, PyTorch's default for matmul); "
-        f"{STEPS} steps, median of the last {STEPS - 1}. Predictions: *roofline* = fake-mode trace on CPU "
-        f"semantics with times from the `{PRESET}` spec; *measured* = every node timed on this GPU with CUDA "
+        f"{STEPS} steps, median of the last {STEPS - 1}. Predictions: *roofline* = fake-mode trace (bf16 cast by "
+        f"CUDA's autocast lists) with times from the `{PRESET}` spec; *measured* = every node timed on this GPU with CUDA "
         "events, its memory traced on real tensors and the measured host link (`memflow plan --measure`). "
         "Accounted peak = live tensor bytes on the GPU, a swapped tensor counted until its copy to the host "
         "has finished (what the simulator predicts); allocated / reserved = `torch.cuda.max_memory_allocated` "
@@ -413,7 +415,9 @@ def render(data: dict) -> str:
         "up to 20 MiB pages, plus one 2 MiB small page. Outside the allocator, a fresh process's CUDA context "
         f"with cuBLAS loaded held {ctx} (`memflow.gpumem.CONTEXT_BYTES`). Error = predicted / measured − 1. "
         "A run made after the one-GPU reserved prediction (`memflow.reserved`) predicts reserved by it where it "
-        "covers the plan (no swap, offload or sharding at that run), as `memflow plan` did. "
+        "covers the plan, as `memflow plan` does: the reserved peak the plan records, a fake run of its step "
+        "through the allocator model (every one-GPU plan since 2026-12-01), made before the run without the GPU"
+        + (f" ({data['predicted_on']})" if data.get("predicted_on") else "") + ". "
         f"Predicted reserved against reserved: median |error| {med(rerr)}, worst {worst(rerr)}."
         + (f" The last column: the fake trace made again by the code after this run, on "
            f"{data.get('repredicted_with', 'this host')} (`python -m bench.bench_gpu --repredict "
@@ -421,9 +425,8 @@ def render(data: dict) -> str:
            "now, against the measured reserved: marked · where a fake run of the step through the allocator model "
            "stands for the GPU (`memflow.reserved`, what `memflow plan` records for a one-GPU plan it covers, now "
            "the optimizer on the host and swap too, a swapped node's buffers freed on the simulator's timeline of "
-           "its copies; the replays below), else the rule above of the fake-trace peak predicted again. The swap-all "
-           "run held the LM head's logits twice (an executor fault fixed after it: its accounted peak is 16.8% "
-           "above the live prediction), so its row measures that fault, not the prediction. Median |error| "
+           "its copies; the replays below), else the rule above of the fake-trace peak predicted again. "
+           + (data.get("fault", "") + " " if data.get("fault") else "") + "Median |error| "
            f"{med(nerr)}, worst {worst(nerr)}." if again else "") + "\n\n"
         + summary + "\n\n" +
         md_table(["strategy", "measured ms", "predicted ms (roofline)", "predicted ms (measured costs)",

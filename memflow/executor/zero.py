@@ -28,7 +28,7 @@ called directly: on NCCL ``reduce_scatter_tensor`` and in-place ``all_gather_int
 thread (measured under :class:`~memflow.memory.LiveBytes`: a flat bucket's bytes more at every
 sync and every gather), so on gloo the same collectives are the list forms that make none:
 ``reduce_scatter`` of the flat copy's ``dp`` equal chunks (views), and ``dp`` in-place
-``broadcast``\ s of the slices (each rank's from its owner; the simulator times them so).
+broadcasts of the slices (each rank's from its owner; the simulator times them so).
 
 Slicing flat buffers is exact only for an optimizer whose update of an element reads that
 element alone (SGD, Adam, AdamW, ...): :data:`ELEMENTWISE` names them, and any other is refused.

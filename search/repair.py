@@ -105,8 +105,8 @@ def _repairs(st: Strategy, ev, evaluator, ctx: SearchContext) -> list:
         # and one per stage that swaps on that stage alone: on a link the stages share, the first swap
         # costs nothing and frees much (the best rate) and makes every later one dear, on any stage; a
         # walk that takes it on one stage can end far from the fit that recomputes there and swaps on
-        # another (a GPipe re-cut: recompute on the first stage, two swaps on the second, 5% faster)
-        # another; each such walk starts with the other stages' swaps kept (they hold the link)
+        # another (a GPipe re-cut: recompute on the first stage, two swaps on the second, 5% faster);
+        # each such walk starts with the other stages' swaps kept (they would hold the link)
         walks += [(True, s) for s in range(st.pp)]
     for recut, only in walks:
         c, e = st, ev

@@ -241,6 +241,32 @@ def _predicted_here(props, n: int) -> dict:
     return {r["strategy"]: dict(r, made_on=d["machine"]) for r in d["rows"]}
 
 
+def phases(rows_file: str, names: list[str]) -> None:
+    """Print, phase by phase, each named row's peak measured on the GPU (the rank's ``phase_peaks``)
+    beside the simulator's from a fake trace made by this code on this host (``Simulator.phase_bytes``,
+    the run's roofline cluster): where in the step a prediction is off, not only at the peak."""
+    from memflow.model_file import load_model_file
+    from memflow.profile import profile_model
+    from memflow.simulator import Simulator
+
+    data = json.loads(Path(rows_file).read_text())
+    os.environ["MEMFLOW_EXAMPLE_SCALE"] = "full"
+    spec = load_model_file(ROOT / "examples" / "gpt2.py")
+    cl = Cluster.for_gpus(1, PRESET).with_memory(int(data["total_memory"]))
+    for row in data["rows"]:
+        run = row["runs"].get("expandable")
+        if row["strategy"] not in names or not isinstance(run, dict):
+            continue
+        st = Strategy.from_dict(row["strategy_dict"])
+        g = profile_model(spec, st.microbatch_size(BATCH), device=cl.device, dtype=_dtype(row["strategy"]))
+        sim = Simulator(g, cl).phase_bytes(st)[0]
+        measured = [(k, v) for k, v in run["phase_peaks"].items() if k.startswith(("forward", "backward"))]
+        print(row["strategy"])
+        for (where, v), p in zip(measured, sim):
+            print(f"  {where.split(', micro-batch')[0]:42s} measured {v / 2**20:8,.0f} MiB  predicted "
+                  f"{p / 2**20:8,.0f} MiB  {_err(p, v):>7s}")
+
+
 def repredict(rows_file: str) -> None:
     """Predict every row's peak again from a fake trace made by this code, on this host (no GPU needed):
     what the fixes made after a GPU run change in the prediction a plan for that GPU rests on. Saved in
@@ -450,7 +476,12 @@ if __name__ == "__main__":
     ap.add_argument("--predict", metavar="GPU_NAME:TOTAL_BYTES",
                     help="make every row's predictions here, without the GPU, into bench/runs/gpu-predicted.json "
                          "(e.g. 'NVIDIA H200:150109880320', torch.cuda.get_device_properties' name and total_memory)")
+    ap.add_argument("--phases", nargs="+", metavar="ROWS_FILE STRATEGY",
+                    help="print each named row's measured and predicted peak phase by phase")
     a = ap.parse_args()
+    if a.phases:
+        phases(a.phases[0], a.phases[1:])
+        raise SystemExit(0)
     if a.predict:
         name, total = a.predict.rsplit(":", 1)
         predict(name, int(total))

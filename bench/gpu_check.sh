@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # One lent GPU session's checks, in one call of the device tool (see BENCHMARKS.md's GPU section):
 # install MemFlow into the machine's torch environment, run `python -m bench gpu` (its predictions made
-# beforehand without the GPU, `python -m bench.bench_gpu --predict 'NVIDIA H200:150109880320'`, read from
-# bench/runs/gpu-predicted.json), then the CUDA tests of the paths new since the last GPU session. Each part has its own time limit, and what it wrote comes
-# back under $OUT even when a part ran out of time. 5.5 minutes in all on an H200 on 2026-11-28
-# (TEST_S=170 BENCH_S=330, timeout_s 570, the tests first then); ALLOC=expandable,default runs each plan with torch's default
-# allocator too. Keep what comes back: gpu-rows.json as bench/runs/gpu-rows.json and gpu-alloc.tgz
-# (every run's allocator events) as bench/runs/gpu-alloc.tgz, then python -m bench.bench_gpu --replay
-# bench/runs/gpu-rows.json here (and --repredict after changes to the tracing).
+# beforehand without the GPU, `python -m bench.bench_gpu --predict 'NVIDIA H200:150109880320'`, read
+# from bench/runs/gpu-predicted.json), then the CUDA tests of the paths new since the last GPU session.
+# Each part has its own time limit, and what it wrote comes back under $OUT even when a part ran out of
+# time. 5.5 minutes in all on an H200 on 2026-11-28 (TEST_S=170 BENCH_S=330, timeout_s 570, the tests
+# first then); 342 s on 2026-12-04 (TEST_S=125 BENCH_S=385, timeout_s 570: the bench 241 s, its
+# predictions made beforehand; the tests 90 s). ALLOC=expandable,default runs each plan with torch's
+# default allocator too. Keep what comes back: gpu-rows.json as bench/runs/gpu-rows.json and
+# gpu-alloc.tgz (every run's allocator events) as bench/runs/gpu-alloc.tgz, then python -m
+# bench.bench_gpu --replay bench/runs/gpu-rows.json here (--repredict after changes to the tracing,
+# --phases ROWS STRATEGY... to compare a plan phase by phase).
 set -u
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/memflow-gpu-out}

@@ -1213,7 +1213,10 @@ class StageModel:
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
             steady = None
-            if (K.keep_Bs is not None or L.swap_bcut) and not z2:  # (gradients sharded: each one made anew)
+            # (ZeRO-2 too: the executor reduce-scatters only in the last micro-batch's backward, each bucket once
+            # every node reading it is through, so a later micro-batch adds into the gradients the first made; taken
+            # as made anew, a ResNeXt's ZeRO-2 ranks were 2-4% over at two micro-batches)
+            if K.keep_Bs is not None or L.swap_bcut:
                 # (swapped: the CPU executor's traced figure; a GPU's swap, untraced, takes them made anew)
                 scut = L.swap_bcut if cpu and L.swap_trans is not None and L.swap_bcut else None
                 bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else K.sel_bcut[x]
@@ -1300,7 +1303,7 @@ class StageModel:
             maxF0, maxB0, maxF, maxB, argF0, argB0, argF, argB,
             K.S_fwd, S_after, opt_mem, sync1, syncN, ranks,
         )
-        if steady is not None and not z2 and steady[0] < maxB:
+        if steady is not None and steady[0] < maxB:
             ev.maxBs, ev.argBs, ev.cutBs = steady
         if z3:
             ev.comm_stall_s, ev.comm_s = zstall, zcomm

@@ -457,7 +457,8 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
     for x in range(m):
         if L.sel_btrans[x] >= 0:
             j = 2 * m - 1 - x
-            traced = L.sel_btrans[x] + held[x] + (trans_keep[j] - L.trans[j])
+            traced = (max(0, L.sel_btrans[x] - L.sel_bdrop[x]) if L.sel_bdrop else L.sel_btrans[x]) \
+                + held[x] + (trans_keep[j] - L.trans[j])
             if L.sel_recv_ck and L.sel_recv_ck[x] and L.sel_hbtrans and L.sel_hbtrans[x] >= 0:
                 # (received values its checkpoint alone held in the trace: carried here, and in that figure)
                 traced -= max(0, L.sel_recv_ck[x] + L.sel_btrans[x] - L.sel_hbtrans[x])

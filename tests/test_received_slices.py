@@ -56,7 +56,7 @@ def test_free_gap_is_the_peak_after_the_free_below_the_peak():
     del f
 
 
-@pytest.mark.parametrize("acts", ["K", "R", "S"])
+@pytest.mark.parametrize("acts", ["K", "R", "S", "L"])
 def test_the_encoder_stage_counts_the_skip_gradients_it_receives_as_slices(acts):
     """One micro-batch, every node kept, recomputed or swapped (the CPU's all-swapped trace tells its own gap:
     Buffer.swap_free_gap): every phase of both stages (with its sends and receives) is the run's within 0.5% and
@@ -67,7 +67,7 @@ def test_the_encoder_stage_counts_the_skip_gradients_it_receives_as_slices(acts)
     from memflow.strategy import Strategy
     from simulator.core import Simulator
     from memflow.cluster import Cluster
-    act = {"K": "keep", "R": "recompute", "S": "swap"}[acts]
+    act = {"K": "keep", "R": "recompute", "S": "swap", "L": "selective"}[acts]
     g = _graph(4)
     st = Strategy(dp=1, pp=2, stage_of=[0] * CUT + [1] * (g.n - CUT), actions=[act] * g.n)
     assert any(0 < b.free_gap and b.views for b in g.buffers)

@@ -220,6 +220,10 @@ class Buffer:
     free_gap: int = -1
     # ... the same in the CPU's all-swapped trace (-1: not traced, or not told apart there)
     swap_free_gap: int = -1
+    # ... and in the selective figures of the node whose backward frees it (-1: not traced, not told apart, or
+    # under autocast's casts of gathered weights): a selective encoder level of a U-Net cut before its decoder
+    # counted each skip's whole concatenation gradient, 512 KiB (12-14%) over
+    sel_free_gap: int = -1
 
     def read_bytes(self, phases) -> int:
         """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read

@@ -40,6 +40,7 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
     live.track(list(state) + list(inputs), kind="state")
     state_bytes = live.live
     live.hold_old({2 * n - 1 - k: k for k in range(n)})  # (each backward's peak with what it frees of its inputs held)
+    live.follow_frees()  # (per storage a backward frees, how far its peak falls after: Buffer.sel_free_gap)
 
     def on_phase(p: int) -> None:
         live.set_phase(p)
@@ -59,6 +60,14 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
     carried = carried_bytes(2 * n + 1, nbytes, alloc, free)
     nc = np.array([not ev.cast for ev in evs], dtype=bool)
     carried_nc = carried_bytes(2 * n + 1, nbytes[nc], alloc[nc], free[nc]) if cast_keys else None
+    # per gradient made in an earlier backward and freed in a later one (told from the plain trace's by its
+    # phases, bytes and readers), that backward's free_gap here, as a node's own run tells it for the gradients
+    # handed to it (memflow.profile.selective_nodes.run_node); none under the casts of gathered weights
+    gaps: dict = {}
+    for ev in evs:
+        if n <= ev.alloc_phase < ev.free_phase < 2 * n and ev.free_gap >= 0 and not cast_keys:
+            key = (ev.alloc_phase, ev.free_phase, ev.nbytes, tuple(sorted(ev.uses)))
+            gaps[key] = ev.free_gap if key not in gaps else -1  # (two alike: neither told)
     out = []
     for k in range(n):
         fp, bp = k, 2 * n - 1 - k
@@ -76,6 +85,7 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
             sel_replay_flops=max(0.0, cost.flops.get(bp, 0.0) - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, cost.bytes.get(bp, 0.0) - keep_cost.bytes.get(bp, 0.0)),
             sel_replay_ops=max(0, cost.ops.get(bp, 0) - keep_cost.ops.get(bp, 0)),
+            _sel_gap_keys=gaps,
         ))
         if cast_keys:
             out[-1].update(

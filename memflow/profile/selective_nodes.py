@@ -111,17 +111,23 @@ class NodeWatch:
         held = {_key(g) for name, g in grads.items() if name not in mine and isinstance(g, torch.Tensor)}
         held |= {_key(p.grad) for p in self.params if p.grad is not None}
         try:
+            # (layout, storage, held past this backward, id of the trace's record of the storage: the
+            # node's run tells how its backward's peak falls once that storage is freed, Buffer.sel_free_gap)
             outs = []
             for name in st.outputs:
                 g = None if name == prog.loss_name else grads.get(name)
-                outs.append((name, None if g is None else (_layout(g), _key(g), _key(g) in held)))
-            pending = [(a, (_layout(grads[a]), _key(grads[a]), _key(grads[a]) in held))
+                outs.append((name, None if g is None else (_layout(g), _key(g), _key(g) in held, self._evid(g))))
+            pending = [(a, (_layout(grads[a]), _key(grads[a]), _key(grads[a]) in held, self._evid(grads[a])))
                        for a in dict.fromkeys(c.arg_names) if isinstance(grads.get(a), torch.Tensor)]
             pgrads = tuple(None if p.grad is None else _layout(p.grad) for p in _node_params(prog, k))
         except NotByNode as e:
             self.bad = self.bad or str(e)
             return
         self.back[k] = (tuple(outs), tuple(pending), pgrads)
+
+    def _evid(self, t: torch.Tensor) -> int | None:
+        ev = self.live.event_of(t)
+        return None if ev is None else id(ev)
 
 
 def _node_params(program: StepProgram, k: int) -> list[torch.Tensor]:
@@ -300,6 +306,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
     live.track(state, kind="state")
     state_bytes = live.live
     live.hold_old({_BWD: _FWD})  # (its backward's peak with what it frees of its inputs held to its end)
+    live.follow_frees()  # (the gradients handed in that its backward frees: how far its peak falls after each)
 
     def on_phase(p: int) -> None:
         live.set_phase(p)
@@ -312,6 +319,8 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
         with live:
             on_phase(_PRE)
             env, grads, keep = _made(prog, ctx, env0)
+            handed = [live.event_of(grads[name]) if g is not None else None
+                      for name, g in list(ctx.outs) + list(ctx.pending)]
             ins = [(i, live.event_of(env[ctx.args[i][0]])) for i, _ in ctx.freed_args]
             # (let go after the forward, as a later node's forward ends: its checkpoint's, if it holds them)
             later = [env[a] for a in ctx.read_later]
@@ -350,6 +359,10 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
                 held_trans=max(trans, live.phase_peak_held_f.get(_BWD, 0) - state_bytes - carried),
                 ftrans=max(0, live.phase_peak.get(_FWD, 0) - state_bytes - carried_f),
                 flops=cost.flops.get(_BWD, 0.0), bytes=cost.bytes.get(_BWD, 0.0), ops=cost.ops.get(_BWD, 0))
+    # per gradient handed in (by position), freed in its backward: the run's free_gap (-1: none told; under
+    # autocast's casts of gathered weights, whose figures without them are had too, none is)
+    figs["gaps"] = tuple(ev.free_gap if ev is not None and ev.free_phase == _BWD and not cast_keys else -1
+                         for ev in handed)
     if cast_keys:
         evs = [ev for ev in evs if not ev.cast]
         figs.update(
@@ -397,7 +410,10 @@ def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch
         for i, evid in ctx.freed_args:
             held_in[evid] = held_in.get(evid, False) or i in holds
         bp = 2 * n - 1 - k
+        handed = [g for _, g in list(ctx.outs) + list(ctx.pending)]
+        gaps = {g[3]: v for g, v in zip(handed, figs["gaps"]) if g is not None and g[3] is not None and v >= 0}
         out.append(dict(
+            _sel_gaps=gaps,
             sel_saved_bytes=figs["saved"],
             sel_held_out_bytes=figs["held_out"],
             sel_bwd_transient_bytes=figs["trans"],

@@ -567,6 +567,7 @@ def trace_step(
             opt_out.append(rec)
 
     buffers = []
+    buffer_ev: list[int] = []  # (id of each buffer's event)
     copied = sends.by_storage()
     for ev in live.events:
         free = ev.free_phase if ev.free_phase >= 0 else 2 * n + 1
@@ -584,6 +585,7 @@ def trace_step(
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), ""),
                               views=ev.partial_views(), cast=ev.cast, packed=ev.packed,
                               copies=copied.get(id(ev), []), free_gap=ev.free_gap if ev.views else -1))
+        buffer_ev.append(id(ev))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers
     carried = [b.nbytes for b in buffers], [b.alloc_phase for b in buffers], [b.free_phase for b in buffers]
@@ -627,6 +629,17 @@ def trace_step(
     # but the loss head's under autocast, whose traced figure is 128-1,152 bytes under the fake run's on BART,
     # DistilBERT, Mamba: not located, as ck's above; and where its traced figure is above the kept one, that:
     # a selective GPT-2 head in bf16 holds its logits' matmul output beside the loss, 114 MiB over the kept)
+    # (the selective figures' own gap for each storage read in views that a backward frees: Buffer.sel_free_gap;
+    # node by node, the trace's record of each gradient handed in; from the traced step, told apart as swap's)
+    sel_gaps, sel_gap_keys = {}, {}
+    sel = [dict(f) for f in sel]
+    for f in sel:
+        sel_gaps.update(f.pop("_sel_gaps", {}))
+        sel_gap_keys.update(f.pop("_sel_gap_keys", {}))
+    for b, evid in zip(buffers, buffer_ev):
+        if b.views:
+            b.sel_free_gap = sel_gaps.get(evid, sel_gap_keys.get((b.alloc_phase, b.free_phase, b.nbytes,
+                                                                  tuple(b.uses)), -1))
     if casts(dtype) and sel[n - 1]:
         head = sel[n - 1]
         sel[n - 1] = {**head, "sel_fwd_transient_bytes": max(head["sel_fwd_transient_bytes"], transient[n - 1])}

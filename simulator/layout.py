@@ -343,6 +343,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             replica_o[local[0] - a] += ob
 
     sent_fwd = 0  # bytes this stage sends forward per micro-batch
+    recv_bwd = 0  # ... and receives back as gradients (of those, and of what it relays), as its backward starts
     # what this stage's forward sends copy (memflow.graph.sending: a view of part of a storage travels as a
     # contiguous copy), and the storages only such copies send on: held to the F half's end, not by the send
     fcopy = copy_held = 0
@@ -477,6 +478,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             need = max([la] + use_nodes_local)
             if relay:
                 need = max(need, 2 * m - 1)
+            recv_bwd += nb
         else:  # odd direction (e.g. a forward buffer read by an earlier stage's backward)
             if not use_nodes_local:
                 continue
@@ -538,9 +540,15 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         trans[2 * m - 1 - x] = int(nd.bwd_transient_bytes)
     for p, v in enumerate(tdrop):
         trans[p] = max(0, trans[p] - v)
-    # a micro-batch's sent values are released once its gradients have been received, just before
-    # its backward starts: at that moment they are live beside the received gradients
-    trans[m] = max(trans[m], sent_fwd)
+    # a micro-batch's sent values are released as its backward starts, before its gradients are received
+    # (memflow.executor.stage: release_oldest_forward, then recv_grads): alive then with all else the phase
+    # starts with but the received gradients, not made yet: every node kept, what dies in the phase less those
+    # gradients. Any other action holds no more of that (a swapped or recomputed last node's saved tensors are
+    # off the device), so that bounds the sent values' own figure (counted beside the gradients, a multi-scale
+    # encoder's stage whose running sum is sent and read by no backward of its own was 16-19% over there)
+    at_release = min(sent_fwd, sum(v for k, v in groups.items() if k[1] == m and k[0] < m and not (k[2] or k[3]))
+                     - recv_bwd) if sent_fwd else 0
+    trans[m] = max(trans[m], at_release)
     at_send = {}  # per phase, what its start (m) or end (2m-1) holds beside the carried bytes, with the copies
     if fcopy:  # as the F half ends: what dies in B_{m-1} unless carried through it (the copy among them)
         # and the storages the copies were made of
@@ -566,7 +574,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             v = getattr(nd, steady)
             if 0 <= v < getattr(nd, whole):
                 p = 2 * m - 1 - x
-                out[x] = max(0, tr[p] - max(int(v), sent_fwd if p == m else 0, send.get(p, 0)))
+                out[x] = max(0, tr[p] - max(int(v), at_release if p == m else 0, send.get(p, 0)))
         return out
 
     bcut = cuts(trans, "steady_bwd_transient_bytes", "bwd_transient_bytes", at_send)
@@ -578,7 +586,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         for x, nd in enumerate(nodes):
             swap_trans[x] = int(nd.cpu_swap_fwd_transient_bytes)
             swap_trans[2 * m - 1 - x] = int(nd.cpu_swap_bwd_transient_bytes)
-        swap_trans[m] = max(swap_trans[m], sent_fwd)
+        swap_trans[m] = max(swap_trans[m], at_release)
         for x in range(m):  # (a stage of one swapped linear head: its received input counted twice, 89% over)
             swap_trans[x] -= swap_fdied[x]
         for p, v in enumerate(sdrop):

@@ -1,0 +1,49 @@
+"""A stage's sent values die as its micro-batch's backward starts, before the gradients come back.
+
+The executor completes the sends of a micro-batch's activations and drops them (``release_oldest_forward``)
+before it receives their gradients (``recv_grads``), so the two are never alive together. The plan had them
+together: a multi-scale encoder (bench/outside7/multiscale_shared.py: one CNN run on the image at three sizes,
+its feature maps upsampled and summed) cut after the second scale's first layers sends the running sum, which
+no backward of its own reads, and the first stage's first backward phase was 443 KiB (17-19%) over the run's.
+The phase now rises above its traced start only by what the sent values are above the gradients received."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.onerank import phase_where, predicted_ranks
+
+PATH = str(Path(__file__).resolve().parents[1] / "bench" / "outside7" / "multiscale_shared.py")
+
+
+@pytest.mark.parametrize("acts", ["K", "LK"])
+def test_sent_values_are_not_beside_the_gradients_received_for_them(acts):
+    """One micro-batch, two stages, every node kept (and selective / kept in turn): every phase of both
+    stages (with its sends and receives) is the run's within 0.5% and never under."""
+    from memflow.cluster import Cluster
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.strategy import Strategy
+    from simulator.core import Simulator
+
+    g = GraphSource(resolve_spec(PATH), Cluster.load("cpu-2"))(4)
+    cut = g.n // 2
+    names = {"K": "keep", "L": "selective"}
+    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut),
+                  actions=[names[acts[i % len(acts)]] for i in range(g.n)])
+    pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
+    _, rep = predicted_ranks(PATH, g, st, batch=4, steps=2)
+    checked = 0
+    for s, (lo, hi) in enumerate([(0, cut), (cut, g.n)]):
+        r = rep.ranks[s]
+        m = hi - lo
+        for q in range(2 * m):
+            k = lo + q if q < m else hi - 1 - (q - m)
+            where = phase_where(g, k if q < m else 2 * g.n - 1 - k)
+            way = where.split(" of node ")[0]  # (the phase, and the stage's send or receive beside it)
+            got = max(v for w, v in r.phase_peaks.items() if w.endswith(where[len(way):]) and way in w)
+            if acts == "K" or s == 0:  # (the later stage, selective: its head 16% over, not this rule's)
+                assert got <= pred[s][q] <= 1.005 * got, (s, q, where, pred[s][q], got)
+                checked += 1
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes, (s, r.predicted_peak_bytes, r.measured_peak_bytes)
+    assert checked >= (2 * g.n if acts == "K" else 2 * cut)

@@ -6,7 +6,7 @@ from memflow.executor import RunConfig, run_plan
 from memflow.strategy import Strategy
 from simulator.core import Simulator
 
-__all__ = ["predicted_run", "predicted_ranks", "phase_where"]
+__all__ = ["predicted_run", "predicted_ranks", "phase_where", "stage_phases"]
 
 
 def predicted_run(model_file, graph, strategy: Strategy, batch: int = 8, cluster: str = "cpu-1"):
@@ -37,3 +37,18 @@ def phase_where(graph, p: int, mb: int = 0) -> str:
     n = graph.n
     k = p if p < n else 2 * n - 1 - p
     return f"{'forward' if p < n else 'backward'} of node {k} ({graph.nodes[k].name}), micro-batch {mb}"
+
+
+def stage_phases(graph, report, predicted, ranges):
+    """Per pipeline stage ``s`` whose node range ``ranges[s]`` is given, per local phase ``q`` (forwards, then
+    backwards): ``(s, q, where, predicted[s][q], the run's peak there)``, the run's taken with the stage's send
+    or receive beside the phase (``predicted``: :meth:`simulator.core.Simulator.phase_bytes`)."""
+    for s, (lo, hi) in enumerate(ranges):
+        r = report.ranks[s]
+        m = hi - lo
+        for q in range(2 * m):
+            k = lo + q if q < m else hi - 1 - (q - m)
+            where = phase_where(graph, k if q < m else 2 * graph.n - 1 - k)
+            way = where.split(" of node ")[0]  # (the phase, and the stage's send or receive beside it)
+            got = max(v for w, v in r.phase_peaks.items() if w.endswith(where[len(way):]) and way in w)
+            yield s, q, where, predicted[s][q], got

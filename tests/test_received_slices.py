@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from memflow.memory import LiveBytes
-from tests.onerank import phase_where, predicted_ranks
+from tests.onerank import predicted_ranks, stage_phases
 
 PATH = str(Path(__file__).resolve().parents[1] / "bench" / "outside11" / "unet1d_audio.py")
 CUT = 5  # (inp, three encoder levels and the first bottleneck block on the first stage)
@@ -73,15 +73,10 @@ def test_the_encoder_stage_counts_the_skip_gradients_it_receives_as_slices(acts)
     assert any(0 < b.free_gap and b.views for b in g.buffers)
     pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
     _, rep = predicted_ranks(PATH, g, st, batch=4, steps=2)
-    for s, (lo, hi) in enumerate([(0, CUT), (CUT, g.n)][:1 if acts == "S" else 2]):
-        r = rep.ranks[s]
-        m = hi - lo
-        for q in range(2 * m):
-            k = lo + q if q < m else hi - 1 - (q - m)
-            where = phase_where(g, k if q < m else 2 * g.n - 1 - k)
-            way = where.split(" of node ")[0]  # (the phase, and the stage's send or receive beside it)
-            got = max(v for w, v in r.phase_peaks.items() if w.endswith(where[len(way):]) and way in w)
-            assert got <= pred[s][q] <= 1.005 * got, (s, q, pred[s][q], got)
+    ranges = [(0, CUT), (CUT, g.n)][:1 if acts == "S" else 2]
+    for s, q, where, p, got in stage_phases(g, rep, pred, ranges):
+        assert got <= p <= 1.005 * got, (s, q, where, p, got)
+    for r in rep.ranks[:len(ranges)]:
         assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.005 * r.measured_peak_bytes
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.onerank import phase_where, predicted_ranks
+from tests.onerank import predicted_ranks, stage_phases
 
 PATH = str(Path(__file__).resolve().parents[1] / "bench" / "outside7" / "multiscale_shared.py")
 
@@ -34,16 +34,10 @@ def test_sent_values_are_not_beside_the_gradients_received_for_them(acts):
     pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
     _, rep = predicted_ranks(PATH, g, st, batch=4, steps=2)
     checked = 0
-    for s, (lo, hi) in enumerate([(0, cut), (cut, g.n)]):
-        r = rep.ranks[s]
-        m = hi - lo
-        for q in range(2 * m):
-            k = lo + q if q < m else hi - 1 - (q - m)
-            where = phase_where(g, k if q < m else 2 * g.n - 1 - k)
-            way = where.split(" of node ")[0]  # (the phase, and the stage's send or receive beside it)
-            got = max(v for w, v in r.phase_peaks.items() if w.endswith(where[len(way):]) and way in w)
-            if acts == "K" or s == 0:  # (the later stage, selective: its head 16% over, not this rule's)
-                assert got <= pred[s][q] <= 1.005 * got, (s, q, where, pred[s][q], got)
-                checked += 1
-        assert r.measured_peak_bytes <= r.predicted_peak_bytes, (s, r.predicted_peak_bytes, r.measured_peak_bytes)
+    for s, q, where, p, got in stage_phases(g, rep, pred, [(0, cut), (cut, g.n)]):
+        if acts == "K" or s == 0:  # (the later stage, selective: its head 16% over, not this rule's)
+            assert got <= p <= 1.005 * got, (s, q, where, p, got)
+            checked += 1
+    for r in rep.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes, (r.rank, r.predicted_peak_bytes, r.measured_peak_bytes)
     assert checked >= (2 * g.n if acts == "K" else 2 * cut)

@@ -24,9 +24,25 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .errors import DeviceOutOfMemoryError
 
 __all__ = ["LiveBytes", "BufferEvent", "storage_bytes", "view_key", "storages", "tensors_in", "cast_source",
-           "LOW_DTYPES"]
+           "LOW_DTYPES", "gap_key", "told_gaps"]
 
 _DEVICE = torch.ops.prim.device.default
+
+
+def gap_key(alloc_phase: int, free_phase: int, nbytes: int, uses) -> tuple:
+    """How a storage of one trace is told in another's records: its phases, bytes and readers."""
+    return alloc_phase, free_phase, nbytes, tuple(sorted(uses))
+
+
+def told_gaps(events, pick) -> dict:
+    """Per :func:`gap_key`, the ``free_gap`` of each followed event that ``pick(event)`` keeps
+    (:meth:`LiveBytes.follow_frees`); two alike: neither told (-1)."""
+    gaps: dict = {}
+    for ev in events:
+        if ev.free_gap >= 0 and pick(ev):
+            key = gap_key(ev.alloc_phase, ev.free_phase, ev.nbytes, ev.uses)
+            gaps[key] = ev.free_gap if key not in gaps else -1
+    return gaps
 
 
 def tensors_in(x: Any, out: list | None = None) -> list[torch.Tensor]:

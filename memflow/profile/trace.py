@@ -38,7 +38,7 @@ from ..graph.aliases import alias_reads, escaping_params, input_view_reads, repl
 from ..graph.casts import cast_only, low_reads
 from ..graph.training import casts, grad_meta, unique_params
 from ..kinds import MIN_SWAP_BYTES, RECOMPUTE, SWAP
-from ..memory import BufferEvent, LiveBytes, storages
+from ..memory import BufferEvent, LiveBytes, gap_key, storages, told_gaps
 from ..progress import detail
 from .fakecache import warm_call
 from .opcost import OpCost
@@ -191,11 +191,7 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
         [ev.free_phase if ev.free_phase >= 0 else 2 * n + 1 for ev in evs]
     freed = [sum(ev.nbytes for ev in evs if ev.alloc_phase < p == ev.free_phase) for p in range(n)]
     early = sorted(batch_keys[k] for k in live.early_frees() if k in batch_keys and live.freed_at[k] < 2 * n)
-    gaps: dict = {}  # (a storage read in views, told from the plain trace's by its phases, bytes and readers)
-    for ev in evs:
-        if ev.views and ev.free_gap >= 0:
-            key = (ev.alloc_phase, ev.free_phase, ev.nbytes, tuple(sorted(ev.uses)))
-            gaps[key] = ev.free_gap if key not in gaps else -1  # (two alike: neither told)
+    gaps = told_gaps(evs, lambda ev: ev.views)  # (a storage read in views, told from the plain trace's)
     return (_transients(live, state_bytes, n, *carried)[:2 * n],
             _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady)[:2 * n],
             _transients(live, state_bytes, n, *carried, peaks=live.phase_peak_steady_shared)[:2 * n],
@@ -619,7 +615,7 @@ def trace_step(
         else ([-1] * (2 * n),) * 3 + ([-1] * n,) * 2 + ([], {}))
     for b in buffers:  # (the all-swapped trace's figure for each storage read in views: Buffer.swap_free_gap)
         if b.views:
-            b.swap_free_gap = swap_gaps.get((b.alloc_phase, b.free_phase, b.nbytes, tuple(b.uses)), -1)
+            b.swap_free_gap = swap_gaps.get(gap_key(b.alloc_phase, b.free_phase, b.nbytes, b.uses), -1)
     # (fp32 only: under bf16 autocast a recomputed loss head's forward ran 1,728 bytes above its traced figure on
     # the CPU, not located; there the kept forward's figure stays, an upper bound)
     ck = _checkpointed_fwd_transients(program, inputs, optimizer) if not casts(dtype) else [-1] * n
@@ -638,8 +634,8 @@ def trace_step(
         sel_gap_keys.update(f.pop("_sel_gap_keys", {}))
     for b, evid in zip(buffers, buffer_ev):
         if b.views:
-            b.sel_free_gap = sel_gaps.get(evid, sel_gap_keys.get((b.alloc_phase, b.free_phase, b.nbytes,
-                                                                  tuple(b.uses)), -1))
+            b.sel_free_gap = sel_gaps.get(evid, sel_gap_keys.get(gap_key(b.alloc_phase, b.free_phase, b.nbytes,
+                                                                         b.uses), -1))
     if casts(dtype) and sel[n - 1]:
         head = sel[n - 1]
         sel[n - 1] = {**head, "sel_fwd_transient_bytes": max(head["sel_fwd_transient_bytes"], transient[n - 1])}

@@ -913,11 +913,14 @@ class StageModel:
 
     def zero2(self, dp: int) -> tuple:
         """ZeRO-2 over ``dp`` ranks (:mod:`memflow.executor.zero`), alike on every rank: ``(gradients
-        in the optimizer step, optimizer state, the step's temporaries)``. Each bucket's gradients
+        in the optimizer step, optimizer state, the step's temporaries, padding)``. Each bucket's gradients
         are reduce-scattered into a ``1/dp`` slice (the bucket padded to a multiple of ``dp``); the
         rank steps its slice of every bucket: its state is ``1/dp`` of the stage's, and a
         one-tensor-at-a-time step's temporaries are those of its largest slice (the traced ones per
-        byte of the largest parameter), a foreach step's ``1/dp`` of the stage's."""
+        byte of the largest parameter), a foreach step's ``1/dp`` of the stage's. The parameters are
+        views of each bucket's flat buffer, padded too: ``padding`` is the bytes of zeros past them,
+        held all through the step (a DistilBERT bucket of an odd element count was 4 bytes above
+        its prediction at every phase with the optimizer on the host)."""
         z = self._z2.get(dp)
         if z is None:
             K = self._keep or _KeepTables(self.layout)
@@ -934,7 +937,8 @@ class StageModel:
                 temps = int((sum(t for _, _, t in self.zero_params) - wt) / dp + wt)
             else:  # (no parameter table: an even share of the step's bytes above the gradients)
                 temps = max(0, self.opt_trans - self.opt_grads) // dp
-            z = self._z2[dp] = (grads, -(-(self.layout.O_sum + self.layout.O_gradless - wo) // dp) + wo, temps)
+            pad = sum(p * dp for p in pieces) - whole
+            z = self._z2[dp] = (grads, -(-(self.layout.O_sum + self.layout.O_gradless - wo) // dp) + wo, temps, pad)
         return z
 
     def zero3(self, dp: int, host: bool = False) -> tuple:
@@ -1277,7 +1281,8 @@ class StageModel:
             opt_mem = g3 + (0 if opt_host else temps)
             step_opt = min(step_opt, g3)
         elif z2:  # ZeRO-2: each rank holds and steps 1/dp of every bucket (its gradients, state, temporaries)
-            g2, opt, temps = self.zero2(dp)
+            g2, opt, temps, pad = self.zero2(dp)
+            params += pad
             opt_mem = g2 + (0 if opt_host else temps)
             step_opt = min(step_opt, g2)
         elif shard != SHARD_NONE and dp > 1 and not opt_host:  # ZeRO-1: only the optimizer state and its step are sharded

@@ -79,7 +79,15 @@ def test_zero2_peaks_by_hand():
     assert sim.stage(0, 3).model.sync_copies(2)[2] == P - 2 * (P // 2)  # g0's: g2, g1 shed P/2 each
     assert sim.evaluate(st).peak_bytes == r.peak_bytes  # the fast path agrees
     # the optimizer step: the gradients' slices (3P/2) and no temporaries here
-    assert sim.stage(0, 3).model.zero2(2) == (3 * P // 2, 3 * P, 0)
+    assert sim.stage(0, 3).model.zero2(2) == (3 * P // 2, 3 * P, 0, 0)
+    # an odd element count: the flat buffer the parameters become views of is padded to dp elements,
+    # and the padding is held all through the step beside the parameters (one element of 4 bytes here)
+    Q = P + 4  # 250,001 fp32 elements per node, 750,003 in the bucket
+    g = chain_graph(3, act_bytes=A, saved_bytes=S, param_bytes=Q, fwd_s=1 * MS, bwd_s=2 * MS)
+    for host in (False, True):
+        r = Simulator(g, cl).evaluate(st.copy(optimizer_on_host=[host]), detail=True)
+        assert r.breakdown[0]["params"] == 3 * Q + 4, (host, r.breakdown[0])
+    assert Simulator(g, cl).stage(0, 3).model.zero2(2)[3] == 4
 
 
 def test_zero2_times_by_hand():
@@ -383,7 +391,7 @@ def test_zero2_keeps_replicas_of_parameters_other_stages_read_whole():
     sim = Simulator(g, make_cluster(4, kind="cpu"))
     z = sim.stage(0, 2).model
     assert [pb for pb, _, _ in z.zero_whole] == [Q]  # w0
-    grads, state, temps = z.zero2(2)
+    grads, state, temps, _ = z.zero2(2)
     assert state == 2 * Q // 2 + 2 * Q  # w1's state halved, w0's whole
     assert temps == 2 * Q  # the whole w0 is the largest tensor stepped
     assert sim.stage(0, 3).model.zero_whole == ()  # one stage: nothing read elsewhere

@@ -3,13 +3,14 @@
 ``python -m bench.forced_sweep bench/outside5/*.py`` prints one ``ROW`` line per model and strategy:
 the per-rank error (predicted / measured - 1), measured - predicted bytes per rank, and ``UNDER`` (a rank
 more than 4 bytes above its prediction) or ``OVER`` (more than 5% below it) with where the peaks were.
-Ten strategies a searched plan may never pick (the search avoids what the model over-prices): two
+Eleven strategies a searched plan may never pick (the search avoids what the model over-prices): two
 pipeline stages with every node recomputed; every node swapped on one device; dp 2 with ZeRO-3 and
 nodes kept and recomputed in turn; GPipe with swap and recompute in turn; dp 2 with ZeRO-2, every node
 selective and the optimizer on the host; two stages with selective / swap / keep in turn, ZeRO-3 and the
 optimizer and parameters on the host; every node selective on one device; two stages with selective and
 keep in turn; two stages with keep / selective / recompute in turn; dp 2 with ZeRO-2 over two micro-batches,
-nodes kept, recomputed, swapped and selective in turn. ``--cases A,B`` runs those alone.
+nodes kept, recomputed, swapped and selective in turn; two stages, every node kept, over two micro-batches.
+``--cases A,B`` runs those alone.
 Not a section of BENCHMARKS.md: a search for rules the memory model misses (the 2026-12-03 sweeps over
 bench/outside5 and bench/outside6 found tests/test_checkpoint_holds.py's, and the selective ones in
 tests/test_phase_peaks.py and tests/test_selective_first.py).
@@ -37,6 +38,7 @@ CASES = [
     ("pp2-m2-LK", "cpu-2", 1, 2, 2, "1f1b", "LK", "none", False, False),
     ("pp2-m2-KLR", "cpu-2", 1, 2, 2, "1f1b", "KLR", "none", False, False),
     ("dp2-z2-m2-KRSL", "cpu-2", 2, 1, 2, "1f1b", "KRSL", "gradients", False, False),
+    ("pp2-m2-K", "cpu-2", 1, 2, 2, "1f1b", "K", "none", False, False),
 ]
 
 

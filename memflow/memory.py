@@ -123,6 +123,10 @@ class BufferEvent:
     # made in an earlier phase and freed in this one at its peak so far: how far the phase's peak after its
     # free is below that (:meth:`LiveBytes.follow_frees`); 0: the peak came after it; -1: not followed
     free_gap: int = -1
+    # per phase an op read it in and it outlived: how far the phase's peak after the autograd node that read it
+    # last there was through stands above the phase's peak until then (:meth:`LiveBytes.follow_reads`; phases
+    # where that is 0 left out)
+    read_gaps: dict = field(default_factory=dict)
 
     def read(self, t: torch.Tensor, storage_bytes: int, phase: int) -> None:
         """An op of ``phase`` read ``t``, a tensor on this storage."""
@@ -263,6 +267,11 @@ class LiveBytes(TorchDispatchMode):
         # per phase, the buffers made before it freed in it at its peak so far, and the most live bytes since
         # the last of them went (the profiler's, :meth:`follow_frees`; None: not followed)
         self._fr: list | None = None
+        # per phase, the events its autograd nodes read (a segment per node: [events, the phase's peak so far as the
+        # node was through, most live bytes since]), the node reading now and what it read (:meth:`follow_reads`)
+        self._rd: list | None = None
+        self._rd_node = 0
+        self._rd_pend: list = []
         # per kept storage let go: (phase, that phase's peak and steady peak so far, bytes) (:meth:`early_frees`)
         self.kept_free: dict[int, tuple] = {}
 
@@ -270,6 +279,8 @@ class LiveBytes(TorchDispatchMode):
     def set_phase(self, phase: int) -> None:
         if self._fr is not None:
             self._close_frees()
+        if self._rd is not None:
+            self._close_reads()
         self.phase = phase
         self.phase_peak[phase] = max(self.phase_peak.get(phase, 0), self.live)
         if self._cast_keys is not None:
@@ -305,6 +316,40 @@ class LiveBytes(TorchDispatchMode):
             after = max(after, ent[2])
             ent[0].free_gap = peak - after if ent[1] >= peak else 0
         self._fr = []
+
+    def follow_reads(self) -> None:
+        """Follow, per recorded buffer made before a phase that an op of the phase reads and that outlives it,
+        how far the phase's peak after the autograd node that read it last there is through stands above the
+        phase's peak until then (``BufferEvent.read_gaps``): a pipeline stage on which that node is its last
+        reader lets it go as the node's saved tensors go, so its phase peaks ``min(bytes, gap)`` below the
+        peak with it held (a feature pyramid's head applied to a received scale: the scale, counted beside the
+        head's backward, had gone before the weight gradients were made)."""
+        self._rd = []
+        self._rd_node = 0
+        self._rd_pend = []
+
+    def _reads(self, read: list) -> None:
+        node = torch._C._current_autograd_node()
+        nid = id(node) if node is not None else 0
+        if nid != self._rd_node:  # (the node that read before is through: its saved tensors are let go)
+            if self._rd_pend:
+                self._rd.append([self._rd_pend, self.phase_peak.get(self.phase, 0), self.live])
+                self._rd_pend = []
+            self._rd_node = nid
+        self._rd_pend.extend(ev for ev in read if ev.alloc_phase < self.phase)
+
+    def _close_reads(self) -> None:
+        if self._rd_pend:
+            self._rd.append([self._rd_pend, self.phase_peak.get(self.phase, 0), self.live])
+        after, done = 0, set()
+        for evs, before, since in reversed(self._rd):
+            after = max(after, since)
+            for ev in evs:
+                if id(ev) not in done:  # (its last reading node's segment)
+                    done.add(id(ev))
+                    if after > before and ev.free_phase < 0:
+                        ev.read_gaps[self.phase] = after - before
+        self._rd, self._rd_pend, self._rd_node = [], [], 0
 
     def hold_old(self, cutoffs: dict[int, int]) -> None:
         """Follow, per phase p in ``cutoffs``, what its peak would be were the buffers made before phase
@@ -478,6 +523,8 @@ class LiveBytes(TorchDispatchMode):
                 self._hf()
             if self._fr:
                 self._fr[-1][2] = max(self._fr[-1][2], self.live)
+            if self._rd:
+                self._rd[-1][2] = max(self._rd[-1][2], self.live)
         self._refs[key] = (ref, new, ev, on_host)
 
     def event_of(self, t: torch.Tensor) -> BufferEvent | None:
@@ -611,15 +658,22 @@ class LiveBytes(TorchDispatchMode):
             self._fi()
         if self._fr:
             self._fr[-1][2] = max(self._fr[-1][2], self.live)
+        if self._rd:
+            self._rd[-1][2] = max(self._rd[-1][2], self.live)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.record:
+            read = [] if self._rd is not None else None
             for t in tensors_in(kwargs, tensors_in(args)):
                 for st in storages(t):
                     ent = self._refs.get(id(st))
                     if ent is not None and ent[2] is not None:
                         ent[2].read(t, ent[1], self.phase)
+                        if read is not None:
+                            read.append(ent[2])
+            if read is not None:
+                self._reads(read)
         if func is _DEVICE:  # FakeTensor answers every .device through dispatch: ~half the ops of a
             return func(*args, **kwargs)  # fake step; no tensor out, nothing to count or to call again
         out = func(*args, **kwargs) if self.call is None else self.call(func, args, kwargs)

@@ -412,20 +412,21 @@ def _transient_changes(L: StageLayout, trans_keep: list) -> tuple[list, list, li
     beside = _replay_beside(L)
     consumed = _consumed_inputs(L)
     held = L.rec_held_extra or [0] * m
+    back = L.rdrop or [0] * (2 * m)  # (what the kept figure lets go that a recompute or a swap holds: given back)
     for x in range(m):
         j = 2 * m - 1 - x
         replay = beside[x] + L.pre_replay[x] + L.fwd_trans[x] - consumed[x] + (trans_keep[j] - L.trans[j])
         replays[x] = replay
-        rec[x] = max(trans_keep[j] + held[x], replay) - trans_keep[j]
-        if L.bcut and replay < trans_keep[j]:
-            rec_cut[x] = min(L.bcut[x], trans_keep[j] - replay)
+        rec[x] = max(trans_keep[j] + back[j] + held[x], replay) - trans_keep[j]
+        if L.bcut and replay < trans_keep[j] + back[j]:
+            rec_cut[x] = min((L.rbcut or L.bcut)[x], trans_keep[j] + back[j] - replay)
     st = L.swap_trans
     if st is not None:
         cpu_f = [st[x] - L.trans[x] for x in range(m)]
         cpu_b = [st[2 * m - 1 - x] - L.trans[2 * m - 1 - x] for x in range(m)]
     else:
         cpu_f = [max(0, trans_keep[x] - L.x_made[x]) - trans_keep[x] for x in range(m)]
-        cpu_b = [0] * m
+        cpu_b = [back[2 * m - 1 - x] for x in range(m)]
     rec_f = [min(0, L.ck_trans[x] - L.trans[x]) for x in range(m)]
     return rec, cpu_f, cpu_b, rec_f, rec_cut, replays
 
@@ -792,7 +793,8 @@ class _KeepTables:
         # as a kept node's do, where the backward's peak is past its replay (bounded by the whole forward's
         # replay, which its cheap ops' is not above: a transformer layer first on its stage, its parameters'
         # gradients counted anew for the second micro-batch, 8-9% over)
-        self.sel_bcut = [min(L.bcut[x], max(0, self.trans[2 * m - 1 - x] + self.sel_dtrans[x] - replays[x]))
+        bc = L.rbcut or L.bcut  # (from the figure with a received value held that a kept node lets go: rdrop)
+        self.sel_bcut = [min(bc[x], max(0, self.trans[2 * m - 1 - x] + self.sel_dtrans[x] - replays[x]))
                          for x in range(m)] if L.bcut else [0] * m
         # (above the kept one too: a selective GPT-2 head in bf16 holds its logits' matmul beside the loss)
         self.sel_fdtrans = [L.sel_ftrans[x] - L.trans[x] for x in range(m)] if L.sel_ftrans else [0] * m
@@ -1221,7 +1223,7 @@ class StageModel:
             # (ZeRO-2 too: the executor reduce-scatters only in the last micro-batch's backward, each bucket once
             # every node reading it is through, so a later micro-batch adds into the gradients the first made; taken
             # as made anew, a ResNeXt's ZeRO-2 ranks were 2-4% over at two micro-batches)
-            if K.keep_Bs is not None or L.swap_bcut:
+            if K.keep_Bs is not None or L.swap_bcut or any(L.rbcut):
                 # (swapped: the CPU executor's traced figure; a GPU's swap, untraced, takes them made anew)
                 scut = L.swap_bcut if cpu and L.swap_trans is not None and L.swap_bcut else None
                 bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else K.sel_bcut[x]

@@ -224,6 +224,11 @@ class Buffer:
     # under autocast's casts of gathered weights): a selective encoder level of a U-Net cut before its decoder
     # counted each skip's whole concatenation gradient, 512 KiB (12-14%) over
     sel_free_gap: int = -1
+    # ``[phase, gap]`` per phase an op read it in that it outlives: how far that phase's peak after the autograd
+    # node reading it last there was through stands above its peak until then (a stage on which that node is
+    # its last reader lets it go with the node's saved tensors: the phase peaks ``min(bytes, gap)`` lower than
+    # with it held; a feature pyramid's head applied on a later stage to a received scale, 4 KiB, 5% over)
+    read_gaps: list[list[int]] = field(default_factory=list)
 
     def read_bytes(self, phases) -> int:
         """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read

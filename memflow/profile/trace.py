@@ -475,6 +475,7 @@ def trace_step(
     live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
     live.follow_added()  # (... and with the gradients it adds into one an earlier phase made held instead)
     live.follow_frees()  # (... and with each buffer made before it that it frees smaller: a received slice)
+    live.follow_reads()  # (... and with each buffer made before it that it reads last and keeps, let go after)
     state_bytes = live.live
     grad_events = []
     states, _, names_by_id = node_state(program, optimizer)  # (node_state scans the program: once)
@@ -580,7 +581,8 @@ def trace_step(
         buffers.append(Buffer(nbytes=ev.nbytes, alloc_phase=ev.alloc_phase, free_phase=free, kind=kind,
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), ""),
                               views=ev.partial_views(), cast=ev.cast, packed=ev.packed,
-                              copies=copied.get(id(ev), []), free_gap=ev.free_gap if ev.views else -1))
+                              copies=copied.get(id(ev), []), free_gap=ev.free_gap if ev.views else -1,
+                              read_gaps=sorted([p, g] for p, g in ev.read_gaps.items())))
         buffer_ev.append(id(ev))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers

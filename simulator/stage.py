@@ -203,14 +203,19 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     if hold < bu:
                         hold = bu
             if (last >= 0 and last == min(fusers) and acts[last] == SELECTIVE and sel_btrans is not None
-                    and sel_btrans[last] >= 0 and la >= 0 and not (out and 0 <= la < m and sel_some is not None
-                                                                   and 0 < sel_some[la])):
+                    and sel_btrans[last] >= 0 and la >= 0
+                    and not (out and 0 <= la < m and ((sel_held is not None and sel_held[i])
+                                                      or (sel_some is not None and 0 < sel_some[la])))):
                 # its last holder is the first reader that holds it, selective: in the trace with every node
                 # selective it died inside that backward too, in its traced transient, not beside it
                 # (DistilBERT's blocks in bf16, whose linears save their inputs' casts: 8 KiB over a block);
                 # not a value the stage received, whose earlier readers the trace held it for (ALiBi's
                 # attention bias, made before the first block and read by every block, received by a later
-                # stage whose first block is selective: 9 KiB under)
+                # stage whose first block is selective: 9 KiB under); nor an output its maker's policy holds
+                # (to the maker's backward in that trace), or may hold where which is not told (StageLayout.sel_held
+                # 0); one it does not hold died there too (a multi-scale encoder's running sum of upsampled
+                # features, made beside a convolution whose output the policy holds, read by the selective head:
+                # 512 KiB counted twice, 9% over)
                 extra = False
         if act in _CHECKPOINTED and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
             # its other users still hold it: later forwards that read it, a recomputed reader's checkpoint
@@ -444,13 +449,15 @@ def _selective_changes(L: StageLayout, trans_keep: list, rec: list) -> list:
     # per x, what the all-selective trace carried through B_x that the all-keep one frees there: outputs
     # of earlier nodes whose policy holds them to their own backward, saved by x (a selective x beside a
     # kept maker frees them in B_x: Swin's block, 4 KiB under). A maker whose policy holds some of its
-    # outputs, not all, may hold this one: counted where its held bytes could be this buffer's (at worst
-    # an over-count; Whisper's first convolution holds its output, not the 384 bytes beside it, and the
-    # selective second one's backward was 16 KiB short of it beside the kept first)
+    # outputs, not all, may hold this one: where the layout tells which (StageLayout.g_selheld, sel_held), those
+    # alone (a multi-scale encoder's first convolution holds its output, not the downsampled image made beside
+    # it: 12 KiB over at the next scale's first backward); elsewhere counted where its held bytes could be this
+    # buffer's (at worst an over-count; Whisper's first convolution holds its output, not the 384 bytes beside
+    # it, and the selective second one's backward was 16 KiB short of it beside the kept first)
     held = [0] * m
     for i, nb in enumerate(L.g_bytes):
         la, x = L.g_alloc[i], L.g_xnode[i]
-        if (L.g_out[i] and 0 <= la < x and (L.sel_held[la] or 0 < nb <= L.sel_held_some[la])
+        if (L.g_out[i] and 0 <= la < x and (L.g_selheld[i] if L.sel_held[la] else 0 < nb <= L.sel_held_some[la])
                 and L.g_free[i] == 2 * m - 1 - x and not (L.g_extra[i] or L.g_step[i])):
             held[x] += nb
     for x, nb in enumerate(L.sel_recv):
@@ -512,7 +519,7 @@ def _swap_carried(L: StageLayout, K, acts, touched, has_rec: bool, gap, dt) -> N
             if i in tset:  # (what _live made of it under these actions, less that share)
                 dci = defaultdict(int)
                 _live(K.groups, (i,), acts, has_rec, gap, m, True, dci, defaultdict(int), None, L.g_selheld, 1,
-                      True, None, L.sel_btrans, L.sel_held_some, L.sel_ftraced, None)
+                      True, None, L.sel_btrans, K.sel_open, L.sel_ftraced, None)
                 on += sum(v for p, v in dci.items() if p <= h)
             if on > 0:
                 held += g[0]
@@ -674,7 +681,7 @@ class _KeepTables:
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel", "sel_fheld", "sel_cand",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound", "inputs_gone", "keep_Bs", "rec_bcut",
-                 "sel_bcut", "swap_fcand")
+                 "sel_bcut", "swap_fcand", "sel_open")
 
     def __init__(self, L: StageLayout):
         m = L.m
@@ -793,6 +800,9 @@ class _KeepTables:
         # as a kept node's do, where the backward's peak is past its replay (bounded by the whole forward's
         # replay, which its cheap ops' is not above: a transformer layer first on its stage, its parameters'
         # gradients counted anew for the second micro-batch, 8-9% over)
+        # per node, the bytes of its outputs its selective policy holds where the layout could not tell which
+        # (StageLayout.sel_held 0): any of its outputs may be one; elsewhere StageLayout.g_selheld tells
+        self.sel_open = [s if not h else 0 for s, h in zip(L.sel_held_some, L.sel_held or [0] * m)]
         bc = L.rbcut or L.bcut  # (from the figure with a received value held that a kept node lets go: rdrop)
         self.sel_bcut = [min(bc[x], max(0, self.trans[2 * m - 1 - x] + self.sel_dtrans[x] - replays[x]))
                          for x in range(m)] if L.bcut else [0] * m
@@ -1181,7 +1191,7 @@ class StageModel:
             fheld = {}
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,
-                       dfr, L.sel_btrans, L.sel_held_some, L.sel_ftraced, fheld)
+                       dfr, L.sel_btrans, K.sel_open, L.sel_ftraced, fheld)
             if has_swap and cpu and L.swap_hfdelta:
                 _swap_carried(L, K, actions, touched, has_rec, gap, dt)
             for x, v in fheld.items():

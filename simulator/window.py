@@ -33,6 +33,11 @@ class _StageView:
     def __getattr__(self, name: str):
         return getattr(self._graph, name)
 
+    @property
+    def whole(self) -> TaskGraph:
+        """The graph with all its buffers."""
+        return self._graph
+
 
 class BufferWindow:
     """Per buffer, the first and last node it touches; :meth:`view` keeps those a stage can see."""

@@ -75,6 +75,10 @@ class StageLayout:
     # the part of a swapped storage its saver's backward does not read (Buffer.views): copied out with the
     # views it reads (their bytes), never copied back (memflow.graph.actions.storage_piece)
     g_noback: list
+    # received, freed in a forward here, and read before this stage by its maker alone, whose selective policy is
+    # known not to hold it (:func:`_maker_holds`): in the step with every node selective only this stage's readers
+    # held it
+    g_solo: list
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -319,7 +323,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     x_bytes, x_made = [0] * m, [0] * m
 
     def add(nb, la, lf, extra, step, grad, late, fusers, saver=(-1, 0, ()), cached=False, out=False, buf=None,
-            unpacked=False):
+            unpacked=False, solo=False):
         # (a storage under MIN_SWAP_BYTES: the pack hook leaves it on the device; its saver's recompute
         # still drops it)
         noswap = saver[0] >= 0 and nb < MIN_SWAP_BYTES
@@ -330,9 +334,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         # projection, of which attention saves v alone: two thirds of it counted back, 2.8% over)
         back = min(nb, buf.read_bytes((2 * n - 1 - a - saver[0],)) or nb) \
             if buf is not None and saver[0] >= 0 and not saver[2] and not noswap else nb
-        groups[key + (False,)] = groups.get(key + (False,), 0) + back
+        groups[key + (False, solo)] = groups.get(key + (False, solo), 0) + back
         if back < nb:
-            groups[key + (True,)] = groups.get(key + (True,), 0) + nb - back
+            groups[key + (True, solo)] = groups.get(key + (True, solo), 0) + nb - back
         if saver[0] < 0 or noswap:
             return
         # each swapping node's pack hook copies what it saved: the views its backward reads where it reads
@@ -522,7 +526,15 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 # that node's swap moves it (an LSTM stage's received input: 4 KiB per micro-batch in
                 # flight held in the plan, gone in the run)
                 saver = _swapped_by(la, need, use_nodes_local, fusers_t, m, m if relay else la)
-        add(nb, la, lf, extra, False, grad, late, fusers_t, saver, buf=buf)
+        # (received, freed in a forward here, read before this stage by its maker alone, whose selective policy is
+        # known not to hold it: with every node selective nothing but this stage's readers held it: solo)
+        solo = (fwd_alloc and owner < a and not relay and lf_native is not None and lf_native < m
+                and all(u == pa or u >= a for u in buf.uses if u < n))
+        if solo:
+            if owner not in maker_held:
+                maker_held[owner] = _maker_holds(graph, owner)
+            solo = maker_held[owner] is not None and id(buf) not in maker_held[owner]
+        add(nb, la, lf, extra, False, grad, late, fusers_t, saver, buf=buf, solo=solo)
         if not (extra or relay) and lf == lf_native and 0 < nb < int(buf.nbytes) and buf.free_gap > 0:
             # received smaller than the storage the trace freed at its phase's peak: that peak less the
             # difference, at most down to the peak after its free (Buffer.free_gap; a 1-D U-Net's skip
@@ -694,6 +706,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_selheld=g_selheld,
         g_unpacked=[k[13] for k in keys],
         g_noback=[k[14] for k in keys],
+        g_solo=[k[15] for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],

@@ -142,7 +142,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
           pd: int = 1, traced: bool = False, dfr=None, sel_btrans=None, sel_some=None, sel_ft=None,
-          fheld=None) -> int:
+          fheld=None, solo=None) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
@@ -160,7 +160,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     groups that die inside F_x with every node kept (in its traced transient) carried through it here.
     ``dfr`` (None: not wanted): per B-half phase, the change of the bytes alive as it starts that die in
     it (not carried through it; :attr:`_KeepTables.freed`), at least what is (a bound: see
-    :func:`simulator.zero3.phase_values`)."""
+    :func:`simulator.zero3.phase_values`). ``solo``: per group, :attr:`StageLayout.g_solo` (None: none)."""
     twom = 2 * m
     m1 = m - 1
     R = 0
@@ -203,7 +203,7 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     if hold < bu:
                         hold = bu
             if (last >= 0 and last == min(fusers) and acts[last] == SELECTIVE and sel_btrans is not None
-                    and sel_btrans[last] >= 0 and la >= 0
+                    and sel_btrans[last] >= 0 and (la >= 0 or (solo is not None and solo[i]))
                     and not (out and 0 <= la < m and ((sel_held is not None and sel_held[i])
                                                       or (sel_some is not None and 0 < sel_some[la])))):
                 # its last holder is the first reader that holds it, selective: in the trace with every node
@@ -215,7 +215,9 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 # (to the maker's backward in that trace), or may hold where which is not told (StageLayout.sel_held
                 # 0); one it does not hold died there too (a multi-scale encoder's running sum of upsampled
                 # features, made beside a convolution whose output the policy holds, read by the selective head:
-                # 512 KiB counted twice, 9% over)
+                # 512 KiB counted twice, 9% over); a value received that nothing before this stage but its maker
+                # read, not held by the maker's policy, died there too (StageLayout.g_solo: a multi-scale encoder's
+                # first sum of features, received for the third scale's sum: 512 KiB counted twice, 19% over)
                 extra = False
         if act in _CHECKPOINTED and la == x:  # made by x: x's checkpoint drops its hold, re-made in B_x;
             # its other users still hold it: later forwards that read it, a recomputed reader's checkpoint
@@ -519,7 +521,7 @@ def _swap_carried(L: StageLayout, K, acts, touched, has_rec: bool, gap, dt) -> N
             if i in tset:  # (what _live made of it under these actions, less that share)
                 dci = defaultdict(int)
                 _live(K.groups, (i,), acts, has_rec, gap, m, True, dci, defaultdict(int), None, L.g_selheld, 1,
-                      True, None, L.sel_btrans, K.sel_open, L.sel_ftraced, None)
+                      True, None, L.sel_btrans, K.sel_open, L.sel_ftraced, None, L.g_solo)
                 on += sum(v for p, v in dci.items() if p <= h)
             if on > 0:
                 held += g[0]
@@ -820,8 +822,10 @@ class _KeepTables:
                 y, x = L.g_alloc[i], L.g_free[i]
                 if not (0 <= y < x < m) or L.g_extra[i] or L.g_step[i] or x in L.g_fusers[i]:
                     continue  # (x saves something: its own checkpoint holds what it reads, in the plan as traced)
-                maker = y if L.g_out[i] and L.sel_held and (L.sel_held[y] or 0 < nb <= L.sel_held_some[y]) else -1
-                # (a policy holding some of y's outputs may hold this one: at worst counted where it was not held)
+                maker = y if L.g_out[i] and L.sel_held and (
+                    L.g_selheld[i] if L.sel_held[y] else 0 < nb <= L.sel_held_some[y]) else -1
+                # (a policy holding some of y's outputs may hold this one where the layout cannot tell which: at
+                # worst counted where it was not held)
                 readers = tuple(u for u in L.g_fusers[i] if u != x)
                 if maker >= 0 or readers:
                     fheld[x].append((maker, readers, nb))
@@ -1191,7 +1195,7 @@ class StageModel:
             fheld = {}
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,
-                       dfr, L.sel_btrans, K.sel_open, L.sel_ftraced, fheld)
+                       dfr, L.sel_btrans, K.sel_open, L.sel_ftraced, fheld, L.g_solo)
             if has_swap and cpu and L.swap_hfdelta:
                 _swap_carried(L, K, actions, touched, has_rec, gap, dt)
             for x, v in fheld.items():

@@ -1202,10 +1202,17 @@ class StageModel:
                 # what a kept F_x reads last, held on here (its maker's selective policy, a reader's checkpoint):
                 # carried through F_x, and in its traced transient too; that forward's figure with all it frees
                 # held bounds the two (fspool's sort reading a selective mixer's output: 48 KiB counted twice,
-                # 10% over at F_x)
-                h = L.held_ftrans[x] if L.held_ftrans else -1
-                v += L.trans[x] - h
-                if h >= 0 and v > 0 and actions[x] == KEEP:
+                # 10% over at F_x). Swapped on the CPU, the same with the all-swapped trace's figures (a feature
+                # pyramid's second convolution, swapped, reading the selective first one's output: 64 KiB, 23%)
+                if actions[x] == KEEP:
+                    h = L.held_ftrans[x] if L.held_ftrans else -1
+                    v += L.trans[x] - h
+                elif actions[x] == SWAP and cpu and L.swap_trans is not None and L.swap_hfdelta:
+                    h = 0
+                    v -= L.swap_hfdelta[x]
+                else:
+                    continue
+                if h >= 0 and v > 0:
                     dt[x] -= v
                     dt[x + 1] += v
             if has_rec and L.sel_hbtrans:

@@ -6,7 +6,7 @@ from memflow.executor import RunConfig, run_plan
 from memflow.strategy import Strategy
 from simulator.core import Simulator
 
-__all__ = ["predicted_run", "predicted_ranks", "phase_where", "stage_phases"]
+__all__ = ["predicted_run", "predicted_ranks", "phase_where", "stage_phases", "two_stage_phases"]
 
 
 def predicted_run(model_file, graph, strategy: Strategy, batch: int = 8, cluster: str = "cpu-1"):
@@ -52,3 +52,21 @@ def stage_phases(graph, report, predicted, ranges):
             way = where.split(" of node ")[0]  # (the phase, and the stage's send or receive beside it)
             got = max(v for w, v in r.phase_peaks.items() if w.endswith(where[len(way):]) and way in w)
             yield s, q, where, predicted[s][q], got
+
+
+LETTERS = {"K": "keep", "R": "recompute", "S": "swap", "L": "selective"}
+
+
+def two_stage_phases(model_file, pattern: str, batch: int = 4):
+    """``model_file`` run on two stages cut at half its nodes, one micro-batch, the nodes' actions ``pattern``'s
+    letters in turn (K keep, R recompute, S swap, L selective): ``(graph, report, phases)``, ``phases`` the
+    :func:`stage_phases` of both stages."""
+    from memflow.planner import GraphSource, resolve_spec
+
+    g = GraphSource(resolve_spec(str(model_file)), Cluster.load("cpu-2"))(batch)
+    cut = g.n // 2
+    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut),
+                  actions=[LETTERS[pattern[i % len(pattern)]] for i in range(g.n)])
+    pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
+    _, rep = predicted_ranks(model_file, g, st, batch=batch, steps=2)
+    return g, rep, list(stage_phases(g, rep, pred, [(0, cut), (cut, g.n)]))

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from memflow.memory import LiveBytes
-from tests.onerank import predicted_ranks, stage_phases
+from tests.onerank import predicted_ranks, two_stage_phases
 
 PATH = str(Path(__file__).resolve().parents[1] / "bench" / "outside" / "fpn.py")
 
@@ -74,18 +74,9 @@ def test_read_gap_is_the_peak_after_the_reading_node_above_the_peak_until_then()
 def test_a_received_scale_read_last_by_a_backward_goes_with_its_saved_tensors():
     """One micro-batch, two stages, every node kept: every phase of both stages (with its sends and receives) is
     the run's within 0.5% and never under (before: the head's first convolution on the received scale, 4.9% over)."""
-    from memflow.cluster import Cluster
-    from memflow.planner import GraphSource, resolve_spec
-    from memflow.strategy import Strategy
-    from simulator.core import Simulator
-
-    g = GraphSource(resolve_spec(PATH), Cluster.load("cpu-2"))(4)
-    cut = g.n // 2
+    g, rep, phases = two_stage_phases(PATH, "K")
     assert any(b.read_gaps for b in g.buffers)
-    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut), actions=["keep"] * g.n)
-    pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
-    _, rep = predicted_ranks(PATH, g, st, batch=4, steps=2)
-    for s, q, where, p, got in stage_phases(g, rep, pred, [(0, cut), (cut, g.n)]):
+    for s, q, where, p, got in phases:
         assert got <= p <= 1.005 * got, (s, q, where, p, got)
     for r in rep.ranks:
         assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.005 * r.measured_peak_bytes

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.onerank import phase_where, predicted_run, predicted_ranks, stage_phases
+from tests.onerank import phase_where, predicted_run, two_stage_phases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,20 +56,8 @@ def test_a_received_sum_its_maker_does_not_hold(model):
     convolution 19% over (the first sum of features, received and read by that selective convolution's forward
     alone, held by its checkpoint: it died inside that backward with every node selective, not beside it:
     StageLayout.g_solo)."""
-    from memflow.cluster import Cluster
-    from memflow.strategy import Strategy
-    from simulator.core import Simulator
-
-    acts = "LK"
-    path = str(ROOT / "bench" / model)
-    g = _graph(path, "cpu-2")
-    cut = g.n // 2
-    names = {"K": "keep", "L": "selective"}
-    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut),
-                  actions=[names[acts[i % len(acts)]] for i in range(g.n)])
-    pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
-    _, rep = predicted_ranks(path, g, st, batch=4, steps=2)
-    for s, q, where, p, got in stage_phases(g, rep, pred, [(0, cut), (cut, g.n)]):
+    _, _, phases = two_stage_phases(ROOT / "bench" / model, "LK")
+    for s, q, where, p, got in phases:
         assert got <= p <= 1.005 * got, (s, q, where, p, got)
 
 
@@ -80,19 +68,8 @@ def test_a_swapped_forward_reading_what_a_selective_maker_holds():
     transient (64 KiB, 23% over; each swapped forward 4-64 KiB over). Bounded as a kept forward's is, by its traced
     figure with what it frees held (Node.cpu_swap_held_fwd_transient_bytes): every forward phase of both stages
     within 0.5% of the run's, no phase under. (The first stage's head backward, selective, is still 65 KiB over.)"""
-    from memflow.cluster import Cluster
-    from memflow.strategy import Strategy
-    from simulator.core import Simulator
-
-    path = str(ROOT / "bench" / "outside" / "fpn.py")
-    g = _graph(path, "cpu-2")
-    cut = g.n // 2
-    names = {"K": "keep", "L": "selective", "S": "swap"}
-    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut),
-                  actions=[names["LSK"[i % 3]] for i in range(g.n)])
-    pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
-    _, rep = predicted_ranks(path, g, st, batch=4, steps=2)
-    for s, q, where, p, got in stage_phases(g, rep, pred, [(0, cut), (cut, g.n)]):
+    _, _, phases = two_stage_phases(ROOT / "bench" / "outside" / "fpn.py", "LSK")
+    for s, q, where, p, got in phases:
         assert got <= p, (s, q, where, p, got)
         if where.startswith("forward"):
             assert p <= 1.005 * got, (s, q, where, p, got)

@@ -79,6 +79,10 @@ class StageLayout:
     # known not to hold it (:func:`_maker_holds`): in the step with every node selective only this stage's readers
     # held it
     g_solo: list
+    # per group, ``(local backward phase, gap)`` where its buffers are read and outlive the phase in the trace: the
+    # least of their Buffer.read_gaps (a holder's kept backward that is its last on this plan lets it go with the
+    # reading node's saved tensors, before the phase's later peak)
+    g_rgap: list
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -319,6 +323,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     n = graph.n
     m = b - a
     groups: dict[tuple, int] = {}
+    rgaps: dict[tuple, dict] = {}  # per group, its buffers' least Buffer.read_gaps by local phase (g_rgap)
     # per local node: the bytes its swap copies to the host, and of them the storages it made
     x_bytes, x_made = [0] * m, [0] * m
 
@@ -334,6 +339,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         # projection, of which attention saves v alone: two thirds of it counted back, 2.8% over)
         back = min(nb, buf.read_bytes((2 * n - 1 - a - saver[0],)) or nb) \
             if buf is not None and saver[0] >= 0 and not saver[2] and not noswap else nb
+        mine = {}
+        for p, g in (buf.read_gaps if buf is not None else ()):
+            q = _loc(p, n, a, b, m)
+            if q is not None and m <= q < 2 * m:
+                mine[q] = int(g)
+        for k in (key + (False, solo),) + ((key + (True, solo),) if back < nb else ()):
+            rgaps[k] = mine if k not in rgaps else {q: min(g, mine[q]) for q, g in rgaps[k].items() if q in mine}
         groups[key + (False, solo)] = groups.get(key + (False, solo), 0) + back
         if back < nb:
             groups[key + (True, solo)] = groups.get(key + (True, solo), 0) + nb - back
@@ -707,6 +719,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_unpacked=[k[13] for k in keys],
         g_noback=[k[14] for k in keys],
         g_solo=[k[15] for k in keys],
+        g_rgap=[tuple(sorted(rgaps.get(k, {}).items())) for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],

@@ -142,7 +142,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
           pd: int = 1, traced: bool = False, dfr=None, sel_btrans=None, sel_some=None, sel_ft=None,
-          fheld=None, solo=None) -> int:
+          fheld=None, solo=None, rgap=None) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
@@ -160,7 +160,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     groups that die inside F_x with every node kept (in its traced transient) carried through it here.
     ``dfr`` (None: not wanted): per B-half phase, the change of the bytes alive as it starts that die in
     it (not carried through it; :attr:`_KeepTables.freed`), at least what is (a bound: see
-    :func:`simulator.zero3.phase_values`). ``solo``: per group, :attr:`StageLayout.g_solo` (None: none)."""
+    :func:`simulator.zero3.phase_values`). ``solo``: per group, :attr:`StageLayout.g_solo` (None: none);
+    ``rgap``: :attr:`StageLayout.g_rgap` (None: none)."""
     twom = 2 * m
     m1 = m - 1
     R = 0
@@ -231,9 +232,14 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                 end = sel_end
             if cached and act == RECOMPUTE and end < m1:  # (autocast's cache holds it to the F half's end)
                 end = m1
+            oend = kend = -1  # (the last of its holders' backwards: of the kept ones, of the others)
             for y, u in holders:
                 if acts[y] != SWAP or noswap:
                     end = max(end, u)
+                    if acts[y] == KEEP:
+                        kend = max(kend, u)
+                    else:
+                        oend = max(oend, u)
                 elif not cpu:
                     ay = twom - 2 - (y + pd if y + pd < m1 else m1)
                     # (back from the phase after ay, the last it is off the device)
@@ -242,6 +248,15 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     # output saved by the swapped max-pool after it, 98 MiB of ResNet-50 at batch 32)
                     fy = gap[y][0]
                     end = max(end, (y + 1 if fy < 0 else fy) - 1)
+                    oend = max(oend, (y + 1 if fy < 0 else fy) - 1)
+            # held last by a kept holder's backward, the others (and x's own holds) through before it: it goes with
+            # that node's saved tensors there, before the phase's later peak (StageLayout.g_rgap, Buffer.read_gaps:
+            # a TCN's last block selective, its output held by the kept head's saved slice alone, 12 KiB, 3.5% over
+            # at the head's backward)
+            split = 0
+            if (rgap is not None and rgap[i] and back is None and m <= end < twom and kend == end
+                    and oend < end and end > (m1 if sent else hold) and end > sel_end):
+                split = min(nb, next((g for q, g in rgap[i] if q == end), 0))
             mine = sel_held is not None and sel_held[i]  # (the all-selective trace's maker held it to its backward)
             if (end == hold and la < end < m and not fusers and not holders and sel_ft is not None and not mine
                     and acts[end] == SELECTIVE and sel_ft[end]):
@@ -258,9 +273,15 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     # inside that node's backward, in its traced transient as in the all-selective trace, not
                     # carried through it (the encoder's max-pool reading a ReLU output: 1.25 MiB counted twice)
                     end -= 1
+                    split = 0
             if end > la:
                 dc[la + 1] += nb
-                dc[end + 1] -= nb
+                if split:  # (carried to the phase before, beside that phase's kept transient less the gap)
+                    dc[end] -= nb
+                    dt[end] += nb - split
+                    dt[end + 1] -= nb - split
+                else:
+                    dc[end + 1] -= nb
                 if not late and la <= m1 and end >= m and not sent:
                     R += nb
             if back is not None and max(back[0], end + 1) <= back[1]:
@@ -292,6 +313,16 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     # counted twice, 2.7% over; a CNN's ReLU output saved by the ReLU and the conv after it, at
                     # that conv: 128 KiB each, 31% over with every node swapped); a value sent on lives on
                     # (Inception's pool output, saved by the stage's last conv: 60 KiB)
+                    f1 = hold
+                elif (cpu and m <= hold < twom and sel_btrans is not None and not (sel_held is not None and sel_held[i])
+                      and not sent and sel_end < 0 and acts[twom - 1 - hold] == SELECTIVE
+                      and sel_btrans[twom - 1 - hold] >= 0
+                      and twom - 1 - hold == min((*fusers, *(h[0] for h in holders)), default=-1)
+                      and all(acts[h[0]] != SWAP for h in holders)):
+                    # held last on the device by a selective node's checkpoint, the first of its readers to hold
+                    # it, its maker's policy not holding it: it dies inside that node's backward, in its traced
+                    # transient as in the all-selective trace, as where its maker is recomputed (a TCN block's
+                    # output, its maker swapped, read by the selective last block: 12 KiB counted twice)
                     f1 = hold
             if f1 <= a2:  # off the device from phase f1 to a2
                 # a micro-batch waiting in flight has its copy out unless the device copy is held past the F
@@ -521,7 +552,7 @@ def _swap_carried(L: StageLayout, K, acts, touched, has_rec: bool, gap, dt) -> N
             if i in tset:  # (what _live made of it under these actions, less that share)
                 dci = defaultdict(int)
                 _live(K.groups, (i,), acts, has_rec, gap, m, True, dci, defaultdict(int), None, L.g_selheld, 1,
-                      True, None, L.sel_btrans, K.sel_open, L.sel_ftraced, None, L.g_solo)
+                      True, None, L.sel_btrans, K.sel_open, L.sel_ftraced, None, L.g_solo, L.g_rgap)
                 on += sum(v for p, v in dci.items() if p <= h)
             if on > 0:
                 held += g[0]
@@ -1195,7 +1226,7 @@ class StageModel:
             fheld = {}
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,
-                       dfr, L.sel_btrans, K.sel_open, L.sel_ftraced, fheld, L.g_solo)
+                       dfr, L.sel_btrans, K.sel_open, L.sel_ftraced, fheld, L.g_solo, L.g_rgap)
             if has_swap and cpu and L.swap_hfdelta:
                 _swap_carried(L, K, actions, touched, has_rec, gap, dt)
             for x, v in fheld.items():

@@ -6,7 +6,7 @@ from memflow.executor import RunConfig, run_plan
 from memflow.strategy import Strategy
 from simulator.core import Simulator
 
-__all__ = ["predicted_run", "predicted_ranks", "phase_where", "stage_phases", "two_stage_phases"]
+__all__ = ["predicted_run", "predicted_ranks", "phase_where", "stage_phases", "two_stage_phases", "one_device_phases"]
 
 
 def predicted_run(model_file, graph, strategy: Strategy, batch: int = 8, cluster: str = "cpu-1"):
@@ -70,3 +70,19 @@ def two_stage_phases(model_file, pattern: str, batch: int = 4):
     pred = Simulator(g, Cluster.load("cpu-2")).phase_bytes(st)
     _, rep = predicted_ranks(model_file, g, st, batch=batch, steps=2)
     return g, rep, list(stage_phases(g, rep, pred, [(0, cut), (cut, g.n)]))
+
+
+def one_device_phases(model_file, pattern: str, batch: int = 4):
+    """``model_file`` run on one device, the nodes' actions ``pattern``'s letters in turn: ``(report's rank,
+    [(where, predicted, the run's peak there)] per phase)``."""
+    from memflow.planner import GraphSource, resolve_spec
+
+    g = GraphSource(resolve_spec(str(model_file)), Cluster.load("cpu-1"))(batch)
+    st = Strategy(dp=1, pp=1, stage_of=[0] * g.n, actions=[LETTERS[pattern[i % len(pattern)]] for i in range(g.n)])
+    pred = Simulator(g, Cluster.load("cpu-1")).phase_bytes(st)[0]
+    _, r = predicted_run(model_file, g, st, batch=batch, cluster="cpu-1")
+    out = []
+    for p in range(2 * g.n):
+        where = phase_where(g, p)
+        out.append((where, pred[p], max(v for w, v in r.phase_peaks.items() if w.endswith(where))))
+    return r, out

@@ -18,33 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.onerank import phase_where, predicted_run, two_stage_phases
+from tests.onerank import one_device_phases, two_stage_phases
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _graph(path, cluster):
-    from memflow.cluster import Cluster
-    from memflow.planner import GraphSource, resolve_spec
-    return GraphSource(resolve_spec(path), Cluster.load(cluster))(4)
 
 
 def test_a_selective_head_reading_a_sum_its_makers_do_not_hold():
     """One device, every node selective: every phase within 0.5% of the run's and never under (before: the head's
     backward 8.9% over, the last scale's first convolution's 9.2%)."""
-    from memflow.cluster import Cluster
-    from memflow.strategy import Strategy
-    from simulator.core import Simulator
-
-    path = str(ROOT / "bench" / "outside7" / "multiscale_shared.py")
-    g = _graph(path, "cpu-1")
-    st = Strategy(dp=1, pp=1, stage_of=[0] * g.n, actions=["selective"] * g.n)
-    pred = Simulator(g, Cluster.load("cpu-1")).phase_bytes(st)[0]
-    _, r = predicted_run(path, g, st, batch=4, cluster="cpu-1")
-    for p in range(2 * g.n):
-        where = phase_where(g, p)
-        got = max(v for w, v in r.phase_peaks.items() if w.endswith(where))
-        assert got <= pred[p] <= 1.005 * got, (where, pred[p], got)
+    r, phases = one_device_phases(ROOT / "bench" / "outside7" / "multiscale_shared.py", "L")
+    for where, p, got in phases:
+        assert got <= p <= 1.005 * got, (where, p, got)
     assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.005 * r.measured_peak_bytes
 
 

@@ -216,21 +216,29 @@ def _first_grads(made: list, nodes) -> list:
     return out if any(out) else ()
 
 
+def _held_of(outs: list, size, held: int, total: int):
+    """Which of a node's outputs ``outs`` (``size(o)``: bytes) its selective policy holds, the profile saying
+    ``held`` bytes of them, ``total`` all: all where those are all; else the one set (of up to four, among up to
+    twelve) of exactly those bytes; None where there is no one such set."""
+    if held == total:  # (the profile's held outputs are all of them: the same storages' bytes)
+        return list(outs)
+    fits = [c for r in range(1, min(len(outs), 4) + 1) for c in combinations(outs, r)
+            if sum(size(o) for o in c) == held] if len(outs) <= 12 else []
+    return list(fits[0]) if len(fits) == 1 else None
+
+
 def _maker_holds(graph: TaskGraph, k: int) -> set | None:
     """The buffers (their ids) among node ``k``'s outputs (made in its forward, read by a later node's forward)
-    that its selective policy holds to its backward, by the rule of :func:`_policy_held`: all of them where the
-    held bytes are all theirs, else the one set of exactly those bytes; None where that does not tell."""
+    that its selective policy holds to its backward (:func:`_held_of`, as :func:`_policy_held` tells a stage's
+    own nodes'); None where that does not tell."""
     held = int(graph.nodes[k].sel_held_out_bytes)
+    if held <= 0:
+        return set()
     n = graph.n
     graph = getattr(graph, "whole", graph)  # (a stage's view of the graph has only the buffers it touches)
     outs = [b for b in graph.buffers if b.alloc_phase == k and b.kind != KIND_GRAD and any(k < u < n for u in b.uses)]
-    if held <= 0:
-        return set()
-    if held == sum(b.nbytes for b in outs):
-        return {id(b) for b in outs}
-    fits = [c for r in range(1, min(len(outs), 4) + 1) for c in combinations(outs, r)
-            if sum(b.nbytes for b in c) == held] if len(outs) <= 12 else []
-    return {id(b) for b in fits[0]} if len(fits) == 1 else None
+    chosen = _held_of(outs, lambda b: b.nbytes, held, sum(b.nbytes for b in outs))
+    return None if chosen is None else {id(b) for b in chosen}
 
 
 def _policy_held(keys: list, groups: dict, out_bytes: list, nodes) -> tuple:
@@ -246,14 +254,9 @@ def _policy_held(keys: list, groups: dict, out_bytes: list, nodes) -> tuple:
         held = int(nd.sel_held_out_bytes)
         if held <= 0:
             continue
-        if held == out_bytes[x]:  # (the profile's held outputs are all of them: the same storages' bytes)
-            chosen = mine[x]
-        else:  # (some: the one set of its output groups of exactly the held bytes, where there is one)
-            fits = [c for r in range(1, min(len(mine[x]), 4) + 1) for c in combinations(mine[x], r)
-                    if sum(groups[keys[i]] for i in c) == held] if len(mine[x]) <= 12 else []
-            if len(fits) != 1:
-                continue
-            chosen = fits[0]
+        chosen = _held_of(mine[x], lambda i: groups[keys[i]], held, out_bytes[x])
+        if chosen is None:
+            continue
         for i in chosen:
             g_selheld[i] = True
         sel_held[x] = held

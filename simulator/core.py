@@ -24,7 +24,7 @@ from memflow.buckets import grad_buckets
 from .pipeline import run_pipeline
 from .zero3 import host_bytes
 from .result import Evaluation, SimResult, curve_arrays
-from .layout import StageLayout, build_layout
+from .layout import StageLayout, build_layout, state_counter, state_rate
 from .stage import StageEval, StageModel, stage_peak
 from .lowcast import low_bytes, low_view
 from .window import BufferWindow
@@ -289,7 +289,9 @@ class Simulator:
                            sync_flats=[(x, nb) for x, nb, flat in ddp if flat],
                            zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step(),
                            buckets=tuple((x, nb) for x, nb, _ in buckets),
-                           zero_whole=self._zero_params(a, b, shared=True), z3=z3)
+                           zero_whole=self._zero_params(a, b, shared=True),
+                           z2_state=(state_rate(self.graph), state_counter(self.graph)) if self.graph.params else (0, 0),
+                           z3=z3)
         return StageSpec(layout=L, model=model, params=params, grads=grads, optimizer=opt,
                          buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt),
                          tensors=self._stage_tensors(a, b),

@@ -889,13 +889,13 @@ class StageModel:
     units (:mod:`simulator.zero3`; None: one per node, no parameter kept whole)."""
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
-                 "zero_params", "zero_sum", "buckets", "zero_whole", "z3", "_keep", "_syncs", "_sync_keep", "_zero",
+                 "zero_params", "zero_sum", "buckets", "zero_whole", "z2_state", "z3", "_keep", "_syncs", "_sync_keep", "_zero",
                  "_zero_eval", "_z2", "_z3", "_z3_times")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
                  host_lat: float = 0.0, prefetch_ahead: bool = True, sync_flats: tuple = (),
                  zero_params: tuple = (), zero_sum: bool = False, buckets: tuple = (), zero_whole: tuple = (),
-                 z3: Zero3Facts | None = None):
+                 z2_state: tuple = (0, 0), z3: Zero3Facts | None = None):
         self.layout = layout
         self.input_bytes = input_bytes
         self.opt_trans = opt_trans
@@ -906,6 +906,9 @@ class StageModel:
         # reduce-scatter (True: every bucket, ``buckets``: (x, bytes) each, flattened and padded)
         self.buckets = tuple(buckets)
         self.zero_whole = tuple(zero_whole)  # ZeRO-2: parameters other stages read too (stepped whole)
+        # ZeRO-2: the optimizer state per byte a slice steps and per tensor it steps (AdamW: 2, its 4-byte
+        # step count; simulator.layout.state_rate / state_counter); (0, 0): not known, an even share
+        self.z2_state = tuple(z2_state)
         self._syncs = {False: _sync_copies(sync_flats, layout.m)}  # (ZeRO-2's by dp: sync_copies)
         self.sync_flats = self._syncs[False][0]
         self._z2: dict = {}  # dp -> ZeRO-2's (gradient slices, optimizer state, step temporaries) per rank
@@ -967,7 +970,9 @@ class StageModel:
         byte of the largest parameter), a foreach step's ``1/dp`` of the stage's. The parameters are
         views of each bucket's flat buffer, padded too: ``padding`` is the bytes of zeros past them,
         held all through the step (a DistilBERT bucket of an odd element count was 4 bytes above
-        its prediction at every phase with the optimizer on the host)."""
+        its prediction at every phase with the optimizer on the host). Each slice is one tensor to the
+        optimizer: its state is :attr:`z2_state`'s rate of its bytes and one step count (AdamW), not
+        ``1/dp`` of the stage's parameters' counts (a ResNeXt's 90 bytes over at the gradient sync)."""
         z = self._z2.get(dp)
         if z is None:
             K = self._keep or _KeepTables(self.layout)
@@ -985,7 +990,12 @@ class StageModel:
             else:  # (no parameter table: an even share of the step's bytes above the gradients)
                 temps = max(0, self.opt_trans - self.opt_grads) // dp
             pad = sum(p * dp for p in pieces) - whole
-            z = self._z2[dp] = (grads, -(-(self.layout.O_sum + self.layout.O_gradless - wo) // dp) + wo, temps, pad)
+            rate, counter = self.z2_state
+            if rate:  # (each slice one tensor: its state per byte and one step count, not 1/dp of every parameter's)
+                state = sum(rate * p + counter for p in pieces) + wo
+            else:
+                state = -(-(self.layout.O_sum + self.layout.O_gradless - wo) // dp) + wo
+            z = self._z2[dp] = (grads, state, temps, pad)
         return z
 
     def zero3(self, dp: int, host: bool = False) -> tuple:

@@ -168,11 +168,13 @@ def cast_source(func, args, kwargs, keys: dict) -> Any:
     return None
 
 
-def _accumulating() -> bool:
-    """Whether the op running is autograd's accumulation of a parameter's gradient (its copy of a
-    gradient not laid out as the parameter: a later micro-batch adds into the one there instead)."""
+def _accumulating() -> Any:
+    """The parameter whose gradient autograd is accumulating in the op running (its copy of a gradient
+    not laid out as the parameter: a later micro-batch adds into the one there instead), else None."""
     node = torch._C._current_autograd_node()
-    return node is not None and node.name() == "torch::autograd::AccumulateGrad"
+    if node is not None and node.name() == "torch::autograd::AccumulateGrad":
+        return node.variable
+    return None
 
 
 class LiveBytes(TorchDispatchMode):
@@ -257,6 +259,7 @@ class LiveBytes(TorchDispatchMode):
         # node: under ZeRO-3 the others' are made anew each micro-batch, the shared ones' added into)
         self.phase_peak_steady_shared: dict[int, int] | None = None
         self._made_shared = 0
+        self._shared_ids: set | frozenset = frozenset()
         # per phase, the peak had each parameter gradient added into one an earlier phase made been kept instead
         # once added (the profiler's, :meth:`follow_added`; None: not followed): a pipeline stage holding a tied
         # weight whose gradient a later stage's node made first in the trace makes its own there
@@ -366,11 +369,15 @@ class LiveBytes(TorchDispatchMode):
             if v > self.phase_peak_held_f.get(self.phase, -1):
                 self.phase_peak_held_f[self.phase] = v
 
-    def follow_grads(self) -> None:
+    def follow_grads(self, shared: set | frozenset = frozenset()) -> None:
         """Follow, per phase, its peak less the parameter gradients made in it so far
-        (``phase_peak_steady``; the caller tells each one made: :meth:`grad_made`)."""
+        (``phase_peak_steady``; the caller tells each one made: :meth:`grad_made`), and less only those
+        of the parameters whose ``id()`` is in ``shared`` (``phase_peak_steady_shared``: autograd's copy of
+        another's gradient, as it accumulates it, counted there: ZeRO-3 makes it anew each micro-batch; a
+        capsule network's routing weights, their einsum's gradient laid out otherwise, 8% under)."""
         self.phase_peak_steady = {}
         self.phase_peak_steady_shared = {}
+        self._shared_ids = shared
         self._made = self._made_shared = 0
 
     def grad_made(self, nbytes: int, shared: bool = False) -> None:
@@ -384,6 +391,9 @@ class LiveBytes(TorchDispatchMode):
         v = self.live - self._made
         if v > self.phase_peak_steady.get(self.phase, -1):
             self.phase_peak_steady[self.phase] = v
+        self._st_shared()
+
+    def _st_shared(self) -> None:
         v = self.live - self._made_shared
         if v > self.phase_peak_steady_shared.get(self.phase, -1):
             self.phase_peak_steady_shared[self.phase] = v
@@ -652,8 +662,12 @@ class LiveBytes(TorchDispatchMode):
             self._hi()
         if self.phase_peak_held_f is not None:
             self._hf()
-        if self.phase_peak_steady is not None and not _accumulating():
-            self._st()
+        if self.phase_peak_steady is not None:
+            acc = _accumulating()
+            if acc is None:
+                self._st()
+            elif id(acc) not in self._shared_ids:  # (ZeRO-3 makes a unit's gradient anew: the copy there too)
+                self._st_shared()
         if self.phase_peak_first is not None:
             self._fi()
         if self._fr:

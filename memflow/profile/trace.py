@@ -163,7 +163,7 @@ def _cpu_swap_transients(program: StepProgram, inputs: list[torch.Tensor],
     batch = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
     batch_keys = {key: name for name, t in zip(program.placeholders, batch) if isinstance(t, torch.Tensor)
                   for key in live.track_kept([t])}
-    live.follow_grads()
+    live.follow_grads(shared)
     live.hold_old({p: p for p in range(n)})
     live.follow_frees()
     state_bytes = live.live
@@ -472,14 +472,14 @@ def trace_step(
     live.hold_saved(MIN_SWAP_BYTES)  # (each backward's peak with the saved tensors it frees held to its end too)
     live.hold_inputs(n)  # (... and with what it frees of its node's inputs held to its end: a recompute's checkpoint)
     live.hold_old({p: p for p in range(n)})  # (each forward's peak with what it frees of earlier phases' buffers held)
-    live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
+    states, _, names_by_id = node_state(program, optimizer)  # (node_state scans the program: once)
+    shared = shared_param_ids(states, names_by_id)
+    live.follow_grads(shared)  # (each backward's peak as a later micro-batch's, its gradients there already)
     live.follow_added()  # (... and with the gradients it adds into one an earlier phase made held instead)
     live.follow_frees()  # (... and with each buffer made before it that it frees smaller: a received slice)
     live.follow_reads()  # (... and with each buffer made before it that it reads last and keeps, let go after)
     state_bytes = live.live
     grad_events = []
-    states, _, names_by_id = node_state(program, optimizer)  # (node_state scans the program: once)
-    shared = shared_param_ids(states, names_by_id)
     cast_keys = _watch_casts(program, inputs, dtype, live, names_by_id)
     cast_names = set(cast_keys.values())
     opt = _OptWindow(live, cost, 2 * n)

@@ -168,6 +168,10 @@ class StageLayout:
     # per local node: its traced selective backward's transient had what it frees of its inputs been held to
     # its end (Node.sel_held_bwd_transient_bytes; empty where none is traced)
     sel_hbtrans: list = ()
+    # per local node: what its traced selective backward's transient counts of the gradients it makes that a
+    # later micro-batch's finds made already (Node.sel_bwd_transient_bytes less sel_steady_bwd_transient_bytes;
+    # empty where not traced): its peak may fall before some of them are made, where the kept one's is past them
+    sel_scut: list = ()
     # local nodes no backward runs through (TaskGraph.meta no_backward: the loss reads nothing they make):
     # recomputed, nothing is replayed in their backward phase
     dead: tuple = ()
@@ -762,5 +766,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         held_ftrans=[int(nd.held_fwd_transient_bytes) for nd in nodes],
         sel_hbtrans=[int(nd.sel_held_bwd_transient_bytes) for nd in nodes]
         if any(nd.sel_held_bwd_transient_bytes >= 0 for nd in nodes) else (),
+        sel_scut=[max(0, int(nd.sel_bwd_transient_bytes) - int(nd.sel_steady_bwd_transient_bytes)) for nd in nodes]
+        if all(nd.sel_steady_bwd_transient_bytes >= 0 and nd.sel_bwd_transient_bytes >= 0 for nd in nodes) else (),
         dead=tuple(k - a for k in graph.meta.get("no_backward", ()) if a <= k < b),
     )

@@ -30,7 +30,7 @@ class LowView:
             rec_held_bwd_transient_bytes=nd.low_rec_held_bwd_transient_bytes,
             held_fwd_transient_bytes=-1,  # (not traced without the casts)
             **(dict(sel_saved_bytes=nd.low_sel_saved_bytes, sel_bwd_transient_bytes=nd.low_sel_bwd_transient_bytes,
-                    sel_held_bwd_transient_bytes=-1,
+                    sel_held_bwd_transient_bytes=-1, sel_steady_bwd_transient_bytes=-1,
                     sel_fwd_transient_bytes=nd.low_sel_fwd_transient_bytes)
                if nd.low_sel_bwd_transient_bytes >= 0 and nd.sel_saved_bytes >= 0 else {}))
             if nd.low_fwd_transient_bytes >= 0 else nd for nd in graph.nodes]

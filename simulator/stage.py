@@ -836,8 +836,11 @@ class _KeepTables:
         # per node, the bytes of its outputs its selective policy holds where the layout could not tell which
         # (StageLayout.sel_held 0): any of its outputs may be one; elsewhere StageLayout.g_selheld tells
         self.sel_open = [s if not h else 0 for s, h in zip(L.sel_held_some, L.sel_held or [0] * m)]
+        # (and no more than the traced selective backward's own cut, L.sel_scut: an EfficientNet block's peak
+        # falls before a 160-channel norm's gradients are made, where the kept one's is past them, 1,280 B under)
         bc = L.rbcut or L.bcut  # (from the figure with a received value held that a kept node lets go: rdrop)
-        self.sel_bcut = [min(bc[x], max(0, self.trans[2 * m - 1 - x] + self.sel_dtrans[x] - replays[x]))
+        sc = L.sel_scut or bc
+        self.sel_bcut = [min(bc[x], sc[x], max(0, self.trans[2 * m - 1 - x] + self.sel_dtrans[x] - replays[x]))
                          for x in range(m)] if L.bcut else [0] * m
         # (above the kept one too: a selective GPT-2 head in bf16 holds its logits' matmul beside the loss)
         self.sel_fdtrans = [L.sel_ftrans[x] - L.trans[x] for x in range(m)] if L.sel_ftrans else [0] * m

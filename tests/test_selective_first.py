@@ -62,6 +62,29 @@ def test_a_later_micro_batchs_selective_backward_adds_into_the_gradients_made():
             r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
 
 
+def test_a_later_micro_batchs_selective_backward_cuts_only_the_gradients_made_before_its_own_peak():
+    """What a later micro-batch's selective backward finds made already is cut from its peak only as far as
+    the gradients made before that peak: an EfficientNet block (bench/outside13/effnet_se.py, the thirteenth
+    outside round) selective on the second stage peaks before one of its 160-channel norms' gradients
+    (1,280 bytes) are made, where the kept backward's peak is past them; cut as the kept one's, the second
+    micro-batch's backward ran 1,280 bytes above its plan (Node.sel_steady_bwd_transient_bytes). Exact now."""
+    from memflow.cluster import Cluster
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.strategy import Strategy
+
+    path = str(ROOT / "bench" / "outside13" / "effnet_se.py")
+    g = GraphSource(resolve_spec(path), Cluster.load("cpu-2"))(2)
+    cut = g.n // 2
+    st = Strategy(dp=1, pp=2, stage_of=[0] * cut + [1] * (g.n - cut),
+                  actions=[("selective", "keep")[x % 2] for x in range(g.n)], microbatches=2)
+    assert g.nodes[6].name == "blocks.5" and st.actions[6] == "selective"
+    _, rep = predicted_ranks(path, g, st, batch=4)
+    r = rep.ranks[1]
+    assert r.peak_at == "backward of node 6 (blocks.5), micro-batch 1"
+    assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.001 * r.measured_peak_bytes, (
+        r.measured_peak_bytes, r.predicted_peak_bytes)
+
+
 def test_a_received_input_the_checkpoint_alone_held_is_counted_once():
     """A CNN cut before its second middle block, that block selective (tests/models/gn_cnn.py): the stage
     carries the block's received input through its backward, and the block's traced selective backward

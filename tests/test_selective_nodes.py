@@ -17,8 +17,8 @@ from memflow.profile import selective_nodes
 from memflow.profile.trace import trace_step
 
 ROOT = Path(__file__).resolve().parent.parent
-SEL = ("sel_saved_bytes", "sel_bwd_transient_bytes", "sel_held_bwd_transient_bytes", "sel_replay_flops",
-       "sel_replay_bytes_accessed", "sel_replay_ops")
+SEL = ("sel_saved_bytes", "sel_bwd_transient_bytes", "sel_held_bwd_transient_bytes", "sel_steady_bwd_transient_bytes",
+       "sel_replay_flops", "sel_replay_bytes_accessed", "sel_replay_ops")
 
 
 def _both(path: Path, b: int, dtype: str = "fp32"):

@@ -158,6 +158,8 @@ class Node:
     sel_bwd_transient_bytes: int = -1
     # ... had what that backward frees of its inputs been held to its end (a kept maker saved one of them)
     sel_held_bwd_transient_bytes: int = -1
+    # ... as a later micro-batch's backward, the gradients it makes there already (as steady_bwd_transient_bytes)
+    sel_steady_bwd_transient_bytes: int = -1
     sel_fwd_transient_bytes: int = -1  # its forward's transient there (what the policy drops dies inside it)
     # sel_saved_bytes, sel_bwd_transient_bytes and sel_fwd_transient_bytes without the casts a ZeRO-3 unit
     # gathers in bf16 (as low_*: -1 where none; a selective GRU's replay casts its weights once per time step)

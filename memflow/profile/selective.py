@@ -18,8 +18,9 @@ import torch
 from ..graph.actions import make_wrap
 from ..graph.program import StepProgram
 from ..graph.record import carried_bytes
+from ..graph.training import unique_params
 from ..kinds import SELECTIVE
-from ..memory import LiveBytes, told_gaps
+from ..memory import LiveBytes, storages, told_gaps
 from .fakecache import warm_call
 from .opcost import OpCost
 
@@ -41,6 +42,13 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
     state_bytes = live.live
     live.hold_old({2 * n - 1 - k: k for k in range(n)})  # (each backward's peak with what it frees of its inputs held)
     live.follow_frees()  # (per storage a backward frees, how far its peak falls after: Buffer.sel_free_gap)
+    live.follow_grads()  # (each backward's peak as a later micro-batch's, its gradients there already)
+    made: set = set()
+
+    def grad_made(prm):  # (the first time in the step: a later micro-batch adds into it)
+        if n <= live.phase < 2 * n and id(prm) not in made and prm.grad is not None:
+            made.add(id(prm))
+            live.grad_made(sum(st.nbytes() for st in storages(prm.grad)))
 
     def on_phase(p: int) -> None:
         live.set_phase(p)
@@ -49,9 +57,15 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
     # the replay's random state is not restored: its values do not matter here, and a fake step for
     # another device cannot read that device's generator
     wrap = make_wrap([SELECTIVE] * n, None, preserve_rng_state=False)
-    with live:
-        program.run_step(inputs, on_phase=on_phase, wrap=wrap)
-        on_phase(2 * n)
+    hooks = [prm.register_post_accumulate_grad_hook(grad_made) for prm in unique_params(program.split)
+             if prm.requires_grad]
+    try:
+        with live:
+            program.run_step(inputs, on_phase=on_phase, wrap=wrap)
+            on_phase(2 * n)
+    finally:
+        for h in hooks:
+            h.remove()
     optimizer.zero_grad(set_to_none=True)
     evs = [ev for ev in live.events if ev.nbytes]
     nbytes = np.array([ev.nbytes for ev in evs], dtype=np.int64)
@@ -77,6 +91,8 @@ def selective_figures(program: StepProgram, inputs: list[torch.Tensor], optimize
             sel_held_out_bytes=held_out,
             sel_bwd_transient_bytes=trans,
             sel_held_bwd_transient_bytes=max(trans, live.phase_peak_held_f.get(bp, 0) - state_bytes - int(carried[bp])),
+            sel_steady_bwd_transient_bytes=min(trans, max(0, live.phase_peak_steady.get(bp, 0) - state_bytes
+                                                          - int(carried[bp]))),
             sel_fwd_transient_bytes=max(0, live.phase_peak.get(fp, 0) - state_bytes - int(carried[fp])),
             sel_replay_flops=max(0.0, cost.flops.get(bp, 0.0) - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, cost.bytes.get(bp, 0.0) - keep_cost.bytes.get(bp, 0.0)),

@@ -307,6 +307,13 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
     state_bytes = live.live
     live.hold_old({_BWD: _FWD})  # (its backward's peak with what it frees of its inputs held to its end)
     live.follow_frees()  # (the gradients handed in that its backward frees: how far its peak falls after each)
+    live.follow_grads()  # (its backward's peak as a later micro-batch's, the gradients it makes there already)
+    there: set = set()  # (the parameters whose gradients nodes after it made: its backward adds into them)
+
+    def grad_made(prm):
+        if live.phase == _BWD and id(prm) not in there and prm.grad is not None:
+            there.add(id(prm))
+            live.grad_made(sum(st.nbytes() for st in storages(prm.grad)))
 
     def on_phase(p: int) -> None:
         live.set_phase(p)
@@ -315,6 +322,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
     wrap = make_wrap([SELECTIVE] * prog.n, None, preserve_rng_state=False)
     env0 = prog.initial_env(inputs)
     params = _node_params(prog, k)
+    hooks = [p.register_post_accumulate_grad_hook(grad_made) for p in params if p.requires_grad]
     try:
         with live:
             on_phase(_PRE)
@@ -337,6 +345,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
             torch.clear_autocast_cache()
             held = frozenset(i for i, ev in enumerate(outs)
                              if ev is not None and ev.alloc_phase == _FWD and ev.free_phase < 0)
+            there.update(id(p) for p in params if p.grad is not None)
             on_phase(_BWD)
             prog.backward_node(k, st, grads)
             del loss
@@ -345,6 +354,8 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
             for p in params:
                 p.grad = None
     finally:
+        for h in hooks:
+            h.remove()
         for p in params:
             p.grad = None
     evs = [ev for ev in live.events if ev.nbytes]
@@ -357,6 +368,7 @@ def run_node(prog: StepProgram, ctx: NodeContext, state: list, inputs: list,
     trans = max(0, live.phase_peak.get(_BWD, 0) - state_bytes - carried)
     figs = dict(saved=saved, held_out=held_out, trans=trans,
                 held_trans=max(trans, live.phase_peak_held_f.get(_BWD, 0) - state_bytes - carried),
+                steady=min(trans, max(0, live.phase_peak_steady.get(_BWD, 0) - state_bytes - carried)),
                 ftrans=max(0, live.phase_peak.get(_FWD, 0) - state_bytes - carried_f),
                 flops=cost.flops.get(_BWD, 0.0), bytes=cost.bytes.get(_BWD, 0.0), ops=cost.ops.get(_BWD, 0))
     # per gradient handed in (by position), freed in its backward: the run's free_gap (-1: none told; under
@@ -418,6 +430,7 @@ def node_figures(watch: NodeWatch, inputs: list[torch.Tensor], state: list[torch
             sel_held_out_bytes=figs["held_out"],
             sel_bwd_transient_bytes=figs["trans"],
             sel_held_bwd_transient_bytes=figs["held_trans"],
+            sel_steady_bwd_transient_bytes=figs["steady"],
             sel_fwd_transient_bytes=figs["ftrans"],
             sel_replay_flops=max(0.0, figs["flops"] - keep_cost.flops.get(bp, 0.0)),
             sel_replay_bytes_accessed=max(0.0, figs["bytes"] - keep_cost.bytes.get(bp, 0.0)),

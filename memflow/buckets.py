@@ -9,7 +9,9 @@ simulator times and sizes them by it, so the two agree on every bucket:
   (its *owner*); the parameters are taken in backward order — owners from the stage's last node
   to its first, each owner's in the order it reads them;
 * a gradient of at least ``cap`` bytes is a bucket of its own; the others fill a bucket until
-  the next one would take it over ``cap`` (or, in the executor, is of another dtype);
+  the next one would take it over ``cap`` or is of another dtype (the simulator tells the dtypes apart by
+  the parameter table's :func:`dtype_kind`: a Fourier operator's complex weights beside real ones, bucketed
+  as one, moved the ZeRO-2 syncs to other nodes, 608 bytes under);
 * a bucket of several gradients is flattened into one new tensor and all-reduced; the gradients
   become views of it (the originals die), so the copy costs its bytes only while it is made,
   beside the gradients. A bucket of one gradient is all-reduced in place: no copy;
@@ -23,7 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-__all__ = ["grad_buckets"]
+__all__ = ["grad_buckets", "dtype_kind"]
+
+#: the dtypes :func:`dtype_kind` numbers (a parameter table's fifth field); any other gets a number past them
+_KINDS = ("float32", "bfloat16", "float16", "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2")
+
+
+def dtype_kind(dtype) -> int:
+    """A number for ``dtype`` (a ``torch.dtype`` or its name) the same in every process: a gradient bucket
+    holds one kind."""
+    name = str(dtype).removeprefix("torch.")
+    return _KINDS.index(name) if name in _KINDS else len(_KINDS) + sum(name.encode())
 
 
 def grad_buckets(grads: Sequence[Sequence[tuple[int, Hashable]]], cap: int) -> list[tuple[int, list[tuple[int, int]]]]:

@@ -276,13 +276,14 @@ class Simulator:
         params, grads, opt = L.P_sum, sum(L.grad_bytes), L.O_sum
         opt_trans, opt_grads = self._opt_trans(a, b)
         buckets = self._bucket_plan(L)
-        ddp = self._bucket_plan(L, L.ddp_grads)  # (the all-reduce's: without the gradless parameters)
+        ddp = self._bucket_plan(L, L.ddp_grads, L.ddp_kinds)  # (the all-reduce's: without the gradless parameters)
         if self._node_units is None and self.graph.params:
             self._node_units = node_units(self.graph)
         z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names),
                          self._node_units)
-        z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params, tuple(self._bucket_plan(L, list(z3.rest_grads))), low,
-                      z3.made)
+        z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params,
+                      tuple(self._bucket_plan(L, list(z3.rest_grads), list(z3.rest_kinds) or None)), low, z3.made,
+                      z3.rest_kinds)
         model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                            opt_grads=opt_grads, host_lat=self.host_link.latency,
                            prefetch_ahead=self.prefetch_ahead,
@@ -316,14 +317,16 @@ class Simulator:
             return g.opt_time_s * state / total if total else 0.0
         return state / self.mem_bw
 
-    def _bucket_plan(self, L: StageLayout, dp_grads: list | None = None) -> list:
+    def _bucket_plan(self, L: StageLayout, dp_grads: list | None = None, kinds: list | None = None) -> list:
         """The stage's data-parallel gradient buckets as the executor all-reduces them
         (:func:`memflow.buckets.grad_buckets`), in order: (local node after whose backward it is
         reduced, bytes, bytes of its flat copy: 0 for a bucket of one gradient, reduced in place).
-        ``dp_grads``: per local node the gradients bucketed (default: ``L.dp_grads``, all of them)."""
+        ``dp_grads``: per local node the gradients bucketed (default: ``L.dp_grads``, all of them), ``kinds``
+        their dtype kinds (default: ``L.dp_kinds`` with ``L.dp_grads``, else one kind)."""
         out = []
         dg = L.dp_grads if dp_grads is None else dp_grads
-        for x, members in grad_buckets([[(nb, 0) for nb in xs] for xs in dg], self.bucket_bytes):
+        kinds = (L.dp_kinds if dp_grads is None else [(0,) * len(xs) for xs in dg]) if kinds is None else kinds
+        for x, members in grad_buckets([list(zip(xs, ks)) for xs, ks in zip(dg, kinds)], self.bucket_bytes):
             nb = sum(dg[o][i] for o, i in members)
             out.append((x, nb, nb if len(members) > 1 else 0))
         return out

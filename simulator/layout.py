@@ -99,6 +99,10 @@ class StageLayout:
     # ... less the parameters the step gives no gradient (an encoder's unread pooler): the all-reduce's
     # buckets leave them out (memflow.executor.grads); ZeRO's flat layouts hold every one
     ddp_grads: list
+    # per local node, the dtype kind of each of dp_grads' / ddp_grads' gradients (memflow.buckets.dtype_kind):
+    # a bucket holds one kind
+    dp_kinds: list
+    ddp_kinds: list
     x_bytes: list  # per local node: bytes its swap copies to host (every buffer it saves, made or read,
     # also one an earlier node's backward frees: each node's pack hook copies its own; of a buffer its
     # backward reads only views of, those views)
@@ -294,18 +298,33 @@ def _swapped_by(la: int, lf: int, uses: list, fusers: tuple, m: int, held: int) 
     return x, hold, holders
 
 
+def param_kind(graph, name: str) -> int:
+    """The dtype kind of parameter ``name`` of ``graph``'s table (its fifth field, :func:`memflow.buckets.dtype_kind`;
+    0 where a hand-made table has none)."""
+    v = graph.params[name]
+    return int(v[4]) if len(v) > 4 else 0
+
+
+def _largest_with_state(graph) -> tuple[int, int]:
+    """``(bytes, state bytes)`` of ``graph``'s largest parameter with optimizer state, ``(0, 0)`` without one:
+    the one whose state per byte is the optimizer's rate (a one-element bias's 12 bytes of AdamW state
+    over its 4 is 3 per byte: its step count, read as a rate, priced a ZeRO-2 slice 50% above its state)."""
+    return max(((int(v[0]), int(v[2])) for v in graph.params.values() if int(v[0]) and int(v[2])), default=(0, 0))
+
+
 def state_rate(graph) -> int:
     """The optimizer state bytes per parameter byte of ``graph``'s parameters with state (AdamW's 2,
     momentum SGD's 1; 0: none): what a sharded step gives a gradless parameter, which plain training's
     traced step gave none."""
-    return max((int(v[2]) // int(v[0]) for v in graph.params.values() if int(v[0]) and int(v[2])), default=0)
+    pb, ob = _largest_with_state(graph)
+    return ob // pb if pb else 0
 
 
 def state_counter(graph) -> int:
     """The optimizer state bytes per parameter above :func:`state_rate`'s share (AdamW's step count, 4;
     0: none): a sharded step keeps one per flat slice it steps."""
-    rate = state_rate(graph)
-    return max((int(v[2]) - rate * int(v[0]) for v in graph.params.values() if int(v[0]) and int(v[2])), default=0)
+    pb, ob = _largest_with_state(graph)
+    return ob - (ob // pb) * pb if pb else 0
 
 
 def _gradless_state(graph, nodes, gradless: set) -> int:
@@ -382,7 +401,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 holders[name].append(nd.index)
     replica_p = [0] * m
     replica_o = [0] * m
-    for name, (pb, _gb, ob, owner) in graph.params.items():
+    for name, (pb, _gb, ob, owner, *_) in graph.params.items():
         local = [k for k in holders.get(name, []) if a <= k < b]
         if local and not a <= owner < b:
             replica_p[local[0] - a] += pb
@@ -682,7 +701,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         swap_bcut = cuts(swap_trans, "cpu_swap_steady_bwd_transient_bytes", "cpu_swap_bwd_transient_bytes", at_send_swap)
         z3_swap_bcut = (cuts(swap_trans, "cpu_swap_z3_steady_bwd_transient_bytes", "cpu_swap_bwd_transient_bytes",
                              at_send_swap) if all(nd.cpu_swap_z3_steady_bwd_transient_bytes >= 0 for nd in nodes) else ())
-    dp_grads, ddp_grads = [], []
+    dp_grads, ddp_grads, dp_kinds, ddp_kinds = [], [], [], []
     gradless = set(graph.meta.get("gradless_params", ()))  # (no gradient: the all-reduce's buckets leave them out)
     for nd in nodes:
         if graph.params:
@@ -690,9 +709,13 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
             ks = [k for k in nd.param_names if k in gb and gb[k][1] > 0 and all(a <= r < b for r in readers.get(k, ()))]
             dp_grads.append(tuple(int(gb[k][1]) for k in ks))
             ddp_grads.append(tuple(int(gb[k][1]) for k in ks if k not in gradless))
+            dp_kinds.append(tuple(param_kind(graph, k) for k in ks))
+            ddp_kinds.append(tuple(param_kind(graph, k) for k in ks if k not in gradless))
         else:  # no parameter table (synthetic graphs): the node's gradients as one
             dp_grads.append((int(nd.grad_bytes),) if nd.grad_bytes > 0 else ())
             ddp_grads.append(dp_grads[-1])
+            dp_kinds.append((0,) * len(dp_grads[-1]))
+            ddp_kinds.append(dp_kinds[-1])
     keys = list(groups)
     sel_held, g_selheld = _policy_held(keys, groups, out_bytes, nodes)
     swap_fwd = swap_bwd = None
@@ -740,6 +763,8 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         opt_bytes=[int(nd.optimizer_bytes) + replica_o[x] for x, nd in enumerate(nodes)],
         dp_grads=dp_grads,
         ddp_grads=ddp_grads,
+        dp_kinds=dp_kinds,
+        ddp_kinds=ddp_kinds,
         x_bytes=x_bytes,
         x_made=x_made,
         P_sum=sum(int(nd.param_bytes) for nd in nodes) + sum(replica_p),

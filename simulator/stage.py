@@ -635,6 +635,20 @@ def _sync_points(flats: tuple, m: int, kv: list, kv0: list, run, S_after: int, i
     return out
 
 
+def _hold_points(holds: tuple, m: int, kv: list, kv0: list, run, S_after: int, cut) -> list:
+    """ZeRO-2's buckets in flight through phases, as :func:`_sync_points`' points: per ``(x, y, bytes)`` of
+    ``holds`` (:meth:`StageModel.z2_holds`), each phase B_{x-1} .. B_y with those bytes on it; with more
+    micro-batches (the last one syncs) less what that phase's node's backward finds made (``cut``, per
+    local node as :func:`_steady_B`'s; None: nothing)."""
+    out = []
+    for x, y, h in holds:
+        for q in range(2 * m - x, 2 * m - y):
+            c = run[q] if run else 0
+            k = 2 * m - 1 - q
+            out.append((x, kv0[q] + c + h, kv[q] + c + S_after + h - (cut[k] if cut else 0), q, q, h))
+    return out
+
+
 def _sync_copies(flats, m: int) -> tuple:
     """``(copies, fl, end)`` of a stage's bucket copies ``(x, bytes)``: per node the largest (copies
     made one after another), the copy made between B_x and B_{x-1} at B_{x-1}'s phase (None: none)
@@ -964,6 +978,26 @@ class StageModel:
             c = self._syncs[dp] = _sync_copies(net, self.layout.m)
         return c
 
+    def z2_holds(self, dp: int) -> tuple:
+        """ZeRO-2 over ``dp`` ranks: per bucket reduce-scattered during the backward, ``(x, y, bytes)``: what it
+        adds to B_{x-1} .. B_y, the phases its reduce-scatter runs through (waited for when the next bucket
+        starts, after B_y), above the gradients counted whole there — its flat copy stands in for its
+        gradients, padded, with the slice it is reduced into beside it, less what the buckets before it have
+        shed (each down to its slice). A Fourier operator's first bucket (its complex weights bucketed apart)
+        ran 584 bytes above its plan through the next node's backward."""
+        h = self._syncs.get(("hold", dp))
+        if h is None:
+            out, shed = [], 0
+            for i, (x, nb) in enumerate(self.buckets):
+                piece = _piece(nb, dp)
+                y = self.buckets[i + 1][0] if i + 1 < len(self.buckets) else 0
+                v = piece * dp + piece - nb - shed
+                if x > 0 and v > 0 and y < x:
+                    out.append((x, y, v))
+                shed += nb - piece
+            h = self._syncs[("hold", dp)] = tuple(out)
+        return h
+
     def zero2(self, dp: int) -> tuple:
         """ZeRO-2 over ``dp`` ranks (:mod:`memflow.executor.zero`), alike on every rank: ``(gradients
         in the optimizer step, optimizer state, the step's temporaries, padding)``. Each bucket's gradients
@@ -1059,6 +1093,9 @@ class StageModel:
                 sk = self._sync_keep.get(dp if z2 else 0)
                 if sk is None:
                     pts = _sync_points(copies, m, K.kv, K.kv0, None, K.S_after, input_bytes)
+                    if z2:
+                        pts += _hold_points(self.z2_holds(dp), m, K.kv, K.kv0, None, K.S_after,
+                                            L.bcut if K.keep_Bs is not None else None)
                     sk = self._sync_keep[dp if z2 else 0] = (max(p[1] for p in pts), max(p[2] for p in pts))
                 sync1, syncN = sk
         else:
@@ -1284,7 +1321,7 @@ class StageModel:
                                                 list(accumulate(d[:twom])), input_bytes, bound)
                 d = [0] * len(d)
             maxF0, argF0, maxF, argF, maxB0, argB0, maxB, argB, sync1, syncN = _peaks(m, kv, kv0, d, fl)
-            steady = None
+            steady = bcut = None
             # (ZeRO-2 too: the executor reduce-scatters only in the last micro-batch's backward, each bucket once
             # every node reading it is through, so a later micro-batch adds into the gradients the first made; taken
             # as made anew, a ResNeXt's ZeRO-2 ranks were 2-4% over at two micro-batches)
@@ -1304,7 +1341,10 @@ class StageModel:
                     bcut = [max(0, c - int(u[1])) for c, u in zip(bcut, self.z3.units)]
                 steady = _steady_B(m, kv, d, bcut) if any(bcut) else None
             if detail and sync:
-                pts = _sync_points(copies, m, kv, kv0, list(accumulate(d)), S_after, input_bytes)
+                run = list(accumulate(d))
+                pts = _sync_points(copies, m, kv, kv0, run, S_after, input_bytes)
+                if z2:
+                    pts += _hold_points(self.z2_holds(dp), m, kv, kv0, run, S_after, bcut)
                 sync1, syncN = max(p[1] for p in pts), max(p[2] for p in pts)
             elif sync:
                 if fl is not None:
@@ -1315,6 +1355,13 @@ class StageModel:
                         sync1 = v
                     if v > syncN:
                         syncN = v
+                holds = self.z2_holds(dp) if z2 else ()
+                if holds:
+                    for _, v1, vN, _, _, _ in _hold_points(holds, m, kv, kv0, list(accumulate(d)), S_after, bcut):
+                        if v1 > sync1:
+                            sync1 = v1
+                        if vN > syncN:
+                            syncN = vN
         zb = zstall = zcomm = 0.0  # ZeRO-3: the backward's waits for its collectives; all waits; comm busy
         cin = cout = None
         if ph:  # parameters on the host: each unit's shard copied in before each gather, its slice out

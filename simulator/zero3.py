@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .layout import state_counter, state_rate
+from .layout import param_kind, state_counter, state_rate
 
 __all__ = ["Zero3Facts", "zero3_facts", "node_units", "unit_split", "parts_split", "phase_terms", "state_terms", "phase_values", "comm_times",
            "host_times", "host_bytes", "timeline"]
@@ -78,6 +78,8 @@ class Zero3Facts:
     # per local node, the gradient bytes of its unit the step makes (less its gradless parameters': the
     # trace never held those, the flat copy's zeros stand in for them; empty: every unit's whole gradient)
     made: tuple = ()
+    # per local node, the dtype kinds of rest_grads' gradients (memflow.buckets.dtype_kind; empty: one kind)
+    rest_kinds: tuple = ()
 
     @property
     def any(self) -> bool:
@@ -98,7 +100,10 @@ def zero3_facts(graph, a: int, b: int, dp_grads: list, zero_params, per_node: tu
     unit_of, rest_of, made_of = per_node if per_node is not None else node_units(graph)
     rest_names = [k for x in range(a, b) for k, _, _, _ in rest_of[x]]
     rest_grads = tuple(tuple(gb for _, gb, lo, hi in rest_of[x] if a <= lo and hi < b) for x in range(a, b))
-    return Zero3Facts(tuple(unit_of[a:b]), rest_grads, tuple(zero_params(set(rest_names))), made=tuple(made_of[a:b]))
+    rest_kinds = tuple(tuple(param_kind(graph, k) for k, _, lo, hi in rest_of[x] if a <= lo and hi < b)
+                       for x in range(a, b))
+    return Zero3Facts(tuple(unit_of[a:b]), rest_grads, tuple(zero_params(set(rest_names))), made=tuple(made_of[a:b]),
+                      rest_kinds=rest_kinds)
 
 
 def node_units(graph) -> tuple[list, list, list]:

@@ -78,6 +78,10 @@ def test_zero2_peaks_by_hand():
     assert max(v for pt in sim.stage(0, 3).model.sync_copies(2)[0] for v in pt[1:]) == P  # first copy: no slice yet
     assert sim.stage(0, 3).model.sync_copies(2)[2] == P - 2 * (P // 2)  # g0's: g2, g1 shed P/2 each
     assert sim.evaluate(st).peak_bytes == r.peak_bytes  # the fast path agrees
+    # g2's bucket, reduce-scattered after B2, is in flight through B1 (waited for when g1's starts): its flat copy
+    # stands in for g2 and the slice it is reduced into (P/2) is beside it; g1's, in flight through B0, finds
+    # g2 down to its slice already (P/2 shed): nothing above the gradients counted whole
+    assert sim.stage(0, 3).model.z2_holds(2) == ((2, 1, P // 2),)
     # the optimizer step: the gradients' slices (3P/2) and no temporaries here
     assert sim.stage(0, 3).model.zero2(2) == (3 * P // 2, 3 * P, 0, 0)
     # an odd element count: the flat buffer the parameters become views of is padded to dp elements,
@@ -263,6 +267,37 @@ def test_zero2_runs_as_plain_training_and_as_predicted(model, batch, kind, monke
     ref = plain_losses(path, batch, 3, seed=0)
     got = rows[0]["losses"]
     assert len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
+
+
+def test_zero2_buckets_follow_the_dtypes_and_are_held_while_in_flight():
+    """A Fourier neural operator (tests/models/fno1d.py): complex spectral weights beside real ones. The
+    executor's buckets never mix dtypes, so each spectral weight is a bucket of its own between the real
+    ones' (the parameter table's dtype kinds tell the simulator so: one bucket before), and each bucket's
+    reduce-scatter runs through the next node's backward with its flat copy in its gradients' place and
+    the slice it is reduced into beside it. Both left out, every rank ran 608 bytes above its plan at the
+    second spectral layer's backward; now exact, with one micro-batch and with two."""
+    from pathlib import Path
+
+    from memflow.cluster import Cluster
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.simulator.layout import state_counter, state_rate
+    from memflow.strategy import Strategy
+    from tests.onerank import predicted_ranks
+
+    path = str(Path(__file__).resolve().parent / "models" / "fno1d.py")
+    for m in (1, 2):
+        g = GraphSource(resolve_spec(path), Cluster.load("cpu-2"))(2 // m)
+        if m == 1:
+            kinds = {g.params[k][4] for k in g.params}
+            assert len(kinds) == 2, kinds  # (complex64 and float32)
+            # AdamW's 2 bytes of state per byte and 4-byte step count, read off the largest parameter: its
+            # one-element output bias's 12 bytes over 4 had the rate 3 (every slice's state 50% over: +11.5%)
+            assert (state_rate(g), state_counter(g)) == (2, 4)
+        st = Strategy(dp=2, pp=1, stage_of=[0] * g.n, actions=["keep"] * g.n, microbatches=m, sharding=["gradients"])
+        _, rep = predicted_ranks(path, g, st, batch=4, steps=2)
+        for r in rep.ranks:
+            assert r.measured_peak_bytes == r.predicted_peak_bytes, (m, r.rank, r.measured_peak_bytes,
+                                                                     r.predicted_peak_bytes, r.peak_at)
 
 
 def test_zero2_adds_a_later_micro_batchs_gradients_into_the_first_ones():

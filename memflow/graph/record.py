@@ -279,7 +279,8 @@ class TaskGraph:
     # stages read too (an autoencoder's image, its own target) go by these (:meth:`input_deaths`)
     input_holders: dict[str, list[int]] = field(default_factory=dict)
     fingerprint: str = ""
-    # parameter/buffer name -> [bytes, grad bytes, optimizer-state bytes, owner node]
+    # parameter/buffer name -> [bytes, grad bytes, optimizer-state bytes, owner node, dtype kind
+    # (memflow.buckets.dtype_kind; absent in hand-made tables: one kind)]
     params: dict[str, list[int]] = field(default_factory=dict)
     # the tensor-parallel degree the step was captured for: every figure is one rank's of that group
     tp: int = 1

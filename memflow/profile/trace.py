@@ -33,6 +33,7 @@ from ..graph.record import (
     TaskGraph,
     carried_bytes,
 )
+from ..buckets import dtype_kind
 from ..graph.actions import HostSwap, make_wrap
 from ..graph.aliases import alias_reads, escaping_params, input_view_reads, replay_unsafe_nodes, written_params
 from ..graph.casts import cast_only, low_reads
@@ -112,7 +113,7 @@ def node_state(program: StepProgram, optimizer: torch.optim.Optimizer | None
                             o += st.untyped_storage().nbytes()
                 names_by_id[id(t)] = name
             pbytes, gbytes, obytes = pbytes + nb, gbytes + g, obytes + o
-            table[name] = [nb, g, o, k]
+            table[name] = [nb, g, o, k, dtype_kind(t.dtype)]
         out.append(dict(param_names=names, read_params=reads, param_bytes=pbytes, param_count=pcount,
                         handed_params=sorted(program.attrs[a] for a in handed[k]),
                         grad_bytes=gbytes, optimizer_bytes=obytes))

@@ -3,8 +3,10 @@ counted on the node of its module, predicted, and accounted by the executor."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import memflow
+from memflow.buckets import dtype_kind
 from memflow.cluster import Cluster
 from memflow.graph.record import replay
 from memflow.model_file import load_model_file
@@ -69,7 +71,8 @@ def test_unread_state_is_counted_on_its_modules_node(model_file, measure):
     names = [nd.name for nd in g.nodes]
     owner = g.nodes[names.index("blocks.1")]
     assert "model.blocks.1.table" in owner.param_names and owner.param_bytes > 4 * BIG
-    assert g.params["model.blocks.1.table"] == [4 * BIG, 0, 0, owner.index]  # no gradient, no optimizer state
+    assert g.params["model.blocks.1.table"][:4] == [4 * BIG, 0, 0, owner.index]  # no gradient, no optimizer state
+    assert g.params["model.blocks.1.table"][4] == dtype_kind(torch.float32)  # (what a gradient bucket holds one of)
     # the module that never runs and the root's buffer: the first node
     assert {"model.spare.weight", "model.spare.bias", "model.scratch"} <= set(g.nodes[0].param_names)
     assert g.params["model.spare.weight"][1:3] == [0, 0]

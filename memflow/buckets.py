@@ -9,9 +9,10 @@ simulator times and sizes them by it, so the two agree on every bucket:
   (its *owner*); the parameters are taken in backward order — owners from the stage's last node
   to its first, each owner's in the order it reads them;
 * a gradient of at least ``cap`` bytes is a bucket of its own; the others fill a bucket until
-  the next one would take it over ``cap`` or is of another dtype (the simulator tells the dtypes apart by
-  the parameter table's :func:`dtype_kind`: a Fourier operator's complex weights beside real ones, bucketed
-  as one, moved the ZeRO-2 syncs to other nodes, 608 bytes under);
+  the next one would take it over ``cap`` or is of another dtype (both tell the dtypes apart by
+  :func:`dtype_kind`, the simulator from the parameter table's fifth field: a Fourier operator's
+  complex weights beside real ones, bucketed as one, moved the ZeRO-2 syncs to other nodes, 608
+  bytes under);
 * a bucket of several gradients is flattened into one new tensor and all-reduced; the gradients
   become views of it (the originals die), so the copy costs its bytes only while it is made,
   beside the gradients. A bucket of one gradient is all-reduced in place: no copy;
@@ -23,6 +24,7 @@ beside what is live between two backwards, and after the backward beside the gra
 """
 from __future__ import annotations
 
+import zlib
 from collections.abc import Hashable, Sequence
 
 __all__ = ["grad_buckets", "dtype_kind"]
@@ -35,7 +37,7 @@ def dtype_kind(dtype) -> int:
     """A number for ``dtype`` (a ``torch.dtype`` or its name) the same in every process: a gradient bucket
     holds one kind."""
     name = str(dtype).removeprefix("torch.")
-    return _KINDS.index(name) if name in _KINDS else len(_KINDS) + sum(name.encode())
+    return _KINDS.index(name) if name in _KINDS else len(_KINDS) + zlib.crc32(name.encode())
 
 
 def grad_buckets(grads: Sequence[Sequence[tuple[int, Hashable]]], cap: int) -> list[tuple[int, list[tuple[int, int]]]]:

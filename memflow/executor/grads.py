@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..buckets import grad_buckets
+from ..buckets import dtype_kind, grad_buckets
 from ..graph.gloo import released, settled
 
 __all__ = ["BucketedAllReduce", "sync_shared"]
@@ -48,7 +48,7 @@ class BucketedAllReduce:
         self.dp = dp
         self.active = False
         self.inflight: list[tuple[Any, torch.Tensor, int]] = []  # (work, flat copy, its count before the work)
-        plan = grad_buckets([[(p.numel() * p.element_size(), p.dtype) for p in ps] for ps in owned],
+        plan = grad_buckets([[(p.numel() * p.element_size(), dtype_kind(p.dtype)) for p in ps] for ps in owned],
                             max(1, cap_bytes)) if dp > 1 else []
         self.buckets = [(x, [owned[o][i] for o, i in members]) for x, members in plan]
         self.launched = 0  # buckets started this step (they start in plan order)

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..buckets import grad_buckets
+from ..buckets import dtype_kind, grad_buckets
 from ..errors import ConfigError
 
 __all__ = ["ReduceScatterSync", "ELEMENTWISE", "check_elementwise", "flat_grads", "flatten_params", "release"]
@@ -132,7 +132,7 @@ class ReduceScatterSync:
         self.ranks = dist.get_process_group_ranks(group)  # global rank of each dp rank (broadcast sources)
         self.active = False
         self.live = None  # the rank's LiveBytes (the stage attaches it): told of the flat copy's emptying
-        plan = grad_buckets([[(p.numel() * p.element_size(), p.dtype) for p in ps] for ps in owned], max(1, cap_bytes))
+        plan = grad_buckets([[(p.numel() * p.element_size(), dtype_kind(p.dtype)) for p in ps] for ps in owned], max(1, cap_bytes))
         self.buckets = [_Bucket(x, [owned[o][i] for o, i in members], dp, rank) for x, members in plan]
         self.launched = 0
         self.inflight: tuple | None = None  # (work, flat copy) of the bucket being reduced

@@ -27,10 +27,11 @@ from __future__ import annotations
 import zlib
 from collections.abc import Hashable, Sequence
 
-__all__ = ["grad_buckets", "dtype_kind"]
+__all__ = ["grad_buckets", "dtype_kind", "element_size"]
 
 #: the dtypes :func:`dtype_kind` numbers (a parameter table's fifth field); any other gets a number past them
 _KINDS = ("float32", "bfloat16", "float16", "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2")
+_SIZES = (4, 2, 2, 8, 8, 16, 1, 1)  # bytes per element of each of _KINDS
 
 
 def dtype_kind(dtype) -> int:
@@ -38,6 +39,12 @@ def dtype_kind(dtype) -> int:
     holds one kind."""
     name = str(dtype).removeprefix("torch.")
     return _KINDS.index(name) if name in _KINDS else len(_KINDS) + zlib.crc32(name.encode())
+
+
+def element_size(kind: int) -> int:
+    """Bytes per element of the dtype :func:`dtype_kind` numbered ``kind`` (4 for one it does not name): what
+    a ZeRO-2 bucket is padded in (to a multiple of ``dp`` elements)."""
+    return _SIZES[kind] if 0 <= kind < len(_SIZES) else 4
 
 
 def grad_buckets(grads: Sequence[Sequence[tuple[int, Hashable]]], cap: int) -> list[tuple[int, list[tuple[int, int]]]]:

@@ -20,7 +20,7 @@ from memflow.strategy import ACTIONS, SWAP, Strategy
 from memflow.errors import StrategyError
 from memflow.units import format_bytes
 
-from memflow.buckets import grad_buckets
+from memflow.buckets import element_size, grad_buckets
 from .pipeline import run_pipeline
 from .zero3 import host_bytes
 from .result import Evaluation, SimResult, curve_arrays
@@ -282,19 +282,20 @@ class Simulator:
         z3 = zero3_facts(self.graph, a, b, L.dp_grads, lambda names: self._zero_params(a, b, names=names),
                          self._node_units)
         z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params,
-                      tuple(self._bucket_plan(L, list(z3.rest_grads), list(z3.rest_kinds) or None)), low, z3.made,
+                      tuple(b[:3] for b in self._bucket_plan(L, list(z3.rest_grads), list(z3.rest_kinds) or None)),
+                      low, z3.made,
                       z3.rest_kinds)
         model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                            opt_grads=opt_grads, host_lat=self.host_link.latency,
                            prefetch_ahead=self.prefetch_ahead,
-                           sync_flats=[(x, nb) for x, nb, flat in ddp if flat],
+                           sync_flats=[(x, nb) for x, nb, flat, _ in ddp if flat],
                            zero_params=self._zero_params(a, b), zero_sum=not self._single_tensor_step(),
-                           buckets=tuple((x, nb) for x, nb, _ in buckets),
+                           buckets=tuple((x, nb, el) for x, nb, _, el in buckets),
                            zero_whole=self._zero_params(a, b, shared=True),
                            z2_state=(state_rate(self.graph), state_counter(self.graph)) if self.graph.params else (0, 0),
                            z3=z3)
         return StageSpec(layout=L, model=model, params=params, grads=grads, optimizer=opt,
-                         buckets=[(x, nb) for x, nb, _ in buckets], opt_s=self._opt_time(params + grads + opt),
+                         buckets=[(x, nb) for x, nb, _, _ in buckets], opt_s=self._opt_time(params + grads + opt),
                          tensors=self._stage_tensors(a, b),
                          units=sum(1 for u in z3.units if u[0] > 0) + (1 if z3.rest_params else 0)
                          + sum(1 for x in low if x))
@@ -320,15 +321,16 @@ class Simulator:
     def _bucket_plan(self, L: StageLayout, dp_grads: list | None = None, kinds: list | None = None) -> list:
         """The stage's data-parallel gradient buckets as the executor all-reduces them
         (:func:`memflow.buckets.grad_buckets`), in order: (local node after whose backward it is
-        reduced, bytes, bytes of its flat copy: 0 for a bucket of one gradient, reduced in place).
-        ``dp_grads``: per local node the gradients bucketed (default: ``L.dp_grads``, all of them), ``kinds``
+        reduced, bytes, bytes of its flat copy: 0 for a bucket of one gradient, reduced in place, bytes per
+        element of its dtype: what ZeRO-2 pads it in). ``dp_grads``: per local node the gradients bucketed (default: ``L.dp_grads``, all of them), ``kinds``
         their dtype kinds (default: ``L.dp_kinds`` with ``L.dp_grads``, else one kind)."""
         out = []
         dg = L.dp_grads if dp_grads is None else dp_grads
         kinds = (L.dp_kinds if dp_grads is None else [(0,) * len(xs) for xs in dg]) if kinds is None else kinds
         for x, members in grad_buckets([list(zip(xs, ks)) for xs, ks in zip(dg, kinds)], self.bucket_bytes):
             nb = sum(dg[o][i] for o, i in members)
-            out.append((x, nb, nb if len(members) > 1 else 0))
+            o, i = members[0]
+            out.append((x, nb, nb if len(members) > 1 else 0, element_size(kinds[o][i])))
         return out
 
     def _opt_trans(self, a: int, b: int) -> tuple[int, int]:

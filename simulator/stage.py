@@ -885,10 +885,10 @@ class _KeepTables:
         self.keep_node_end = _suffix_sums(self.bt_keep)
 
 
-def _piece(nbytes: int, dp: int) -> int:
-    """A rank's slice of a ZeRO-2 bucket of ``nbytes``: the bucket padded to a multiple of ``dp``
-    elements (:mod:`memflow.executor.zero`), ``1/dp`` of it."""
-    return -(-nbytes // (dp * ELEMENT)) * ELEMENT
+def _piece(nbytes: int, dp: int, element: int = ELEMENT) -> int:
+    """A rank's slice of a ZeRO-2 bucket of ``nbytes`` of ``element``-byte elements: the bucket padded to a
+    multiple of ``dp`` elements (:mod:`memflow.executor.zero`), ``1/dp`` of it."""
+    return -(-nbytes // (dp * element)) * element
 
 
 class StageModel:
@@ -906,7 +906,7 @@ class StageModel:
     units (:mod:`simulator.zero3`; None: one per node, no parameter kept whole)."""
 
     __slots__ = ("layout", "input_bytes", "opt_trans", "opt_grads", "host_lat", "prefetch_ahead", "sync_flats",
-                 "zero_params", "zero_sum", "buckets", "zero_whole", "z2_state", "z3", "_keep", "_syncs", "_sync_keep", "_zero",
+                 "zero_params", "zero_sum", "buckets", "bucket_elems", "zero_whole", "z2_state", "z3", "_keep", "_syncs", "_sync_keep", "_zero",
                  "_zero_eval", "_z2", "_z3", "_z3_times")
 
     def __init__(self, layout: StageLayout, *, input_bytes: int = 0, opt_trans: int = 0, opt_grads: int = 0,
@@ -920,8 +920,11 @@ class StageModel:
         self.host_lat = host_lat
         self.prefetch_ahead = prefetch_ahead
         # the bucket copies of an all-reduce (False: buckets of several gradients) and of ZeRO-2's
-        # reduce-scatter (True: every bucket, ``buckets``: (x, bytes) each, flattened and padded)
-        self.buckets = tuple(buckets)
+        # reduce-scatter (True: every bucket, ``buckets``: (x, bytes) each, flattened and padded in its
+        # elements, ``bucket_elems``: their bytes each, 4 where a bucket says none; a complex64 bucket of an
+        # odd element count padded as fp32 was 4 bytes a rank short)
+        self.buckets = tuple((b[0], b[1]) for b in buckets)
+        self.bucket_elems = tuple(b[2] if len(b) > 2 else ELEMENT for b in buckets)
         self.zero_whole = tuple(zero_whole)  # ZeRO-2: parameters other stages read too (stepped whole)
         # ZeRO-2: the optimizer state per byte a slice steps and per tensor it steps (AdamW: 2, its 4-byte
         # step count; simulator.layout.state_rate / state_counter); (0, 0): not known, an even share
@@ -971,8 +974,8 @@ class StageModel:
         c = self._syncs.get(dp)
         if c is None:
             net, shed = [], 0
-            for x, nb in self.buckets:
-                piece = _piece(nb, dp)
+            for (x, nb), el in zip(self.buckets, self.bucket_elems):
+                piece = _piece(nb, dp, el)
                 net.append((x, piece * dp - shed))
                 shed += piece * dp - piece
             c = self._syncs[dp] = _sync_copies(net, self.layout.m)
@@ -989,7 +992,7 @@ class StageModel:
         if h is None:
             out, shed = [], 0
             for i, (x, nb) in enumerate(self.buckets):
-                piece = _piece(nb, dp)
+                piece = _piece(nb, dp, self.bucket_elems[i])
                 y = self.buckets[i + 1][0] if i + 1 < len(self.buckets) else 0
                 v = piece * dp + piece - nb - shed
                 if x > 0 and v > 0 and y < x:
@@ -1015,7 +1018,7 @@ class StageModel:
             K = self._keep or _KeepTables(self.layout)
             m = self.layout.m
             whole = sum(nb for _, nb in self.buckets)
-            pieces = [_piece(nb, dp) for _, nb in self.buckets]
+            pieces = [_piece(nb, dp, el) for (_, nb), el in zip(self.buckets, self.bucket_elems)]
             grads = K.step[2 * m] + self.opt_grads - whole + sum(pieces)
             wo = sum(ob for _, ob, _ in self.zero_whole)  # (replicas of parameters other stages read: whole)
             if self.zero_params and not self.zero_sum:

@@ -275,7 +275,9 @@ def test_zero2_buckets_follow_the_dtypes_and_are_held_while_in_flight():
     ones' (the parameter table's dtype kinds tell the simulator so: one bucket before), and each bucket's
     reduce-scatter runs through the next node's backward with its flat copy in its gradients' place and
     the slice it is reduced into beside it. Both left out, every rank ran 608 bytes above its plan at the
-    second spectral layer's backward; now exact, with one micro-batch and with two."""
+    second spectral layer's backward; now exact, with one micro-batch and with two. Each spectral weight has an
+    odd element count: a complex64 bucket is padded in 8-byte elements (padded as fp32, every rank ran 48
+    bytes above its plan)."""
     from pathlib import Path
 
     from memflow.cluster import Cluster

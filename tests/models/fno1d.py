@@ -1,4 +1,4 @@
-"""A 1-D Fourier neural operator: spectral convolution with complex-valued parameters (torch.cfloat) mixing the lowest modes of rfft, irfft back, plus a pointwise conv."""
+"""A 1-D Fourier neural operator: spectral convolution with complex-valued parameters (torch.cfloat, an odd element count each) mixing the lowest modes of rfft, irfft back, plus a pointwise conv."""
 import torch, torch.nn as nn, torch.nn.functional as F
 BATCH_SIZE = 4
 class Spectral(nn.Module):
@@ -12,7 +12,7 @@ class Spectral(nn.Module):
         out[:, :, :self.modes] = torch.einsum("bim,iom->bom", xf[:, :, :self.modes], self.w)
         return torch.fft.irfft(out, n=x.shape[-1])
 class FNO(nn.Module):
-    def __init__(self, c=16, modes=8, layers=3):
+    def __init__(self, c=15, modes=7, layers=3):
         super().__init__()
         self.lift = nn.Conv1d(2, c, 1)
         self.spec = nn.ModuleList(Spectral(c, modes) for _ in range(layers))

@@ -127,6 +127,9 @@ class BufferEvent:
     # last there was through stands above the phase's peak until then (:meth:`LiveBytes.follow_reads`; phases
     # where that is 0 left out)
     read_gaps: dict = field(default_factory=dict)
+    # ... the same with the phase's steady peaks (``LiveBytes.phase_peak_steady``: a later micro-batch's backward,
+    # where that node's gradients add into those there already and the peak may come before it is through)
+    steady_read_gaps: dict = field(default_factory=dict)
 
     def read(self, t: torch.Tensor, storage_bytes: int, phase: int) -> None:
         """An op of ``phase`` read ``t``, a tensor on this storage."""
@@ -336,22 +339,33 @@ class LiveBytes(TorchDispatchMode):
         nid = id(node) if node is not None else 0
         if nid != self._rd_node:  # (the node that read before is through: its saved tensors are let go)
             if self._rd_pend:
-                self._rd.append([self._rd_pend, self.phase_peak.get(self.phase, 0), self.live])
+                self._rd.append(self._rd_segment())
                 self._rd_pend = []
             self._rd_node = nid
         self._rd_pend.extend(ev for ev in read if ev.alloc_phase < self.phase)
 
+    def _rd_segment(self) -> list:
+        """A reading node's segment (:meth:`_reads`): its events, the phase's peak so far and the live bytes, and
+        the same as a later micro-batch's (``phase_peak_steady``; -1 where not followed)."""
+        steady = self.phase_peak_steady is not None
+        return [self._rd_pend, self.phase_peak.get(self.phase, 0), self.live,
+                self.phase_peak_steady.get(self.phase, 0) if steady else -1, self.live - self._made if steady else -1]
+
     def _close_reads(self) -> None:
         if self._rd_pend:
-            self._rd.append([self._rd_pend, self.phase_peak.get(self.phase, 0), self.live])
-        after, done = 0, set()
-        for evs, before, since in reversed(self._rd):
+            self._rd.append(self._rd_segment())
+        after = after_s = 0
+        done = set()
+        for evs, before, since, before_s, since_s in reversed(self._rd):
             after = max(after, since)
+            after_s = max(after_s, since_s)
             for ev in evs:
                 if id(ev) not in done:  # (its last reading node's segment)
                     done.add(id(ev))
                     if after > before and ev.free_phase < 0:
                         ev.read_gaps[self.phase] = after - before
+                    if before_s >= 0 and after_s > before_s and ev.free_phase < 0:
+                        ev.steady_read_gaps[self.phase] = after_s - before_s
         self._rd, self._rd_pend, self._rd_node = [], [], 0
 
     def hold_old(self, cutoffs: dict[int, int]) -> None:
@@ -662,9 +676,11 @@ class LiveBytes(TorchDispatchMode):
             self._hi()
         if self.phase_peak_held_f is not None:
             self._hf()
+        steady = False  # (counted as a later micro-batch's: not autograd's copy of a gradient as it accumulates it)
         if self.phase_peak_steady is not None:
             acc = _accumulating()
             if acc is None:
+                steady = True
                 self._st()
             elif id(acc) not in self._shared_ids:  # (ZeRO-3 makes a unit's gradient anew: the copy there too)
                 self._st_shared()
@@ -673,7 +689,10 @@ class LiveBytes(TorchDispatchMode):
         if self._fr:
             self._fr[-1][2] = max(self._fr[-1][2], self.live)
         if self._rd:
-            self._rd[-1][2] = max(self._rd[-1][2], self.live)
+            seg = self._rd[-1]
+            seg[2] = max(seg[2], self.live)
+            if steady:
+                seg[4] = max(seg[4], self.live - self._made)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -83,6 +83,8 @@ class StageLayout:
     # least of their Buffer.read_gaps (a holder's kept backward that is its last on this plan lets it go with the
     # reading node's saved tensors, before the phase's later peak)
     g_rgap: list
+    # ... and per group the same from the steady peaks (Buffer.steady_read_gaps: a later micro-batch's backward)
+    g_srgap: list
     trans: list  # per local phase transient bytes (node transients; OPT share set by caller)
     fwd_time: list  # per local node
     bwd_time: list
@@ -350,6 +352,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
     m = b - a
     groups: dict[tuple, int] = {}
     rgaps: dict[tuple, dict] = {}  # per group, its buffers' least Buffer.read_gaps by local phase (g_rgap)
+    srgaps: dict[tuple, dict] = {}  # ... and their least Buffer.steady_read_gaps (g_srgap)
     # per local node: the bytes its swap copies to the host, and of them the storages it made
     x_bytes, x_made = [0] * m, [0] * m
 
@@ -365,13 +368,19 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         # projection, of which attention saves v alone: two thirds of it counted back, 2.8% over)
         back = min(nb, buf.read_bytes((2 * n - 1 - a - saver[0],)) or nb) \
             if buf is not None and saver[0] >= 0 and not saver[2] and not noswap else nb
-        mine = {}
+        mine, smine = {}, {}
         for p, g in (buf.read_gaps if buf is not None else ()):
             q = _loc(p, n, a, b, m)
             if q is not None and m <= q < 2 * m:
                 mine[q] = int(g)
+        for p, g in (buf.steady_read_gaps if buf is not None else ()):
+            q = _loc(p, n, a, b, m)
+            if q is not None and m <= q < 2 * m:
+                smine[q] = int(g)
         for k in (key + (False, solo),) + ((key + (True, solo),) if back < nb else ()):
             rgaps[k] = mine if k not in rgaps else {q: min(g, mine[q]) for q, g in rgaps[k].items() if q in mine}
+            srgaps[k] = smine if k not in srgaps else {q: min(g, smine[q]) for q, g in srgaps[k].items()
+                                                       if q in smine}
         groups[key + (False, solo)] = groups.get(key + (False, solo), 0) + back
         if back < nb:
             groups[key + (True, solo)] = groups.get(key + (True, solo), 0) + nb - back
@@ -750,6 +759,7 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
         g_noback=[k[14] for k in keys],
         g_solo=[k[15] for k in keys],
         g_rgap=[tuple(sorted(rgaps.get(k, {}).items())) for k in keys],
+        g_srgap=[tuple(sorted(srgaps.get(k, {}).items())) for k in keys],
         trans=trans,
         fwd_time=[float(nd.fwd_time_s) for nd in nodes],
         bwd_time=[float(nd.bwd_time_s) for nd in nodes],

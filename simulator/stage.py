@@ -142,7 +142,7 @@ def stage_peak(ev: StageEval, inflight: int, microbatches: int, rank: tuple | No
 
 def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt, dsw, sel_held=None,
           pd: int = 1, traced: bool = False, dfr=None, sel_btrans=None, sel_some=None, sel_ft=None,
-          fheld=None, solo=None, rgap=None) -> int:
+          fheld=None, solo=None, rgap=None, srgap=None, drg=None) -> int:
     """Put the buffer groups ``groups[i]`` (``i`` in ``idx``; see :class:`_KeepTables`) under per-node
     actions ``acts`` in place of their all-keep shares (each tuple's last fields, :func:`_keep_share`):
     add the change to the per-phase differences ``dc`` (carried), ``dt`` (transient) and ``dsw``
@@ -161,7 +161,9 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
     ``dfr`` (None: not wanted): per B-half phase, the change of the bytes alive as it starts that die in
     it (not carried through it; :attr:`_KeepTables.freed`), at least what is (a bound: see
     :func:`simulator.zero3.phase_values`). ``solo``: per group, :attr:`StageLayout.g_solo` (None: none);
-    ``rgap``: :attr:`StageLayout.g_rgap` (None: none)."""
+    ``rgap``: :attr:`StageLayout.g_rgap` (None: none); ``srgap``: :attr:`StageLayout.g_srgap`, and ``drg`` (None: not
+    wanted): per B-half phase, what a later micro-batch's peak there holds above the first one's of the groups
+    ``rgap`` lets go before that phase's peak (its steady gap smaller)."""
     twom = 2 * m
     m1 = m - 1
     R = 0
@@ -253,10 +255,12 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
             # that node's saved tensors there, before the phase's later peak (StageLayout.g_rgap, Buffer.read_gaps:
             # a TCN's last block selective, its output held by the kept head's saved slice alone, 12 KiB, 3.5% over
             # at the head's backward)
-            split = 0
+            split = ssplit = 0
             if (rgap is not None and rgap[i] and back is None and m <= end < twom and kend == end
                     and oend < end and end > (m1 if sent else hold) and end > sel_end):
                 split = min(nb, next((g for q, g in rgap[i] if q == end), 0))
+                if srgap is not None:
+                    ssplit = min(nb, next((g for q, g in srgap[i] if q == end), 0))
             mine = sel_held is not None and sel_held[i]  # (the all-selective trace's maker held it to its backward)
             if (end == hold and la < end < m and not fusers and not holders and sel_ft is not None and not mine
                     and acts[end] == SELECTIVE and sel_ft[end]):
@@ -280,6 +284,8 @@ def _live(groups: list, idx, acts, has_rec: bool, gap, m: int, cpu: bool, dc, dt
                     dc[end] -= nb
                     dt[end] += nb - split
                     dt[end + 1] -= nb - split
+                    if drg is not None and split > ssplit:  # (a later micro-batch's peak there comes sooner)
+                        drg[end] += split - ssplit
                 else:
                     dc[end + 1] -= nb
                 if not late and la <= m1 and end >= m and not sent:
@@ -1108,7 +1114,10 @@ class StageModel:
             # the carried bytes, and the bytes alive as each B-half phase starts that die in it, dfr)
             split = detail or (z3 and (has_swap or has_rec))
             dt = [0] * (P + 1) if split else dc
+            steady_wanted = K.keep_Bs is not None or bool(L.swap_bcut) or any(L.rbcut)
             dfr = [0] * (P + 1) if z3 and split else None
+            # (per B-half phase, what a later micro-batch's peak holds above the first's: see _live)
+            drg = [0] * (P + 1) if steady_wanted and any(L.g_rgap) else None
             dsw = [0] * (P + 1) if detail else None
             if detail:
                 copy_out, prefetch = [], []
@@ -1279,7 +1288,7 @@ class StageModel:
             fheld = {}
             R += _live(K.groups, set(touched) if has_rec else touched,  # (only recompute touches a group twice)
                        actions, has_rec, gap, m, cpu, dc, dt, dsw, L.g_selheld, pd, cpu and L.swap_trans is not None,
-                       dfr, L.sel_btrans, K.sel_open, L.sel_ftraced, fheld, L.g_solo, L.g_rgap)
+                       dfr, L.sel_btrans, K.sel_open, L.sel_ftraced, fheld, L.g_solo, L.g_rgap, L.g_srgap, drg)
             if has_swap and cpu and L.swap_hfdelta:
                 _swap_carried(L, K, actions, touched, has_rec, gap, dt)
             for x, v in fheld.items():
@@ -1328,7 +1337,7 @@ class StageModel:
             # (ZeRO-2 too: the executor reduce-scatters only in the last micro-batch's backward, each bucket once
             # every node reading it is through, so a later micro-batch adds into the gradients the first made; taken
             # as made anew, a ResNeXt's ZeRO-2 ranks were 2-4% over at two micro-batches)
-            if K.keep_Bs is not None or L.swap_bcut or any(L.rbcut):
+            if steady_wanted:
                 # (swapped: the CPU executor's traced figure; a GPU's swap, untraced, takes them made anew)
                 scut = L.swap_bcut if cpu and L.swap_trans is not None and L.swap_bcut else None
                 bcut = [L.bcut[x] if a == KEEP else K.rec_bcut[x] if a == RECOMPUTE else K.sel_bcut[x]
@@ -1342,6 +1351,13 @@ class StageModel:
                             enumerate(zip(bcut, actions))]
                 elif z3:
                     bcut = [max(0, c - int(u[1])) for c, u in zip(bcut, self.z3.units)]
+                if drg is not None:
+                    # what a kept holder's backward lets go before its first micro-batch's peak and not before a later
+                    # one's, whose gradients add in place (StageLayout.g_srgap): a Gumbel VQ-VAE's transposed conv,
+                    # its input no longer held by the selective ReLU before it, 1,984 B under at the second
+                    for p in range(m, twom):
+                        if drg[p]:
+                            bcut[twom - 1 - p] -= drg[p]
                 steady = _steady_B(m, kv, d, bcut) if any(bcut) else None
             if detail and sync:
                 run = list(accumulate(d))

@@ -231,6 +231,11 @@ class Buffer:
     # its last reader lets it go with the node's saved tensors: the phase peaks ``min(bytes, gap)`` lower than
     # with it held; a feature pyramid's head applied on a later stage to a received scale, 4 KiB, 5% over)
     read_gaps: list[list[int]] = field(default_factory=list)
+    # ... the same with the phase's steady peaks: a later micro-batch's backward, where the reading node's
+    # gradients add into those made already and its peak may come before it is through (a transposed conv
+    # whose input a selective ReLU before it no longer holds: let go before its first micro-batch's peak, not
+    # before a later one's; 1,984 B under)
+    steady_read_gaps: list[list[int]] = field(default_factory=list)
 
     def read_bytes(self, phases) -> int:
         """The bytes of this storage that ``phases``' ops read: the whole storage if one of them read

@@ -583,7 +583,8 @@ def trace_step(
                               uses=sorted(ev.uses), param=grad_param.get(id(ev), ""),
                               views=ev.partial_views(), cast=ev.cast, packed=ev.packed,
                               copies=copied.get(id(ev), []), free_gap=ev.free_gap if ev.views else -1,
-                              read_gaps=sorted([p, g] for p, g in ev.read_gaps.items())))
+                              read_gaps=sorted([p, g] for p, g in ev.read_gaps.items()),
+                              steady_read_gaps=sorted([p, g] for p, g in ev.steady_read_gaps.items())))
         buffer_ev.append(id(ev))
 
     # transient bytes per phase: measured in-phase peak above state + carried buffers

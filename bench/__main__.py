@@ -1,7 +1,7 @@
 """``python -m bench NAME``: run a benchmark and write its table into BENCHMARKS.md.
 
 Names: profile, simulator, search, sweep, suite, fidelity, maxbatch, deeper, unaware, prediction, gpu,
-seeds, unseen, selective, llama7b, tp, tp-runs, megatron-sel, patterns, bf16, fakerun, hostopt, swaphost, random, outside, outside3, outside4, outside5, outside6, outside7, outside8, outside9, outside10, outside11, outside12, outside13, outside14, quick (small versions of profile, simulator, search and fidelity: their *-quick sections), all.
+seeds, unseen, selective, llama7b, tp, tp-runs, megatron-sel, patterns, bf16, fakerun, hostopt, swaphost, random, outside, outside3, outside4, outside5, outside6, outside7, outside8, outside9, outside10, outside11, outside12, outside13, outside14, outside15, quick (small versions of profile, simulator, search and fidelity: their *-quick sections), all.
 ``python -m bench NAME --quick`` runs NAME's small version (where it has one) into its own ``NAME-quick`` section.
 """
 from __future__ import annotations
@@ -49,6 +49,7 @@ BENCHES = {  # ``all`` runs them in this order: the short ones first
     "outside12": "bench.bench_outside12",  # a twelfth round
     "outside13": "bench.bench_outside13",  # a thirteenth round
     "outside14": "bench.bench_outside14",  # a fourteenth round
+    "outside15": "bench.bench_outside15",  # a fifteenth round
 }
 # (prediction's after-the-fact check of logged runs is tested in tests/test_fidelity.py; its quick
 # run re-profiled every logged run, the longest part of CI's bench step)

@@ -573,9 +573,9 @@ def build_layout(graph: TaskGraph, a: int, b: int) -> StageLayout:
                 # that node's swap moves it (an LSTM stage's received input: 4 KiB per micro-batch in
                 # flight held in the plan, gone in the run)
                 saver = _swapped_by(la, need, use_nodes_local, fusers_t, m, m if relay else la)
-        # (received, freed in a forward here, read before this stage by its maker alone, whose selective policy is
+        # (received, read before this stage by its maker alone, whose selective policy is
         # known not to hold it: with every node selective nothing but this stage's readers held it: solo)
-        solo = (fwd_alloc and owner < a and not relay and lf_native is not None and lf_native < m
+        solo = (fwd_alloc and owner < a and not relay and lf_native is not None
                 and all(u == pa or u >= a for u in buf.uses if u < n))
         if solo:
             if owner not in maker_held:

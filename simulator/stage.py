@@ -734,7 +734,7 @@ class _KeepTables:
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel", "sel_fheld", "sel_cand",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound", "inputs_gone", "keep_Bs", "rec_bcut",
-                 "sel_bcut", "swap_fcand", "sel_open")
+                 "sel_bcut", "swap_fcand", "sel_open", "sel_early")
 
     def __init__(self, L: StageLayout):
         m = L.m
@@ -825,6 +825,18 @@ class _KeepTables:
                         and not (L.g_step[i] or L.g_extra[i] or L.g_late[i] or L.g_selheld[i] or L.g_unpacked[i])):
                     cand[fu[0]].append(i)
         self.sel_cand = [tuple(c) for c in cand]
+        # per x, ``(bytes, earlier readers)`` of the groups x reads and saves and frees in B_x with every node kept
+        # that readers before x also read and save: their checkpoints held them past B_x in the all-selective trace
+        early = [[] for _ in range(m)]
+        if L.sel_btrans:
+            for i, nb in enumerate(L.g_bytes):
+                lf, fu = L.g_free[i], L.g_fusers[i]
+                if m <= lf < 2 * m and not (L.g_step[i] or L.g_extra[i] or L.g_late[i]):
+                    x = 2 * m - 1 - lf
+                    us = tuple(u for u in fu if u < x)
+                    if us and x in fu and L.g_xnode[i] == x:
+                        early[x].append((nb, us))
+        self.sel_early = [tuple(e) for e in early]
         # per h, the groups the CPU's all-swapped trace frees inside F_h, in its traced transient: every node that
         # saves them swapped (host copies), F_h their last forward use, not sent on, not in autocast's cache. A
         # plan whose other holders keep one (a reader's checkpoint, a kept saver) carries it through a swapped
@@ -1310,6 +1322,18 @@ class StageModel:
                     dt[x + 1] += v
             if has_rec and L.sel_hbtrans:
                 _sel_carried(L, K, actions, dt)
+            if has_rec:
+                for x, early in enumerate(K.sel_early):
+                    # x saved it and frees it in its backward; in the all-selective trace an earlier reader's checkpoint
+                    # held it past B_x: carried through B_x there, not in x's traced selective transient. Where no such
+                    # reader is checkpointed here it dies in B_x: counted there (a BiLSTM's output, read by the kept
+                    # scorer through a copy and held by the selective pooling's checkpoint: 20 KiB, 22%, under)
+                    if early and actions[x] == SELECTIVE and L.sel_btrans[x] >= 0:
+                        p = twom - 1 - x
+                        for nb, us in early:
+                            if not any(actions[u] in _CHECKPOINTED for u in us):
+                                dt[p] += nb
+                                dt[p + 1] -= nb
             if gap and not cpu and L.held_extra:
                 # a swapped node whose copies to the host run past the start of its backward: its pack hook
                 # holds each device tensor until its copy ends, not freed op by op as the trace frees them (a

@@ -283,8 +283,7 @@ class Simulator:
                          self._node_units)
         z3 = type(z3)(z3.units, z3.rest_grads, z3.rest_params,
                       tuple(b[:3] for b in self._bucket_plan(L, list(z3.rest_grads), list(z3.rest_kinds) or None)),
-                      low, z3.made,
-                      z3.rest_kinds)
+                      low, z3.made, z3.rest_kinds, z3.elems)
         model = StageModel(L, input_bytes=self.graph.stage_input_bytes(a, b), opt_trans=opt_trans,
                            opt_grads=opt_grads, host_lat=self.host_link.latency,
                            prefetch_ahead=self.prefetch_ahead,
@@ -578,7 +577,7 @@ class Simulator:
                 # temporaries (it runs in host memory), the units' shards and gradients' slices
                 z = self.stage(*ranges[s], low=self._low_view is not None).model
                 _, _, _, state, temps = z.zero3(dp, True)
-                host_opt[s] = state + temps + host_bytes(z.z3.units, dp, z.z3.low)
+                host_opt[s] = state + temps + host_bytes(z.z3.units, dp, z.z3.low, z.z3.elems)
             share: dict = {}
             for r in range(dp):
                 mch = self._node_of[s * dp + r]

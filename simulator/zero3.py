@@ -52,6 +52,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memflow.buckets import element_size
+
 from .layout import param_kind, state_counter, state_rate
 
 __all__ = ["Zero3Facts", "zero3_facts", "node_units", "unit_split", "parts_split", "phase_terms", "state_terms", "phase_values", "comm_times",
@@ -80,6 +82,9 @@ class Zero3Facts:
     made: tuple = ()
     # per local node, the dtype kinds of rest_grads' gradients (memflow.buckets.dtype_kind; empty: one kind)
     rest_kinds: tuple = ()
+    # per local node, the bytes per element of its unit's dtype (one flat buffer per unit, one dtype: padded to
+    # dp of its elements; empty: ELEMENT; a complex64 unit of an odd element count padded as fp32 was short)
+    elems: tuple = ()
 
     @property
     def any(self) -> bool:
@@ -97,13 +102,13 @@ def zero3_facts(graph, a: int, b: int, dp_grads: list, zero_params, per_node: tu
         units = tuple((int(nd.param_bytes), int(nd.grad_bytes), int(nd.optimizer_bytes)) if nd.grad_bytes > 0
                       else (0, 0, 0) for nd in graph.nodes[a:b])
         return Zero3Facts(units, tuple(() for _ in range(m)), ())
-    unit_of, rest_of, made_of = per_node if per_node is not None else node_units(graph)
+    unit_of, rest_of, made_of, elem_of = per_node if per_node is not None else node_units(graph)
     rest_names = [k for x in range(a, b) for k, _, _, _ in rest_of[x]]
     rest_grads = tuple(tuple(gb for _, gb, lo, hi in rest_of[x] if a <= lo and hi < b) for x in range(a, b))
     rest_kinds = tuple(tuple(param_kind(graph, k) for k, _, lo, hi in rest_of[x] if a <= lo and hi < b)
                        for x in range(a, b))
     return Zero3Facts(tuple(unit_of[a:b]), rest_grads, tuple(zero_params(set(rest_names))), made=tuple(made_of[a:b]),
-                      rest_kinds=rest_kinds)
+                      rest_kinds=rest_kinds, elems=tuple(elem_of[a:b]))
 
 
 def node_units(graph) -> tuple[list, list, list]:
@@ -122,11 +127,12 @@ def node_units(graph) -> tuple[list, list, list]:
         for k in nd.read_params:
             readers.setdefault(k, set()).add(nd.index)
     whole = set(getattr(graph, "whole_params", ()) or ())  # (handed on as views: never sharded)
-    unit_of, rest_of, made_of = [], [], []
+    unit_of, rest_of, made_of, elem_of = [], [], [], []
     for nd in graph.nodes:
         u = [0, 0, 0]
         made = 0
         rest = []
+        el = ELEMENT
         for k in nd.param_names:
             v = graph.params.get(k)
             if v is None or int(v[1]) <= 0:
@@ -137,34 +143,38 @@ def node_units(graph) -> tuple[list, list, list]:
                 u[1] += int(v[1])
                 u[2] += int(v[2]) if k not in gradless else rate * int(v[0]) + counter
                 made += 0 if k in gradless else int(v[1])
+                el = element_size(param_kind(graph, k))  # (one dtype per unit: memflow.executor.zero3)
             else:
                 # (no reader: every reader is on any stage, as the empty all() held before)
                 rest.append((k, int(v[1]), min(rd) if rd else graph.n, max(rd) if rd else -1))
         unit_of.append(tuple(u))
         rest_of.append(tuple(rest))
         made_of.append(made)
-    return unit_of, rest_of, made_of
+        elem_of.append(el)
+    return unit_of, rest_of, made_of, elem_of
 
 
-def unit_split(nbytes: int, dp: int) -> tuple[int, int]:
-    """``(full, shard)`` bytes of a unit of ``nbytes`` over ``dp`` ranks, padded to ``dp`` elements."""
+def unit_split(nbytes: int, dp: int, element: int = ELEMENT) -> tuple[int, int]:
+    """``(full, shard)`` bytes of a unit of ``nbytes`` over ``dp`` ranks, padded to ``dp`` elements of
+    ``element`` bytes."""
     if nbytes <= 0:
         return 0, 0
-    shard = -(-nbytes // (dp * ELEMENT)) * ELEMENT
+    shard = -(-nbytes // (dp * element)) * element
     return shard * dp, shard
 
 
-def parts_split(nbytes: int, low: int, dp: int) -> tuple[int, int, int]:
+def parts_split(nbytes: int, low: int, dp: int, element: int = ELEMENT) -> tuple[int, int, int]:
     """``(gathered, full, shard)`` bytes of a unit of ``nbytes`` fp32 bytes of which ``low`` are gathered in
     bf16: each part padded to ``dp`` elements on its own, the bf16 part gathered at half its bytes;
     ``full`` / ``shard``: the fp32 flat copy of its gradients and a rank's fp32 slice of it (or of the
     parameters' shards)."""
     fl, sl = unit_split(low, dp)
-    fr, sr = unit_split(nbytes - low, dp)
+    fr, sr = unit_split(nbytes - low, dp, element)
     return fl // 2 + fr, fl + fr, sl + sr
 
 
-def phase_terms(units: tuple, dp: int, m: int, host: bool = False, low: tuple = (), made: tuple = ()) -> tuple:
+def phase_terms(units: tuple, dp: int, m: int, host: bool = False, low: tuple = (), made: tuple = (),
+                elems: tuple = ()) -> tuple:
     """ZeRO-3's memory terms of one stage's phases ``0 .. 2m-1`` (see the module's docstring):
     ``(add, step, syncs, shed, full, gfull, gshard)``. ``add[p]``: bytes alive in phase p beside its
     traced figures (gathered parameters, reduce-scatters' flat copies in flight); ``step[p]``: the
@@ -177,13 +187,15 @@ def phase_terms(units: tuple, dp: int, m: int, host: bool = False, low: tuple = 
     ``shed``: what the per-step buffers lose in all (whole gradients less their slices); per local
     node its unit's padded ``full`` bytes of parameters and ``full`` and ``shard`` of gradients.
     ``host``: the parameters on the host (the gradients' slices go there: no ``shard`` on the device);
-    ``low``: per local node the bytes of its unit gathered in bf16 (:func:`parts_split`)."""
+    ``low``: per local node the bytes of its unit gathered in bf16 (:func:`parts_split`); ``elems``: per local
+    node the bytes per element of its unit (:attr:`Zero3Facts.elems`)."""
     order = [x for x in range(m) if units[x][0] > 0]
     full, gfull, gshard = [0] * m, [0] * m, [0] * m
     for x in order:
         lb = low[x] if low else 0
-        full[x] = parts_split(units[x][0], lb, dp)[0]
-        _, gfull[x], gshard[x] = parts_split(units[x][1], lb, dp)
+        el = elems[x] if elems else ELEMENT
+        full[x] = parts_split(units[x][0], lb, dp, el)[0]
+        _, gfull[x], gshard[x] = parts_split(units[x][1], lb, dp, el)
         if host:
             gshard[x] = 0
     add = [0] * (2 * m + 1)
@@ -227,8 +239,10 @@ def state_terms(facts: Zero3Facts, dp: int, m: int, P_sum: int, O_sum: int, step
     shards and gradients' slices on the host (not in ``params`` / the step's gradients)."""
     units = facts.units
     low = facts.low
-    terms = phase_terms(units, dp, m, host, low, facts.made)
-    shards = [parts_split(pb, low[x] if low else 0, dp)[2] for x, (pb, _, _) in enumerate(units) if pb > 0]
+    elems = facts.elems
+    terms = phase_terms(units, dp, m, host, low, facts.made, elems)
+    shards = [parts_split(pb, low[x] if low else 0, dp, elems[x] if elems else ELEMENT)[2]
+              for x, (pb, _, _) in enumerate(units) if pb > 0]
     params = P_sum - sum(pb for pb, _, _ in units) + (0 if host else sum(shards))
     grads = step_opt + opt_grads - terms[3]
     # (a unit's state: its share of the per-byte state, and the per-parameter part (AdamW's step count)
@@ -335,10 +349,12 @@ def host_times(units: tuple, dp: int, bw: float, lat: float, low: tuple = ()) ->
     return cin, cout
 
 
-def host_bytes(units: tuple, dp: int, low: tuple = ()) -> int:
-    """Parameters on the host: the host bytes per rank of the units' shards and gradients' slices (fp32;
-    ``low``: per node the bytes of its unit's bf16-gathered part, padded on its own)."""
-    return sum(parts_split(pb, low[x] if low else 0, dp)[2] + parts_split(gb, low[x] if low else 0, dp)[2]
+def host_bytes(units: tuple, dp: int, low: tuple = (), elems: tuple = ()) -> int:
+    """Parameters on the host: the host bytes per rank of the units' shards and gradients' slices (``low``: per
+    node the bytes of its unit's bf16-gathered part, padded on its own; ``elems``: per node its unit's bytes per
+    element)."""
+    return sum(parts_split(pb, low[x] if low else 0, dp, elems[x] if elems else ELEMENT)[2]
+               + parts_split(gb, low[x] if low else 0, dp, elems[x] if elems else ELEMENT)[2]
                for x, (pb, gb, _) in enumerate(units) if pb > 0)
 
 

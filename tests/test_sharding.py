@@ -302,6 +302,26 @@ def test_zero2_buckets_follow_the_dtypes_and_are_held_while_in_flight():
                                                                      r.predicted_peak_bytes, r.peak_at)
 
 
+def test_zero3_units_pad_in_their_dtypes_elements():
+    """ZeRO-3 over the Fourier operator: each spectral layer's unit is its complex weight alone (one flat buffer
+    per unit, one dtype), of an odd element count, padded to dp complex elements: padded as fp32, every rank ran
+    above its plan (``Zero3Facts.elems``)."""
+    from pathlib import Path
+
+    from memflow.cluster import Cluster
+    from memflow.planner import GraphSource, resolve_spec
+    from memflow.strategy import Strategy
+    from tests.onerank import predicted_ranks
+
+    path = str(Path(__file__).resolve().parent / "models" / "fno1d.py")
+    g = GraphSource(resolve_spec(path), Cluster.load("cpu-2"))(2)
+    st = Strategy(dp=2, pp=1, stage_of=[0] * g.n, actions=["keep"] * g.n, microbatches=1, sharding=["parameters"])
+    _, rep = predicted_ranks(path, g, st, batch=4, steps=2)
+    for r in rep.ranks:
+        assert r.measured_peak_bytes <= r.predicted_peak_bytes <= 1.002 * r.measured_peak_bytes, (
+            r.rank, r.measured_peak_bytes, r.predicted_peak_bytes, r.peak_at)
+
+
 def test_zero2_adds_a_later_micro_batchs_gradients_into_the_first_ones():
     """ZeRO-2 reduce-scatters in the last micro-batch's backward only, each bucket once every node reading it
     is through: the second micro-batch's backward adds into the gradients the first made, as without sharding.

@@ -43,7 +43,7 @@ def dtype_kind(dtype) -> int:
 
 def element_size(kind: int) -> int:
     """Bytes per element of the dtype :func:`dtype_kind` numbered ``kind`` (4 for one it does not name): what
-    a ZeRO-2 bucket is padded in (to a multiple of ``dp`` elements)."""
+    a ZeRO-2 bucket or a ZeRO-3 unit is padded in (to a multiple of ``dp`` elements)."""
     return _SIZES[kind] if 0 <= kind < len(_SIZES) else 4
 
 

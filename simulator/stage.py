@@ -734,7 +734,7 @@ class _KeepTables:
                  "cpu_swap_dtrans", "cpu_swap_dtrans_b", "end_f", "bt_keep", "bt_rec", "fwd_s", "bwd_s", "step",
                  "sel_dtrans", "bt_sel", "sel_fheld", "sel_cand",
                  "S_fwd", "S_after", "keep_peaks", "keep_node_end", "freed", "bound", "inputs_gone", "keep_Bs", "rec_bcut",
-                 "sel_bcut", "swap_fcand", "sel_open", "sel_early")
+                 "sel_bcut", "swap_fcand", "sel_open", "sel_early", "steady_wanted", "drg_wanted")
 
     def __init__(self, L: StageLayout):
         m = L.m
@@ -836,7 +836,7 @@ class _KeepTables:
                     us = tuple(u for u in fu if u < x)
                     if us and x in fu and L.g_xnode[i] == x:
                         early[x].append((nb, us))
-        self.sel_early = [tuple(e) for e in early]
+        self.sel_early = tuple(tuple(e) for e in early) if any(early) else ()
         # per h, the groups the CPU's all-swapped trace frees inside F_h, in its traced transient: every node that
         # saves them swapped (host copies), F_h their last forward use, not sent on, not in autocast's cache. A
         # plan whose other holders keep one (a reader's checkpoint, a kept saver) carries it through a swapped
@@ -900,6 +900,9 @@ class _KeepTables:
         self.fwd_s, self.bwd_s = sum(ft), sum(bt)
         self.keep_peaks = _peaks(m, self.kv, self.kv0, [0] * (2 * m))[:8]
         self.keep_Bs = _steady_B(m, self.kv, [0] * (2 * m), L.bcut) if any(L.bcut) else None
+        # whether a later micro-batch's backward is priced apart (a cut somewhere), and with read gaps to follow
+        self.steady_wanted = self.keep_Bs is not None or bool(L.swap_bcut) or any(L.rbcut)
+        self.drg_wanted = self.steady_wanted and any(L.g_rgap)
         self.keep_node_end = _suffix_sums(self.bt_keep)
 
 
@@ -1126,10 +1129,10 @@ class StageModel:
             # the carried bytes, and the bytes alive as each B-half phase starts that die in it, dfr)
             split = detail or (z3 and (has_swap or has_rec))
             dt = [0] * (P + 1) if split else dc
-            steady_wanted = K.keep_Bs is not None or bool(L.swap_bcut) or any(L.rbcut)
+            steady_wanted = K.steady_wanted
             dfr = [0] * (P + 1) if z3 and split else None
             # (per B-half phase, what a later micro-batch's peak holds above the first's: see _live)
-            drg = [0] * (P + 1) if steady_wanted and any(L.g_rgap) else None
+            drg = [0] * (P + 1) if K.drg_wanted else None
             dsw = [0] * (P + 1) if detail else None
             if detail:
                 copy_out, prefetch = [], []
@@ -1322,7 +1325,7 @@ class StageModel:
                     dt[x + 1] += v
             if has_rec and L.sel_hbtrans:
                 _sel_carried(L, K, actions, dt)
-            if has_rec:
+            if has_rec and K.sel_early:
                 for x, early in enumerate(K.sel_early):
                     # x saved it and frees it in its backward; in the all-selective trace an earlier reader's checkpoint
                     # held it past B_x: carried through B_x there, not in x's traced selective transient. Where no such

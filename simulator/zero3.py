@@ -111,14 +111,14 @@ def zero3_facts(graph, a: int, b: int, dp_grads: list, zero_params, per_node: tu
                       rest_kinds=rest_kinds, elems=tuple(elem_of[a:b]))
 
 
-def node_units(graph) -> tuple[list, list, list]:
+def node_units(graph) -> tuple[list, list, list, list]:
     """Per node of ``graph`` (with a parameter table), what does not depend on the stage: its ZeRO-3
     unit ``(parameter, gradient, optimizer-state bytes)`` of the trainable parameters it owns and only
     it reads, its other trainable parameters ``(name, gradient bytes, first reader, last reader)``
-    (kept whole; their gradients are a stage's to all-reduce where every reader is on it), and the
-    gradient bytes of its unit the step makes (its gradless parameters' left out). A gradless parameter's
-    optimizer state is the sharded step's (:func:`simulator.layout.state_rate`: it steps the unit's flat
-    slice, zeros and all), which the traced step never made."""
+    (kept whole; their gradients are a stage's to all-reduce where every reader is on it), the
+    gradient bytes of its unit the step makes (its gradless parameters' left out), and its unit's bytes per
+    element. A gradless parameter's optimizer state is the sharded step's (:func:`simulator.layout.state_rate`:
+    it steps the unit's flat slice, zeros and all), which the traced step never made."""
     gradless = set(graph.meta.get("gradless_params", ()))
     rate = state_rate(graph) if gradless else 0
     counter = state_counter(graph) if gradless else 0
@@ -164,10 +164,10 @@ def unit_split(nbytes: int, dp: int, element: int = ELEMENT) -> tuple[int, int]:
 
 
 def parts_split(nbytes: int, low: int, dp: int, element: int = ELEMENT) -> tuple[int, int, int]:
-    """``(gathered, full, shard)`` bytes of a unit of ``nbytes`` fp32 bytes of which ``low`` are gathered in
-    bf16: each part padded to ``dp`` elements on its own, the bf16 part gathered at half its bytes;
-    ``full`` / ``shard``: the fp32 flat copy of its gradients and a rank's fp32 slice of it (or of the
-    parameters' shards)."""
+    """``(gathered, full, shard)`` bytes of a unit of ``nbytes`` bytes (of ``element``-byte elements) of which
+    ``low`` fp32 bytes are gathered in bf16: each part padded to ``dp`` elements on its own, the bf16 part
+    gathered at half its bytes; ``full`` / ``shard``: the fp32 flat copy of its gradients and a rank's fp32
+    slice of it (or of the parameters' shards)."""
     fl, sl = unit_split(low, dp)
     fr, sr = unit_split(nbytes - low, dp, element)
     return fl // 2 + fr, fl + fr, sl + sr
